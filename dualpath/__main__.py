@@ -1,0 +1,3 @@
+from dualpath.cli import main
+
+main()

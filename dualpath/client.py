@@ -1,0 +1,274 @@
+"""The serving-path client: one chat call in, one `CallRecord` out.
+
+Every sampling parameter is sent explicitly, in each engine's dialect, because the engines
+fill unsent ones differently (llama-server: top_k 40, min_p 0.05, presence penalty only over
+the last 64 tokens; vLLM: the model's generation_config). Transient failures are retried with
+exponential backoff and the attempts are recorded. A call never raises for a server problem:
+the failure is part of the record, and `CallFailed` is raised by the pipeline context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+import httpx
+import orjson
+
+from dualpath.config import Sampling, ServingPath
+from dualpath.records import CallRecord
+
+# HTTP statuses worth another attempt: rate limited, server loading / overloaded, proxies.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+_TIMING_FIELDS = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
+                  "predicted_per_second", "cache_n", "draft_n", "draft_n_accepted")
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    """One call a pipeline wants to make."""
+
+    agent: str
+    messages: list[dict[str, str]]
+    ticker: str
+    draw: int
+    unit_attempt: int
+    call_seq: int
+    seed: int | None = None
+    json_schema: dict[str, Any] | None = None
+
+
+def sampling_body(engine: str, s: Sampling, seed: int | None) -> dict[str, Any]:
+    """The sampling fields of a request body in the engine's dialect."""
+    body: dict[str, Any] = {
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "presence_penalty": s.presence_penalty,
+        "frequency_penalty": 0.0,
+        "max_tokens": s.max_tokens,
+    }
+    if engine in ("llama.cpp", "sim"):
+        # repeat_last_n -1 = whole context, so the presence penalty covers the whole output
+        # as vLLM's does; repeat_penalty 1.0 because vLLM applies none by default.
+        body.update(top_k=s.top_k, min_p=s.min_p, repeat_last_n=-1, repeat_penalty=1.0,
+                    cache_prompt=True)
+    elif engine == "vllm":
+        body.update(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
+    if seed is not None:
+        body["seed"] = seed
+    return body
+
+
+def schema_body(engine: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """Constrained-output fields for a JSON schema in the engine's dialect."""
+    if engine in ("llama.cpp", "sim"):
+        return {"json_schema": schema}
+    return {"response_format": {"type": "json_schema",
+                                "json_schema": {"name": "answer", "schema": schema}}}
+
+
+class _Retry(Exception):
+    def __init__(self, kind: str, detail: str, status: int | None = None,
+                 retry_after: float | None = None):
+        self.kind, self.detail, self.status, self.retry_after = kind, detail, status, retry_after
+
+
+class _Fail(Exception):
+    def __init__(self, kind: str, detail: str, status: int | None = None):
+        self.kind, self.detail, self.status = kind, detail, status
+
+
+class PathClient:
+    """Makes calls to one serving path and turns each into a `CallRecord`."""
+
+    def __init__(self, name: str, path: ServingPath, sampling: Sampling,
+                 http: httpx.AsyncClient, run_id: str, *, base_url: str | None = None,
+                 api_key: str | None = None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 rng: random.Random | None = None):
+        self.name = name
+        self.path = path
+        self.sampling = sampling
+        self.http = http
+        self.run_id = run_id
+        self.url = f"{base_url or path.base_url}/v1/chat/completions"
+        self.headers = {"content-type": "application/json"}
+        if api_key:
+            self.headers["authorization"] = f"Bearer {api_key}"
+        self.timeout = httpx.Timeout(path.read_timeout_s, connect=path.connect_timeout_s)
+        self._sleep = sleep
+        self._rng = rng or random.Random(0)
+        # Set from the identity check: a response from another build/model is contamination.
+        self.expected_fingerprint: str | None = None
+        self.expected_model: str | None = None
+
+    def body(self, req: ChatRequest) -> dict[str, Any]:
+        """The request body without messages (recorded as `request_json`)."""
+        body: dict[str, Any] = {"model": self.path.model, "stream": self.path.stream}
+        body.update(sampling_body(self.path.engine, self.sampling, req.seed))
+        if self.path.stream:
+            body["stream_options"] = {"include_usage": True}
+        if req.json_schema is not None:
+            body.update(schema_body(self.path.engine, req.json_schema))
+        return body
+
+    async def chat(self, req: ChatRequest) -> CallRecord:
+        """Make one call (with retries); never raises for server-side problems."""
+        body = self.body(req)
+        rec = CallRecord(
+            call_id=uuid.uuid4().hex, run_id=self.run_id, path=self.name, ticker=req.ticker,
+            draw=req.draw, unit_attempt=req.unit_attempt, agent=req.agent, call_seq=req.call_seq,
+            start_wall=time.time(), start_mono=time.monotonic(),
+            request_json=orjson.dumps(body).decode(),
+            prompt_text=orjson.dumps(req.messages).decode())
+        payload = orjson.dumps({**body, "messages": req.messages})
+        while True:
+            rec.attempts += 1
+            try:
+                if self.path.stream:
+                    await self._stream(payload, rec)
+                else:
+                    await self._once(payload, rec)
+                break
+            except _Retry as r:
+                rec.http_status = r.status
+                if rec.attempts >= self.path.max_attempts:
+                    rec.error_kind, rec.error_detail = r.kind, r.detail
+                    break
+                await self._sleep(self._backoff(rec.attempts, r.retry_after))
+            except _Fail as f:
+                rec.error_kind, rec.error_detail, rec.http_status = f.kind, f.detail, f.status
+                break
+        rec.end_mono, rec.end_wall = time.monotonic(), time.time()
+        self._check_identity(rec)
+        return rec
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, 60.0)
+        return self.path.backoff_s * 2 ** (attempt - 1) * (0.5 + 0.5 * self._rng.random())
+
+    def _check_identity(self, rec: CallRecord) -> None:
+        if not rec.ok:
+            return
+        why = []
+        if self.expected_fingerprint and rec.system_fingerprint != self.expected_fingerprint:
+            why.append(f"system_fingerprint {rec.system_fingerprint!r} != "
+                       f"{self.expected_fingerprint!r}")
+        if self.expected_model and rec.response_model != self.expected_model:
+            why.append(f"model {rec.response_model!r} != {self.expected_model!r}")
+        rec.contaminated = "; ".join(why) or None
+
+    async def _send_errors(self, coro):
+        try:
+            return await coro
+        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+            raise _Retry("connect_error", f"{type(e).__name__}: {e}") from None
+        except httpx.RemoteProtocolError as e:
+            raise _Retry("protocol_error", f"server closed the connection: {e}") from None
+        except httpx.TimeoutException as e:
+            raise _Fail("timeout", f"{type(e).__name__} after {self.path.read_timeout_s}s") from None
+        except httpx.HTTPError as e:
+            raise _Fail("transport_error", f"{type(e).__name__}: {e}") from None
+
+    @staticmethod
+    def _status_error(status: int, text: str, headers: httpx.Headers) -> Exception:
+        detail = text[:500]
+        try:
+            err = orjson.loads(text).get("error", {})
+            detail = f"{err.get('type', '')}: {err.get('message', '')}".strip(": ") or detail
+        except (orjson.JSONDecodeError, AttributeError):
+            pass
+        if status in RETRY_STATUSES:
+            ra = headers.get("retry-after")
+            return _Retry(f"http_{status}", detail, status,
+                          float(ra) if ra and ra.replace(".", "", 1).isdigit() else None)
+        return _Fail(f"http_{status}", detail, status)
+
+    async def _once(self, payload: bytes, rec: CallRecord) -> None:
+        resp = await self._send_errors(self.http.post(
+            self.url, content=payload, headers=self.headers, timeout=self.timeout))
+        rec.http_status = resp.status_code
+        if resp.status_code != 200:
+            raise self._status_error(resp.status_code, resp.text, resp.headers)
+        try:
+            data = orjson.loads(resp.content)
+            choice = data["choices"][0]
+            rec.output_text = choice["message"].get("content") or ""
+            rec.finish_reason = choice.get("finish_reason")
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as e:
+            raise _Fail("bad_response", f"unreadable completion: {e!r}: {resp.text[:300]}") from None
+        _take_meta(rec, data)
+
+    async def _stream(self, payload: bytes, rec: CallRecord) -> None:
+        req = self.http.build_request("POST", self.url, content=payload, headers=self.headers,
+                                      timeout=self.timeout)
+        resp = await self._send_errors(self.http.send(req, stream=True))
+        try:
+            rec.http_status = resp.status_code
+            if resp.status_code != 200:
+                text = (await self._send_errors(resp.aread())).decode(errors="replace")
+                raise self._status_error(resp.status_code, text, resp.headers)
+            parts: list[str] = []
+            await self._send_errors(self._read_events(resp, rec, parts))
+            rec.output_text = "".join(parts)
+        finally:
+            await resp.aclose()
+
+    async def _read_events(self, resp: httpx.Response, rec: CallRecord, parts: list[str]) -> None:
+        done = False
+        async for line in resp.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                raise _Fail("bad_response", f"unreadable stream event: {data[:200]}") from None
+            if "error" in chunk:
+                raise _Fail("stream_error", str(chunk["error"])[:500])
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                text = delta.get("content")
+                if (text or delta.get("reasoning_content")) and rec.first_token_mono is None:
+                    rec.first_token_mono = time.monotonic()
+                if text:
+                    parts.append(text)
+                if choice.get("finish_reason"):
+                    rec.finish_reason = choice["finish_reason"]
+            _take_meta(rec, chunk)
+        if not done and rec.finish_reason is None:
+            raise _Retry("protocol_error", "stream ended without a finish_reason or [DONE]")
+
+
+def _take_meta(rec: CallRecord, data: dict[str, Any]) -> None:
+    """Copy usage, timings, per-request metrics and identity fields present in `data`."""
+    if data.get("model"):
+        rec.response_model = data["model"]
+    if data.get("system_fingerprint"):
+        rec.system_fingerprint = data["system_fingerprint"]
+    usage = data.get("usage")
+    if usage:
+        rec.prompt_tokens = usage.get("prompt_tokens")
+        rec.completion_tokens = usage.get("completion_tokens")
+        details = usage.get("prompt_tokens_details") or {}
+        if details.get("cached_tokens") is not None:
+            rec.cached_tokens = details["cached_tokens"]
+    timings = data.get("timings")
+    if timings:
+        for k in _TIMING_FIELDS:
+            if k in timings:
+                setattr(rec, k, timings[k])
+        rec.timings_json = orjson.dumps(timings).decode()
+        if rec.cached_tokens is None and "cache_n" in timings:
+            rec.cached_tokens = timings["cache_n"]
+    metrics = data.get("metrics")
+    if metrics:
+        rec.server_metrics_json = orjson.dumps(metrics).decode()

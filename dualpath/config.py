@@ -1,0 +1,285 @@
+"""Settings: one `Config` read from `dualpath.toml`, validated strictly.
+
+Every model forbids unknown keys, so a typo is an error naming the key instead of a setting
+silently ignored. `load_config` turns any problem into a `ConfigError` whose message names the
+field, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dualpath.errors import ConfigError
+
+Engine = Literal["llama.cpp", "vllm", "openai", "sim"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Experiment(_Model):
+    """What is scored each night, and how often."""
+
+    name: str = Field("dualpath", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$",
+                      description="Experiment name; runs and warehouse rows are keyed by it.")
+    universe: list[str] | None = Field(None, description="Tickers scored every night (inline).")
+    universe_file: Path | None = Field(
+        None, description="A text file with one ticker per line ('#' comments allowed); "
+        "relative paths are relative to the config file.")
+    draws: int = Field(3, ge=1, le=50, description="Independent scorings of each ticker per night.")
+    horizons: list[Annotated[int, Field(ge=1, le=260)]] = Field(
+        default_factory=lambda: [1, 5, 20],
+        description="Forward-return horizons in trading days.")
+
+    @model_validator(mode="after")
+    def _one_universe(self) -> "Experiment":
+        if (self.universe is None) == (self.universe_file is None):
+            raise ValueError("give exactly one of 'universe' (a list) or 'universe_file' (a path)")
+        if self.universe is not None:
+            _check_tickers(self.universe, "universe")
+        return self
+
+
+class Sampling(_Model):
+    """Sampling parameters; every one is sent explicitly to every engine.
+
+    Defaults are the user's pipeline. llama-server and vLLM fill unsent parameters with
+    different defaults (top_k 40 / min_p 0.05 vs. the model's generation_config), so leaving
+    any out would make the two paths sample differently.
+    """
+
+    temperature: float = Field(0.7, ge=0.0, le=2.0, description="Softmax temperature.")
+    top_p: float = Field(0.8, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    top_k: int = Field(20, ge=0, description="Top-k cut-off (0 = off).")
+    min_p: float = Field(0.0, ge=0.0, le=1.0, description="Min-p cut-off (0 = off).")
+    presence_penalty: float = Field(1.5, ge=-2.0, le=2.0,
+                                    description="Presence penalty over the whole output.")
+    max_tokens: int = Field(4096, ge=1, le=131072,
+                            description="Generation cap per call; a call that hits it is a runaway.")
+    seed_policy: Literal["per-draw", "none"] = Field(
+        "per-draw", description="'per-draw': each call's seed is derived from (base_seed, night, "
+        "ticker, draw, agent), so draws differ and a rerun repeats them; 'none': no seed sent.")
+    base_seed: int = Field(20260101, ge=0, description="Root of the derived seeds.")
+
+
+class ExpectedIdentity(_Model):
+    """What the server behind a path must report; unset fields are not checked."""
+
+    model: str | None = Field(None, description="Model alias (/props model_alias, /v1/models id).")
+    model_path_contains: str | None = Field(None, description="Substring of /props model_path.")
+    slots: int | None = Field(None, ge=1, description="Parallel slots (/props total_slots).")
+    n_ctx_per_slot: int | None = Field(None, ge=1, description="Context per slot (n_ctx).")
+    build: str | None = Field(None, description="Build (system_fingerprint / build_info / version).")
+    speculative: bool | None = Field(None, description="Whether speculative decoding / MTP is on.")
+
+
+class SimProfile(_Model):
+    """Time and answer model of a simulated llama-server (engine 'sim').
+
+    Rates are per slot with all slots busy. Defaults are the backup path of CONTEXT.md: with
+    ~8.3k-token prompts and ~1.26k-token outputs a 17-call ticker takes ~172 s on the
+    throughput basis at 4 slots. The demo sends short prompts over the wire; `context_tokens`
+    stands for the documents a real pipeline attaches and is added to the counted prompt.
+    """
+
+    prefill_tps: float = Field(745.0, gt=0, description="Prompt tokens per second per busy slot.")
+    decode_tps: float = Field(43.0, gt=0, description="Generated tokens per second per busy slot.")
+    time_scale: float = Field(1.0, gt=0, le=1.0,
+                              description="Real seconds slept per modelled second (demo: tiny).")
+    context_tokens: int = Field(8200, ge=0, description="Unsent prompt tokens added to each call.")
+    output_mean_tokens: float = Field(1260.0, gt=0, description="Mean generated tokens per call.")
+    output_sigma: float = Field(0.35, ge=0, le=2, description="Log-normal sigma of output length.")
+    runaway_share: float = Field(0.01, ge=0, le=1,
+                                 description="Share of calls that never stop before max_tokens.")
+    malformed_share: float = Field(0.01, ge=0, le=1,
+                                   description="Share of final answers with no parseable grade.")
+    signal_weight: float = Field(0.35, ge=0, description="How strongly grades follow the hidden signal.")
+    night_noise: float = Field(0.8, ge=0, description="Noise shared by all draws of a ticker-night.")
+    draw_noise: float = Field(1.0, ge=0, description="Noise of each draw.")
+    model_alias: str = Field("sim-model", description="Alias the simulated server reports.")
+    build: str = Field("sim-b0001", description="Build the simulated server reports.")
+    n_ctx: int = Field(131072, ge=1024, description="Total context (split over slots).")
+    market_seed: int = Field(7, description="Seed of the synthetic market the answers follow.")
+
+
+class ServingPath(_Model):
+    """One serving path: an engine behind an OpenAI-compatible endpoint."""
+
+    engine: Engine = Field(description="Server software: 'llama.cpp', 'vllm', 'openai' or 'sim'.")
+    base_url: str | None = Field(
+        None, description="http://host:port of the server; for 'sim' leave unset to start one.")
+    model: str = Field(description="Model name sent in requests (llama.cpp ignores it; vLLM checks).")
+    slots: int = Field(4, ge=1, le=256, description="Requests kept in flight by dualpath.")
+    stream: bool = Field(True, description="Stream responses (needed for client-side first-token time).")
+    launch: list[str] | None = Field(
+        None, description="argv to start the server; unset = attach to a running one.")
+    expect: ExpectedIdentity = Field(default_factory=ExpectedIdentity,
+                                     description="Identity the server must show.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
+    connect_timeout_s: float = Field(5.0, gt=0, description="TCP connect timeout per attempt.")
+    read_timeout_s: float = Field(1800.0, gt=0, description="Max silence while reading a response.")
+    max_attempts: int = Field(4, ge=1, le=20, description="Attempts per call on transient errors.")
+    backoff_s: float = Field(1.0, ge=0, description="First retry delay; doubles each attempt.")
+    grade_format: Literal["text", "json"] = Field(
+        "text", description="'json' constrains the final-grade call to a JSON schema.")
+    sim: SimProfile = Field(default_factory=SimProfile, description="Simulated server model.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://, e.g. http://127.0.0.1:8080")
+        return v.rstrip("/") if v else v
+
+    @model_validator(mode="after")
+    def _needs_url(self) -> "ServingPath":
+        if self.engine != "sim" and self.base_url is None:
+            raise ValueError(f"engine '{self.engine}' needs base_url (e.g. http://127.0.0.1:8080)")
+        return self
+
+
+class WarehouseSettings(_Model):
+    """Where results live."""
+
+    path: Path = Field(Path(".dualpath/warehouse.duckdb"), description="DuckDB file.")
+    runs_dir: Path = Field(Path(".dualpath/runs"), description="Run folders (journals, logs).")
+
+
+class PipelineSettings(_Model):
+    """Which scoring pipeline runs per unit."""
+
+    name: str = Field("builtin", description="'builtin' or 'package.module:function'.")
+    history_days: int = Field(60, ge=5, le=2000, description="Trading days of history in prompts.")
+    documents_dir: Path | None = Field(
+        None, description="Optional folder of TICKER.md documents added to analyst prompts.")
+
+    @field_validator("name")
+    @classmethod
+    def _ref(cls, v: str) -> str:
+        if v != "builtin" and (":" not in v or v.startswith(":") or v.endswith(":")):
+            raise ValueError("must be 'builtin' or 'package.module:function'")
+        return v
+
+
+class MarketSettings(_Model):
+    """Where prices come from: a file, or the synthetic market of the demo."""
+
+    prices_file: Path | None = Field(None, description="CSV/Parquet of daily prices to import.")
+    synthetic_seed: int | None = Field(None, description="Seed of the synthetic market (demo).")
+    synthetic_start: date = Field(date(2027, 1, 4), description="First synthetic trading day.")
+
+
+class Config(_Model):
+    """A whole dualpath.toml."""
+
+    experiment: Experiment
+    sampling: Sampling = Field(default_factory=Sampling, description="Sampling parameters.")
+    paths: dict[str, ServingPath] = Field(description="Serving paths by name, e.g. main, backup.")
+    warehouse: WarehouseSettings = Field(default_factory=WarehouseSettings, description="Storage.")
+    pipeline: PipelineSettings = Field(default_factory=PipelineSettings, description="Pipeline.")
+    market: MarketSettings = Field(default_factory=MarketSettings, description="Prices.")
+    base_dir: Path = Field(Path("."), description="Folder relative paths are resolved against.")
+
+    @field_validator("paths")
+    @classmethod
+    def _names(cls, v: dict[str, ServingPath]) -> dict[str, ServingPath]:
+        if not v:
+            raise ValueError("define at least one path, e.g. [paths.main]")
+        for name in v:
+            if not name.replace("-", "").replace("_", "").isalnum():
+                raise ValueError(f"path name '{name}' may hold only letters, digits, '-' and '_'")
+        return v
+
+    def resolve(self, p: Path) -> Path:
+        """A config-relative path made absolute."""
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+    def tickers(self) -> list[str]:
+        """The universe, from the inline list or the universe file."""
+        if self.experiment.universe is not None:
+            return list(self.experiment.universe)
+        return read_universe(self.resolve(self.experiment.universe_file))
+
+    def fingerprint(self) -> str:
+        """Hash of everything that changes what a night measures (not where files live)."""
+        data = self.model_dump(mode="json", exclude={"warehouse", "base_dir"})
+        return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def _check_tickers(tickers: list[str], where: str) -> None:
+    if not tickers:
+        raise ValueError(f"{where} is empty; list at least one ticker")
+    bad = [t for t in tickers if not t or not all(c.isalnum() or c in ".-_^" for c in t)]
+    if bad:
+        raise ValueError(f"{where}: malformed ticker(s) {bad[:5]}; use letters, digits, . - _ ^")
+    dupes = sorted({t for t in tickers if tickers.count(t) > 1})
+    if dupes:
+        raise ValueError(f"{where}: duplicate ticker(s) {dupes[:5]}")
+
+
+def read_universe(path: Path) -> list[str]:
+    """Tickers from a file: one per line, blank lines and '#' comments ignored."""
+    from dualpath.errors import DataError
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DataError(f"universe file {path} does not exist; create it with one ticker per line")
+    except UnicodeDecodeError:
+        raise DataError(f"universe file {path} is not UTF-8 text")
+    tickers = [ln.split("#", 1)[0].strip() for ln in lines]
+    tickers = [t for t in tickers if t]
+    try:
+        _check_tickers(tickers, f"universe file {path}")
+    except ValueError as e:
+        raise DataError(str(e))
+    return tickers
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    """One line per problem: field, bad value, what is allowed."""
+    lines = [f"{source}: {err.error_count()} problem(s):"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  - {loc}: unknown setting; remove it or check its spelling")
+        elif e["type"] == "missing":
+            lines.append(f"  - {loc}: required but missing")
+        else:
+            lines.append(f"  - {loc} = {e.get('input')!r}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_config(data: dict, source: str = "config", base_dir: Path | None = None) -> Config:
+    """Validate a config dict; errors become `ConfigError`."""
+    if base_dir is not None:
+        data = {**data, "base_dir": base_dir}
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, source)) from None
+
+
+def load_config(path: Path | str) -> Config:
+    """Read and validate a dualpath.toml."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found; create one with `dualpath init`") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path} is not valid TOML: {e}") from None
+    if "base_dir" in data:
+        raise ConfigError(f"{path}: 'base_dir' is set by dualpath, not in the file; remove it")
+    return parse_config(data, str(path), base_dir=path.resolve().parent)

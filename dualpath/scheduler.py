@@ -1,0 +1,260 @@
+"""The slot-filling scheduler: keeps exactly `slots` calls in flight on a path.
+
+Units (ticker x draw) are admitted in draw-major order, so every ticker's draw 1 finishes
+before any draw 2 starts and a night cut short still holds complete draws. A unit's next call
+starts as soon as its own dependencies finish; whenever a slot would sit idle because no
+admitted unit has a call ready, one more unit is admitted. Waiting calls get slots oldest unit
+first, so extra units only fill gaps and a unit's own latency stays close to its chain length.
+
+The scheduler knows nothing about storage: every `CallRecord`, `UnitStart` and `UnitResult`
+goes to a `sink` callable the caller provides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import itertools
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any, Callable, Iterable
+
+from dualpath.client import ChatRequest, PathClient
+from dualpath.errors import CallFailed
+from dualpath.grades import parse_grade
+from dualpath.pipeline import Pipeline, UnitInput
+from dualpath.records import CallRecord, UnitResult, UnitStart
+
+Sink = Callable[[CallRecord | UnitStart | UnitResult], None]
+Progress = Callable[[str, int, int, int], None]   # (path, units done, units total, calls)
+
+
+class SlotPool:
+    """At most `slots` holders at once; waiters are served lowest priority value first."""
+
+    def __init__(self, slots: int):
+        self.slots = slots
+        self.free = slots
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._seq = itertools.count()
+        self.on_idle: Callable[[], None] | None = None
+
+    @property
+    def in_use(self) -> int:
+        return self.slots - self.free
+
+    def has_waiters(self) -> bool:
+        return any(not f.done() for _, _, f in self._waiters)
+
+    async def acquire(self, priority: int) -> None:
+        if self.free > 0 and not self.has_waiters():
+            self.free -= 1
+            return
+        fut = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._seq), fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()   # the slot was handed over just as we were cancelled
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            _, _, fut = heapq.heappop(self._waiters)
+            if not fut.done():
+                fut.set_result(None)   # hand the slot over directly
+                return
+        self.free += 1
+        if self.on_idle is not None:
+            self.on_idle()
+
+
+def derive_seed(base: int, night: date, ticker: str, draw: int, agent: str) -> int:
+    """A stable per-call seed: draws differ, reruns repeat."""
+    key = f"{base}|{night.isoformat()}|{ticker}|{draw}|{agent}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "little") & 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One ticker x draw to score."""
+
+    ticker: str
+    draw: int
+
+
+def draw_major(tickers: Iterable[str], draws: int) -> list[Unit]:
+    """Every ticker's draw 1, then every ticker's draw 2, ..."""
+    tickers = list(tickers)
+    return [Unit(t, d) for d in range(1, draws + 1) for t in tickers]
+
+
+@dataclass
+class PathRun:
+    """Counts of one path-run as it goes."""
+
+    path: str
+    units_total: int
+    units_done: int = 0
+    units_graded: int = 0
+    units_failed: int = 0
+    calls: int = 0
+    calls_failed: int = 0
+    runaway: int = 0
+    start_mono: float = 0.0
+    end_mono: float = 0.0
+    start_wall: float = 0.0
+    end_wall: float = 0.0
+    stopped_early: bool = False
+    results: list[UnitResult] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.units_done == self.units_total
+
+
+class _UnitLLM:
+    """The `LLM` a pipeline sees for one unit: seeds, slots, records, failures."""
+
+    json_grades: bool
+
+    def __init__(self, runner: "PathRunner", unit: Unit, attempt: int, priority: int):
+        self.runner, self.unit, self.attempt, self.priority = runner, unit, attempt, priority
+        self.json_grades = runner.client.path.grade_format == "json"
+        self.calls = 0
+
+    async def __call__(self, agent: str, messages: list[dict[str, str]], *,
+                       json_schema: dict[str, Any] | None = None) -> str:
+        r = self.runner
+        self.calls += 1
+        seed = None
+        if r.sampling_seeded:
+            seed = derive_seed(r.base_seed, r.night, self.unit.ticker, self.unit.draw, agent)
+        req = ChatRequest(agent=agent, messages=messages, ticker=self.unit.ticker,
+                          draw=self.unit.draw, unit_attempt=self.attempt, call_seq=self.calls,
+                          seed=seed, json_schema=json_schema)
+        if self.calls == 1:
+            r.starting -= 1   # this unit no longer counts as about to ask for a slot
+        await r.pool.acquire(self.priority)
+        try:
+            rec = await r.client.chat(req)
+        finally:
+            r.pool.release()
+        r.on_call(rec)
+        if not rec.ok:
+            raise CallFailed(rec)
+        return rec.output_text
+
+
+class PathRunner:
+    """Scores a list of units on one path with a full set of slots."""
+
+    def __init__(self, client: PathClient, pipeline: Pipeline, night: date, *,
+                 slots: int, sink: Sink, inputs: Callable[[Unit], UnitInput],
+                 base_seed: int = 0, seeded: bool = True, progress: Progress | None = None,
+                 attempts: dict[Unit, int] | None = None, deadline_mono: float | None = None):
+        self.client, self.pipeline, self.night = client, pipeline, night
+        self.pool = SlotPool(slots)
+        self.sink, self.inputs, self.progress = sink, inputs, progress
+        self.base_seed, self.sampling_seeded = base_seed, seeded
+        self.attempts = attempts or {}
+        self.deadline_mono = deadline_mono
+        self.run: PathRun | None = None
+
+    def on_call(self, rec: CallRecord) -> None:
+        run = self.run
+        run.calls += 1
+        run.calls_failed += not rec.ok
+        run.runaway += rec.runaway
+        self.sink(rec)
+
+    async def run_units(self, units: list[Unit]) -> PathRun:
+        """Run every unit; returns the counts (results are in `run.results` and the sink)."""
+        run = self.run = PathRun(self.client.name, len(units))
+        run.start_mono, run.start_wall = time.monotonic(), time.time()
+        pending = iter(enumerate(units))
+        tasks: set[asyncio.Task] = set()
+        all_done = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def admit() -> None:
+            if self.deadline_mono is not None and time.monotonic() > self.deadline_mono:
+                run.stopped_early = True
+                return
+            nxt = next(pending, None)
+            if nxt is None:
+                return
+            task = loop.create_task(self._unit(*nxt))
+            tasks.add(task)
+            task.add_done_callback(finished)
+
+        def finished(task: asyncio.Task) -> None:
+            tasks.discard(task)
+            fill()
+
+        def fill() -> None:
+            # Deferred one loop turn: a unit whose call just ended gets the chance to ask
+            # for its next slot before a new unit is let in.
+            loop.call_soon(_fill_now)
+
+        def _fill_now() -> None:
+            # Admitted units that have not yet asked for their first slot count as demand.
+            while (self.pool.free > self.starting and not self.pool.has_waiters()
+                   and not run.stopped_early):
+                before = len(tasks)
+                admit()
+                if len(tasks) == before:
+                    break
+                self.starting += 1
+            if not tasks:
+                all_done.set()
+
+        self.starting = 0
+        self.pool.on_idle = fill
+        _fill_now()
+        try:
+            await all_done.wait()
+        finally:
+            for t in tasks:
+                t.cancel()
+            run.end_mono, run.end_wall = time.monotonic(), time.time()
+        return run
+
+    async def _unit(self, priority: int, unit: Unit) -> None:
+        run = self.run
+        attempt = self.attempts.get(unit, 0) + 1
+        llm = _UnitLLM(self, unit, attempt, priority)
+        start_wall, start_mono = time.time(), time.monotonic()
+        self.sink(UnitStart(run_id=self.client.run_id, path=self.client.name, ticker=unit.ticker,
+                            draw=unit.draw, unit_attempt=attempt, start_wall=start_wall))
+        grade = failure = detail = text = None
+        try:
+            text = await self.pipeline(self.inputs(unit), llm)
+            parsed = parse_grade(text)
+            grade, failure, detail = parsed.grade, parsed.failure and "parse_failure", parsed.failure
+        except CallFailed as e:
+            failure, detail = "server_error", str(e)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a user pipeline's bug must not end the night
+            failure = "pipeline_error"
+            detail = "".join(traceback.format_exception_only(e)).strip()[:2000]
+        finally:
+            if llm.calls == 0:
+                self.starting -= 1
+        res = UnitResult(run_id=self.client.run_id, path=self.client.name, ticker=unit.ticker,
+                         draw=unit.draw, unit_attempt=attempt, start_wall=start_wall,
+                         start_mono=start_mono, end_wall=time.time(), end_mono=time.monotonic(),
+                         n_calls=llm.calls, grade=grade, failure_kind=failure,
+                         failure_detail=detail, final_text=text)
+        run.units_done += 1
+        run.units_graded += grade is not None
+        run.units_failed += grade is None
+        run.results.append(res)
+        self.sink(res)
+        if self.progress:
+            self.progress(run.path, run.units_done, run.units_total, run.calls)

@@ -1,0 +1,336 @@
+"""A simulated llama-server: the same HTTP API, a modelled clock, a synthetic answer model.
+
+Endpoints, shaped like llama-server's: `POST /v1/chat/completions` (streaming and not, with
+`timings`, `usage`, `system_fingerprint`), `GET /props`, `/slots`, `/health`, `/v1/models`,
+`/metrics`. At most `slots` requests are processed at once; the rest wait (counted as
+deferred), as llama-server does. Like llama-server in single-model mode it accepts any
+`model` name and echoes it back, so a client must check identity itself.
+
+The server answers with short texts: token counts and timings follow the time model, not the
+length of the text on the wire (documented in the response's `timings` as usual).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import date
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from dualpath.config import SimProfile
+from dualpath.grades import GRADE_INSTRUCTION, LABELS
+from dualpath.sim.model import SimModel
+
+_HEADER = re.compile(r"TICKER: (\S+) \| AS OF: (\d{4}-\d{2}-\d{2})")
+# llama-server's own sampling defaults, reported by /props as a real server does.
+_SERVER_DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
+                    "presence_penalty": 0.0, "frequency_penalty": 0.0, "repeat_last_n": 64,
+                    "repeat_penalty": 1.0, "n_predict": -1, "seed": -1}
+
+
+def _json(obj, status: int = 200) -> Response:
+    return Response(orjson.dumps(obj), status_code=status, media_type="application/json")
+
+
+def _error(status: int, kind: str, message: str) -> Response:
+    return _json({"error": {"code": status, "type": kind, "message": message}}, status)
+
+
+@dataclass
+class _Counters:
+    prompt_tokens: int = 0
+    prompt_seconds: float = 0.0
+    predicted_tokens: int = 0
+    predicted_seconds: float = 0.0
+    requests: int = 0
+    processing: int = 0
+    peak_processing: int = 0
+    deferred: int = 0
+
+
+@dataclass
+class SimServer:
+    """State of one simulated server; `build_app` wraps it in HTTP routes."""
+
+    profile: SimProfile
+    slots: int = 4
+    loading_s: float = 0.0
+    market_start: date = date(2027, 1, 4)
+    counters: _Counters = field(default_factory=_Counters)
+
+    def __post_init__(self):
+        self.model = SimModel(self.profile, self.market_start)
+        self.started = time.monotonic()
+        self.n_ctx_slot = self.profile.n_ctx // self.slots
+        self._sem: asyncio.Semaphore | None = None
+        self._free = list(range(self.slots))
+        self._last_prompt = [""] * self.slots
+        self._busy = [False] * self.slots
+        self._params: list[dict] = [dict(_SERVER_DEFAULTS) for _ in range(self.slots)]
+
+    @property
+    def loading(self) -> bool:
+        return time.monotonic() - self.started < self.loading_s
+
+    def props(self) -> dict:
+        return {
+            "default_generation_settings": {
+                "id": 0, "n_ctx": self.n_ctx_slot, "speculative": False, "is_processing": False,
+                "params": {**_SERVER_DEFAULTS, "speculative.n_max": 0}},
+            "total_slots": self.slots,
+            "model_alias": self.profile.model_alias,
+            "model_path": f"/models/{self.profile.model_alias}.gguf",
+            "build_info": self.profile.build,
+            "modalities": {"vision": False, "audio": False},
+        }
+
+    def slot_list(self) -> list[dict]:
+        return [{"id": i, "n_ctx": self.n_ctx_slot, "speculative": False,
+                 "is_processing": self._busy[i], "params": self._params[i]}
+                for i in range(self.slots)]
+
+    def metrics_text(self) -> str:
+        c = self.counters
+        rows = [("prompt_tokens_total", "counter", c.prompt_tokens),
+                ("prompt_seconds_total", "counter", round(c.prompt_seconds, 6)),
+                ("tokens_predicted_total", "counter", c.predicted_tokens),
+                ("tokens_predicted_seconds_total", "counter", round(c.predicted_seconds, 6)),
+                ("n_requests_total", "counter", c.requests),
+                ("requests_processing", "gauge", c.processing),
+                ("requests_deferred", "gauge", c.deferred)]
+        out = []
+        for name, kind, value in rows:
+            out += [f"# TYPE llamacpp:{name} {kind}", f"llamacpp:{name} {value}"]
+        return "\n".join(out) + "\n"
+
+    async def acquire(self) -> int:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.slots)
+        if self._sem.locked():
+            self.counters.deferred += 1
+            await self._sem.acquire()
+            self.counters.deferred -= 1
+        else:
+            await self._sem.acquire()
+        slot = self._free.pop()
+        self._busy[slot] = True
+        self.counters.processing += 1
+        self.counters.peak_processing = max(self.counters.peak_processing,
+                                            self.counters.processing)
+        return slot
+
+    def release(self, slot: int) -> None:
+        self._busy[slot] = False
+        self._free.append(slot)
+        self.counters.processing -= 1
+        self._sem.release()
+
+    def answer(self, body: dict, text: str, rng, runaway: bool) -> str:
+        """The completion text: a grade for the final-grade call, a short note otherwise."""
+        header = _HEADER.search(text)
+        ticker = header[1] if header else "?"
+        if not text.endswith(GRADE_INSTRUCTION) and "json_schema" not in body:
+            stance = ("bullish", "neutral", "bearish")[rng.randrange(3)]
+            return f"Synthetic analysis of {ticker}: the evidence looks {stance}. " * (1 + runaway)
+        if runaway:
+            return "Weighing the arguments once more, and again, and again " * 4
+        night = date.fromisoformat(header[2]) if header else None
+        grade = self.model.grade(rng, ticker, night)
+        if rng.random() < self.profile.malformed_share:
+            return f"On balance I would lean {LABELS[grade].lower()} on {ticker}."
+        if "json_schema" in body:
+            return orjson.dumps({"grade": grade, "rationale": "synthetic"}).decode()
+        return f"Weighing the desks' views on {ticker}.\nFINAL GRADE: {grade} ({LABELS[grade]})"
+
+
+def _messages_text(body: dict) -> str | None:
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        return None
+    parts = []
+    for m in msgs:
+        if not isinstance(m, dict) or not isinstance(m.get("content"), str):
+            return None
+        parts.append(m["content"])
+    return "\n".join(parts)
+
+
+def build_app(sim: SimServer) -> Starlette:
+    """HTTP routes over a `SimServer`."""
+
+    async def health(_: Request) -> Response:
+        if sim.loading:
+            return _error(503, "unavailable_error", "Loading model")
+        return _json({"status": "ok"})
+
+    async def props(_: Request) -> Response:
+        return _json(sim.props())
+
+    async def slots(_: Request) -> Response:
+        return _json(sim.slot_list())
+
+    async def models(_: Request) -> Response:
+        return _json({"object": "list", "data": [{
+            "id": sim.profile.model_alias, "object": "model", "owned_by": "llamacpp",
+            "meta": {"n_ctx_train": sim.profile.n_ctx}}]})
+
+    async def metrics(_: Request) -> Response:
+        return PlainTextResponse(sim.metrics_text())
+
+    async def chat(request: Request) -> Response:
+        if sim.loading:
+            return _error(503, "unavailable_error", "Loading model")
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError:
+            return _error(400, "invalid_request_error", "body is not JSON")
+        text = _messages_text(body) if isinstance(body, dict) else None
+        if text is None:
+            return _error(400, "invalid_request_error", "'messages' must be a list of "
+                          "{role, content} objects with string content")
+        prompt_n = len(text) // 4 + sim.profile.context_tokens
+        if prompt_n > sim.n_ctx_slot:
+            return _error(400, "exceed_context_size_error",
+                          f"request ({prompt_n} tokens) exceeds the available context size "
+                          f"({sim.n_ctx_slot} tokens), try increasing it")
+        max_tokens = body.get("max_tokens") or body.get("n_predict") or -1
+        if max_tokens < 0:
+            max_tokens = sim.n_ctx_slot - prompt_n
+        rng = sim.model.rng(body.get("seed"), len(text))
+        n_out, runaway = sim.model.output_tokens(rng, max_tokens)
+        meta = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
+                "model": body.get("model") or sim.profile.model_alias,
+                "system_fingerprint": sim.profile.build}
+        content = sim.answer(body, text, rng, runaway)
+        if body.get("stream"):
+            return StreamingResponse(
+                _stream(sim, body, text, prompt_n, n_out, runaway, content, meta),
+                media_type="text/event-stream")
+        timings, usage = await _process(sim, body, text, prompt_n, n_out)
+        return _json({**meta, "object": "chat.completion", "choices": [{
+            "index": 0, "finish_reason": "length" if runaway else "stop",
+            "message": {"role": "assistant", "content": content}}],
+            "usage": usage, "timings": timings})
+
+    return Starlette(routes=[
+        Route("/health", health), Route("/props", props), Route("/slots", slots),
+        Route("/v1/models", models), Route("/models", models), Route("/metrics", metrics),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/chat/completions", chat, methods=["POST"]),
+    ])
+
+
+def _begin(sim: SimServer, slot: int, body: dict, text: str, prompt_n: int,
+           n_out: int) -> tuple[int, float, float]:
+    """Take a slot's prompt cache and sampling; returns (cache_n, prefill s, decode s)."""
+    last = sim._last_prompt[slot]
+    cache_n = min(len(os.path.commonprefix([last, text])) // 4, prompt_n - 1) if last else 0
+    sim._last_prompt[slot] = text
+    sim._params[slot] = {**_SERVER_DEFAULTS, **{k: body[k] for k in _SERVER_DEFAULTS if k in body}}
+    return (cache_n, *sim.model.seconds(prompt_n, cache_n, n_out))
+
+
+def _finish(sim: SimServer, prompt_n: int, cache_n: int, n_out: int, t_prefill: float,
+            t_decode: float) -> tuple[dict, dict]:
+    """Count a finished request; returns (timings, usage) as llama-server reports them."""
+    processed = prompt_n - cache_n
+    c = sim.counters
+    c.requests += 1
+    c.prompt_tokens += processed
+    c.prompt_seconds += t_prefill
+    c.predicted_tokens += n_out
+    c.predicted_seconds += t_decode
+    timings = {"cache_n": cache_n, "prompt_n": processed, "prompt_ms": t_prefill * 1e3,
+               "prompt_per_token_ms": t_prefill * 1e3 / max(processed, 1),
+               "prompt_per_second": processed / t_prefill if t_prefill else 0.0,
+               "predicted_n": n_out, "predicted_ms": t_decode * 1e3,
+               "predicted_per_token_ms": t_decode * 1e3 / n_out,
+               "predicted_per_second": n_out / t_decode}
+    usage = {"prompt_tokens": prompt_n, "completion_tokens": n_out,
+             "total_tokens": prompt_n + n_out, "prompt_tokens_details": {"cached_tokens": cache_n}}
+    return timings, usage
+
+
+async def _process(sim: SimServer, body: dict, text: str, prompt_n: int,
+                   n_out: int) -> tuple[dict, dict]:
+    """Hold a slot for the modelled time of a non-streaming request."""
+    slot = await sim.acquire()
+    try:
+        cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
+        await asyncio.sleep((t_prefill + t_decode) * sim.profile.time_scale)
+        return _finish(sim, prompt_n, cache_n, n_out, t_prefill, t_decode)
+    finally:
+        sim.release(slot)
+
+
+async def _stream(sim, body, text, prompt_n, n_out, runaway, content, meta):
+    chunk = {**meta, "object": "chat.completion.chunk"}
+
+    def event(**fields) -> bytes:
+        return b"data: " + orjson.dumps({**chunk, **fields}) + b"\n\n"
+
+    slot = await sim.acquire()
+    try:
+        cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
+        await asyncio.sleep(t_prefill * sim.profile.time_scale)
+        yield event(choices=[{"index": 0, "finish_reason": None,
+                              "delta": {"role": "assistant", "content": content[:1]}}])
+        await asyncio.sleep(t_decode * sim.profile.time_scale)
+        timings, usage = _finish(sim, prompt_n, cache_n, n_out, t_prefill, t_decode)
+    finally:
+        sim.release(slot)
+    yield event(choices=[{"index": 0, "finish_reason": None, "delta": {"content": content[1:]}}])
+    yield event(choices=[{"index": 0, "finish_reason": "length" if runaway else "stop",
+                          "delta": {}}], timings=timings)
+    if (body.get("stream_options") or {}).get("include_usage"):
+        yield event(choices=[], usage=usage, timings=timings)
+    yield b"data: [DONE]\n\n"
+
+
+class RunningServer:
+    """A uvicorn server on a loopback port, run in a background thread (tests, in-process demo)."""
+
+    def __init__(self, sim: SimServer, host: str = "127.0.0.1", port: int = 0):
+        self.sim = sim
+        cfg = uvicorn.Config(build_app(sim), host=host, port=port, log_level="warning",
+                             access_log=False, lifespan="off")
+        self._server = uvicorn.Server(cfg)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self.url = ""
+
+    def start(self, timeout: float = 10.0) -> "RunningServer":
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("simulated server did not start")
+            time.sleep(0.01)
+        host, port = self._server.servers[0].sockets[0].getsockname()[:2]
+        self.url = f"http://{host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> "RunningServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def serve_in_thread(profile: SimProfile, slots: int = 4, **kw) -> RunningServer:
+    """Start a simulated server in a thread; use as a context manager."""
+    return RunningServer(SimServer(profile, slots, **kw)).start()

@@ -1,0 +1,28 @@
+"""Pure statistics over pandas frames: forward returns, RankIC, agreement, speed, comparison.
+
+This package never imports duckdb, httpx or prefect; `warehouse.views` produces its inputs.
+Every function documents which of these frames it takes (extra columns are ignored):
+
+``calls``  one row per LLM call
+    run_id str, path str, night datetime64[ns], ticker str, draw int, agent str,
+    start_wall float (epoch s), end_wall float, latency_s float, ttft_s float|NaN,
+    prompt_tokens, completion_tokens, cached_tokens, prompt_n, predicted_n: Int64 (nullable),
+    prompt_ms, predicted_ms: float|NaN (server timings), finish_reason str|None,
+    attempts int, error_kind str|None, contaminated bool, abandoned bool
+
+``units``  one row per finished unit (ticker x draw on one path-run)
+    run_id, path, night, ticker, draw, start_wall, end_wall, seconds float (slot-latency:
+    first call start to last call end), grade Int64 (1-5, <NA> when none), failure_kind str|None
+
+``runs``   one row per path-run
+    run_id, path, night, status ('complete' | 'partial' | 'running' | 'failed'),
+    wall_s float (first unit start to last unit end, this run's own clock), units int,
+    slots int, time_scale float (1.0 for real servers)
+
+``prices`` one row per ticker x trading day
+    ticker str, date datetime64[ns], adj_close float > 0
+
+``scores`` one row per night x path x ticker (see `evals.scores.ticker_scores`)
+    night, path, ticker, score float (mean grade of the parsed draws), n_draws int,
+    n_failed int
+"""

@@ -1,0 +1,203 @@
+"""Record building from real-shaped responses, dialects and retries (httpx.MockTransport)."""
+
+import httpx
+import orjson
+import pytest
+
+from dualpath.client import ChatRequest, PathClient
+from dualpath.config import Sampling, ServingPath
+
+# Shaped like llama-server b9251's non-streaming reply (fields as it returns them).
+LLAMA_REPLY = {
+    "choices": [{"finish_reason": "stop", "index": 0,
+                 "message": {"role": "assistant", "content": "Trend up.\nFINAL GRADE: 4 (BUY)"}}],
+    "created": 1764000000, "model": "qwen3.6-35b-a3b", "system_fingerprint": "b9251-e2b129e1b",
+    "object": "chat.completion", "id": "chatcmpl-abc",
+    "usage": {"completion_tokens": 1436, "prompt_tokens": 6329, "total_tokens": 7765,
+              "prompt_tokens_details": {"cached_tokens": 512}},
+    "timings": {"cache_n": 512, "prompt_n": 5817, "prompt_ms": 2017.3,
+                "prompt_per_token_ms": 0.3468, "prompt_per_second": 2883.6,
+                "predicted_n": 1436, "predicted_ms": 33400.2, "predicted_per_token_ms": 23.26,
+                "predicted_per_second": 42.99, "draft_n": 700, "draft_n_accepted": 351},
+}
+# Shaped like vLLM's reply with per-request metrics; a runaway (finish_reason length).
+VLLM_REPLY = {
+    "id": "chatcmpl-xyz", "object": "chat.completion", "created": 1764000001,
+    "model": "qwen3.6-27b", "system_fingerprint": None,
+    "choices": [{"index": 0, "finish_reason": "length", "stop_reason": None, "logprobs": None,
+                 "message": {"role": "assistant", "content": "and so on and so on",
+                             "reasoning_content": None}}],
+    "usage": {"prompt_tokens": 8000, "completion_tokens": 4096, "total_tokens": 12096,
+              "prompt_tokens_details": {"cached_tokens": 4096}},
+    "metrics": {"time_to_first_token_ms": 812.5, "generation_time_ms": 30100.0,
+                "queue_time_ms": 3.2},
+}
+
+
+def llama_stream_events() -> list[bytes]:
+    base = {"id": "chatcmpl-s", "created": 1, "model": "qwen3.6-35b-a3b",
+            "system_fingerprint": "b9251-e2b129e1b", "object": "chat.completion.chunk"}
+    ev = [
+        {**base, "choices": [{"index": 0, "finish_reason": None,
+                              "delta": {"role": "assistant", "content": None}}]},
+        {**base, "choices": [{"index": 0, "finish_reason": None, "delta": {"content": "FINAL "}}]},
+        {**base, "choices": [{"index": 0, "finish_reason": None, "delta": {"content": "GRADE: 2"}}]},
+        {**base, "choices": [{"index": 0, "finish_reason": "stop", "delta": {}}],
+         "timings": LLAMA_REPLY["timings"]},
+        {**base, "choices": [], "usage": LLAMA_REPLY["usage"]},
+    ]
+    return [b"data: " + orjson.dumps(e) + b"\n\n" for e in ev] + [b"data: [DONE]\n\n"]
+
+
+def make_client(handler, engine="llama.cpp", stream=False, **path_kw) -> PathClient:
+    path = ServingPath(engine=engine, base_url="http://srv:8080", model="qwen3.6-35b-a3b",
+                       stream=stream, backoff_s=0.0, **path_kw)
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    slept: list[float] = []
+
+    async def no_sleep(s: float) -> None:
+        slept.append(s)
+
+    client = PathClient("backup", path, Sampling(), http, "exp/2027-01-04/backup", sleep=no_sleep)
+    client.slept = slept
+    return client
+
+
+def req(**kw) -> ChatRequest:
+    return ChatRequest(agent="portfolio_manager", messages=[{"role": "user", "content": "hi"}],
+                       ticker="AAA", draw=1, unit_attempt=1, call_seq=16, seed=42, **kw)
+
+
+async def test_llama_cpp_record_carries_every_timing_field():
+    sent = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(orjson.loads(request.content))
+        return httpx.Response(200, json=LLAMA_REPLY)
+
+    rec = await make_client(handler).chat(req())
+    assert rec.ok and rec.attempts == 1 and rec.http_status == 200
+    assert rec.output_text.endswith("FINAL GRADE: 4 (BUY)")
+    assert (rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens) == (6329, 1436, 512)
+    assert (rec.prompt_n, rec.prompt_ms, rec.predicted_n, rec.predicted_ms) == (5817, 2017.3, 1436, 33400.2)
+    assert (rec.prompt_per_second, rec.predicted_per_second, rec.cache_n) == (2883.6, 42.99, 512)
+    assert (rec.draft_n, rec.draft_n_accepted) == (700, 351)
+    assert orjson.loads(rec.timings_json)["predicted_per_token_ms"] == 23.26
+    assert rec.system_fingerprint == "b9251-e2b129e1b" and rec.response_model == "qwen3.6-35b-a3b"
+    assert rec.finish_reason == "stop" and not rec.runaway
+    assert rec.end_mono >= rec.start_mono and rec.end_wall >= rec.start_wall
+    assert rec.first_token_mono is None          # not streamed: no client-side first token
+    body = sent[0]
+    # every sampling parameter explicit, llama.cpp dialect: min_p 0 and a whole-output penalty
+    assert (body["temperature"], body["top_p"], body["top_k"], body["min_p"]) == (0.7, 0.8, 20, 0.0)
+    assert (body["presence_penalty"], body["repeat_last_n"], body["max_tokens"]) == (1.5, -1, 4096)
+    assert body["seed"] == 42 and body["messages"] == [{"role": "user", "content": "hi"}]
+    assert orjson.loads(rec.request_json) == {k: v for k, v in body.items() if k != "messages"}
+
+
+async def test_vllm_record_runaway_and_metrics():
+    sent = []
+
+    def handler(request):
+        sent.append(orjson.loads(request.content))
+        return httpx.Response(200, json=VLLM_REPLY)
+
+    rec = await make_client(handler, engine="vllm").chat(req())
+    assert rec.runaway and rec.finish_reason == "length"
+    assert (rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens) == (8000, 4096, 4096)
+    assert orjson.loads(rec.server_metrics_json)["time_to_first_token_ms"] == 812.5
+    assert rec.prompt_n is None and rec.timings_json is None
+    assert sent[0]["top_k"] == 20 and sent[0]["repetition_penalty"] == 1.0
+    assert "repeat_last_n" not in sent[0] and "cache_prompt" not in sent[0]
+
+
+async def test_openai_dialect_sends_only_standard_fields():
+    sent = []
+
+    def handler(request):
+        sent.append(orjson.loads(request.content))
+        return httpx.Response(200, json=VLLM_REPLY)
+
+    await make_client(handler, engine="openai").chat(req())
+    assert "top_k" not in sent[0] and "min_p" not in sent[0]
+    assert sent[0]["temperature"] == 0.7
+
+
+async def test_streaming_record_has_first_token_before_end():
+    def handler(request):
+        assert orjson.loads(request.content)["stream_options"] == {"include_usage": True}
+        return httpx.Response(200, content=b"".join(llama_stream_events()),
+                              headers={"content-type": "text/event-stream"})
+
+    rec = await make_client(handler, stream=True).chat(req())
+    assert rec.ok and rec.output_text == "FINAL GRADE: 2"
+    assert rec.start_mono <= rec.first_token_mono <= rec.end_mono
+    assert rec.predicted_n == 1436 and rec.completion_tokens == 1436 and rec.cached_tokens == 512
+
+
+async def test_transient_errors_are_retried_and_counted():
+    replies = [httpx.Response(503, json={"error": {"code": 503, "type": "unavailable_error",
+                                                   "message": "Loading model"}}),
+               httpx.Response(429, headers={"retry-after": "2"}, json={}),
+               httpx.Response(200, json=LLAMA_REPLY)]
+
+    def handler(request):
+        return replies.pop(0)
+
+    client = make_client(handler)
+    rec = await client.chat(req())
+    assert rec.ok and rec.attempts == 3
+    assert client.slept[1] == 2.0            # Retry-After is honoured
+
+
+async def test_connect_errors_retried_then_recorded():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        raise httpx.ConnectError("refused", request=request)
+
+    client = make_client(handler, max_attempts=3)
+    rec = await client.chat(req())
+    assert not rec.ok and rec.error_kind == "connect_error" and rec.attempts == 3
+    assert len(calls) == 3 and len(client.slept) == 2
+
+
+async def test_context_overflow_is_not_retried():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        return httpx.Response(400, json={"error": {
+            "code": 400, "type": "exceed_context_size_error",
+            "message": "request (30000 tokens) exceeds the available context size (27500 tokens)"}})
+
+    rec = await make_client(handler).chat(req())
+    assert rec.error_kind == "http_400" and "exceed_context_size_error" in rec.error_detail
+    assert rec.attempts == 1 and len(calls) == 1 and rec.http_status == 400
+
+
+async def test_unreadable_reply_is_a_recorded_failure():
+    rec = await make_client(lambda r: httpx.Response(200, content=b"<html>proxy</html>")).chat(req())
+    assert rec.error_kind == "bad_response" and "proxy" in rec.error_detail
+
+
+async def test_response_from_another_server_is_marked_contaminated():
+    client = make_client(lambda r: httpx.Response(200, json=LLAMA_REPLY))
+    client.expected_fingerprint = "b9999-other"
+    rec = await client.chat(req())
+    assert rec.ok and "b9251-e2b129e1b" in rec.contaminated
+
+
+async def test_json_schema_in_each_dialect():
+    sent = []
+
+    def handler(request):
+        sent.append(orjson.loads(request.content))
+        return httpx.Response(200, json=LLAMA_REPLY)
+
+    schema = {"type": "object"}
+    await make_client(handler).chat(req(json_schema=schema))
+    await make_client(handler, engine="vllm").chat(req(json_schema=schema))
+    assert sent[0]["json_schema"] == schema
+    assert sent[1]["response_format"]["json_schema"]["schema"] == schema

@@ -1,0 +1,128 @@
+"""The scheduler and the built-in pipeline against a simulated llama-server over real HTTP."""
+
+from datetime import date
+
+import httpx
+import pytest
+
+from dualpath.client import PathClient
+from dualpath.config import Sampling, ServingPath
+from dualpath.market import SyntheticMarket
+from dualpath.pipeline import AGENTS, UnitInput, builtin
+from dualpath.records import CallRecord, UnitResult, UnitStart
+from dualpath.scheduler import PathRunner, Unit, derive_seed, draw_major
+
+MARKET = SyntheticMarket(7, n_tickers=12)
+NIGHT = MARKET.nights(1)[0]
+
+
+def inputs(unit: Unit) -> UnitInput:
+    h = MARKET.history(unit.ticker, NIGHT, 30)
+    return UnitInput(unit.ticker, unit.draw, NIGHT, tuple(zip(h["date"], h["adj_close"])))
+
+
+async def run_path(url, units, slots, pipeline=builtin, stream=False, grade_format="text"):
+    records = []
+    path = ServingPath(engine="sim", base_url=url, model="m", slots=slots, stream=stream,
+                       grade_format=grade_format)
+    async with httpx.AsyncClient() as http:
+        client = PathClient("backup", path, Sampling(), http, "t/run")
+        runner = PathRunner(client, pipeline, NIGHT, slots=slots, sink=records.append,
+                            inputs=inputs, base_seed=1)
+        run = await runner.run_units(units)
+    return run, records
+
+
+def test_draw_major_order():
+    units = draw_major(["A", "B", "C"], 2)
+    assert [(u.ticker, u.draw) for u in units] == [("A", 1), ("B", 1), ("C", 1),
+                                                   ("A", 2), ("B", 2), ("C", 2)]
+
+
+def test_seeds_differ_by_draw_and_repeat_on_rerun():
+    s = derive_seed(1, date(2027, 1, 4), "AAA", 1, "trader")
+    assert s == derive_seed(1, date(2027, 1, 4), "AAA", 1, "trader")
+    assert s != derive_seed(1, date(2027, 1, 4), "AAA", 2, "trader")
+    assert s != derive_seed(1, date(2027, 1, 5), "AAA", 1, "trader")
+
+
+async def test_in_flight_never_exceeds_slots_and_reaches_them(sim_server):
+    srv = sim_server(slots=8)                    # the server could take 8 at once
+    run, records = await run_path(srv.url, draw_major(MARKET.tickers[:6], 2), slots=3)
+    assert srv.sim.counters.peak_processing == 3  # dualpath kept exactly 3 in flight
+    assert srv.sim.counters.deferred == 0
+    assert run.complete and run.units_done == 12 and run.calls == 12 * 17
+
+
+async def test_units_start_draw_major_and_every_unit_makes_17_calls(sim_server):
+    srv = sim_server(slots=4)
+    run, records = await run_path(srv.url, draw_major(MARKET.tickers[:5], 2), slots=4)
+    starts = [(r.ticker, r.draw) for r in records if isinstance(r, UnitStart)]
+    assert starts == [(u.ticker, u.draw) for u in draw_major(MARKET.tickers[:5], 2)]
+    calls = [r for r in records if isinstance(r, CallRecord)]
+    by_unit: dict = {}
+    for c in calls:
+        by_unit.setdefault((c.ticker, c.draw), []).append(c)
+    assert len(by_unit) == 10
+    for unit_calls in by_unit.values():
+        assert sorted(c.agent for c in unit_calls) == sorted(AGENTS)
+        first = {c.agent: c for c in unit_calls}
+        # DAG order: nothing starts before the data summary ends; the check comes last
+        assert all(c.start_mono >= first["data_summary"].end_mono
+                   for c in unit_calls if c.agent != "data_summary")
+        assert first["consistency_check"].start_mono >= first["portfolio_manager"].end_mono
+        assert all(c.prompt_n is not None and c.predicted_ms > 0 for c in unit_calls)
+    results = [r for r in records if isinstance(r, UnitResult)]
+    assert all(r.grade in (1, 2, 3, 4, 5) for r in results)
+    assert all(r.n_calls == 17 for r in results)
+
+
+async def test_streaming_against_real_http_records_first_token(sim_server):
+    srv = sim_server(slots=2, time_scale=1e-3)
+    run, records = await run_path(srv.url, [Unit("SYN000", 1)], slots=2, stream=True)
+    calls = [r for r in records if isinstance(r, CallRecord)]
+    assert len(calls) == 17
+    assert all(c.start_mono < c.first_token_mono <= c.end_mono for c in calls)
+    assert run.units_graded == 1
+
+
+async def test_json_grades_are_requested_and_parsed(sim_server):
+    srv = sim_server(slots=2)
+    run, records = await run_path(srv.url, [Unit("SYN001", 1)], slots=2, grade_format="json")
+    pm = [r for r in records if isinstance(r, CallRecord) and r.agent == "portfolio_manager"]
+    assert '"json_schema"' in pm[0].request_json and pm[0].output_text.startswith("{")
+    assert run.units_graded == 1
+
+
+async def test_malformed_answers_are_parse_failures_with_raw_text(sim_server):
+    srv = sim_server(slots=2, malformed_share=1.0, runaway_share=0.0)
+    run, records = await run_path(srv.url, [Unit("SYN000", 1), Unit("SYN001", 1)], slots=2)
+    results = [r for r in records if isinstance(r, UnitResult)]
+    assert [r.failure_kind for r in results] == ["parse_failure"] * 2
+    assert all(r.grade is None and "lean" in r.final_text for r in results)
+    assert run.units_failed == 2 and run.complete
+
+
+async def test_a_failing_user_pipeline_fails_its_unit_not_the_run(sim_server):
+    srv = sim_server(slots=2)
+
+    async def flaky(unit: UnitInput, llm) -> str:
+        await llm("only", [{"role": "user", "content": f"TICKER: {unit.ticker}"}])
+        if unit.ticker == "SYN001":
+            raise ValueError("bug in user code")
+        return "FINAL GRADE: 3"
+
+    run, records = await run_path(srv.url, draw_major(["SYN000", "SYN001", "SYN002"], 1), 2, flaky)
+    results = {r.ticker: r for r in records if isinstance(r, UnitResult)}
+    assert results["SYN001"].failure_kind == "pipeline_error"
+    assert "bug in user code" in results["SYN001"].failure_detail
+    assert results["SYN000"].grade == results["SYN002"].grade == 3
+    assert run.calls == 3 and run.complete
+
+
+async def test_server_errors_fail_the_unit_as_server_error(sim_server):
+    srv = sim_server(slots=2, context_tokens=10**6)   # every prompt exceeds the context
+    run, records = await run_path(srv.url, [Unit("SYN000", 1)], slots=2)
+    res = [r for r in records if isinstance(r, UnitResult)][0]
+    assert res.failure_kind == "server_error" and "exceed_context_size_error" in res.failure_detail
+    assert run.calls == 1 and run.calls_failed == 1
