@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
+import os
 import sys
+from datetime import date
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Table
 
-from dualpath.config import Config, load_config
+from dualpath.config import load_config
 from dualpath.errors import DualpathError, UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Is the cheaper serving path as good, and how much slower is it?")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
+prices_app = typer.Typer(no_args_is_help=True, help="Price data in the warehouse.")
+app.add_typer(prices_app, name="prices")
 console = Console()
 err_console = Console(stderr=True)
+
+CONFIG_OPT = typer.Option(Path("dualpath.toml"), "--config", "-c", help="Config file.")
+FORMAT_OPT = typer.Option("table", "--format", "-f", help="table | csv | json")
 
 
 @app.callback()
@@ -31,22 +38,67 @@ def demo_config_path() -> Path:
     return Path(__file__).with_name("demo.toml")
 
 
+def prefect_env(home: Path, quiet: bool = False) -> None:
+    """Settings for Prefect, set at the CLI edge before Prefect is imported."""
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PREFECT_HOME", str(home.resolve()))
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_UI_ENABLED", "false")
+    if quiet:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
 def progress_bars() -> Progress:
-    return Progress(TextColumn("[bold]{task.description:<8}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("units · {task.fields[calls]} calls"), TimeElapsedColumn(),
-                    TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False)
+    return Progress(TextColumn("[bold]{task.description:<20}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[what]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                    TimeRemainingColumn(), console=console)
 
 
-def _speed_table(title: str, frame: pd.DataFrame) -> Table:
-    t = Table(title=title)
-    for col in frame.columns:
-        t.add_column(col, justify="right" if frame[col].dtype.kind in "iuf" else "left")
-    for row in frame.itertuples(index=False):
-        t.add_row(*[f"{v:,.1f}" if isinstance(v, float) else str(v) for v in row])
-    return t
+class PathBars:
+    """Rich progress per path: units done / total, calls, ETA."""
+
+    def __init__(self, bars: Progress):
+        self.bars = bars
+        self.tasks: dict[str, int] = {}
+
+    def reset(self, label: str, paths: list[str], totals: dict[str, int]) -> None:
+        for p in paths:
+            desc = f"{p} {label}"
+            if p in self.tasks:
+                self.bars.reset(self.tasks[p], total=totals[p], description=desc, what="")
+            else:
+                self.tasks[p] = self.bars.add_task(desc, total=totals[p], what="")
+
+    def __call__(self, path: str, done: int, total: int, calls: int) -> None:
+        if path in self.tasks:
+            self.bars.update(self.tasks[path], completed=done, total=total,
+                             what=f"units · {calls:,} calls")
 
 
-CONFIG_OPT = typer.Option(Path("dualpath.toml"), "--config", "-c", help="Config file.")
+def print_frame(frame: pd.DataFrame, fmt: str, title: str | None = None) -> None:
+    """A frame as a rich table, CSV or JSON."""
+    if fmt == "csv":
+        sys.stdout.write(frame.to_csv(index=False))
+    elif fmt == "json":
+        sys.stdout.write(frame.to_json(orient="records", date_format="iso", indent=1) + "\n")
+    elif fmt == "table":
+        t = Table(title=title)
+        for col in frame.columns:
+            t.add_column(str(col), justify="right" if frame[col].dtype.kind in "iuf" else "left")
+        for row in frame.itertuples(index=False):
+            t.add_row(*[_cell(v) for v in row])
+        console.print(t)
+    else:
+        raise UserError(f"--format {fmt!r}: use table, csv or json")
+
+
+def _cell(v) -> str:
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
+    return str(v)
 
 
 @app.command()
@@ -64,19 +116,129 @@ def check(config: Path = CONFIG_OPT) -> None:
 
 
 @app.command()
-def demo(nights: int = typer.Option(1, min=1, help="Synthetic nights to score."),
-         tickers: int = typer.Option(100, min=1, max=100, help="Tickers of the synthetic universe."),
-         draws: int = typer.Option(2, min=1, help="Draws per ticker."),
-         time_scale: float = typer.Option(2e-4, help="Real seconds per modelled second.")) -> None:
-    """Score synthetic nights on both simulated paths (the embedded default)."""
-    from dualpath.demo import run_demo_in_memory
+def init(path: Path = typer.Argument(Path("dualpath.toml")),
+         demo: bool = typer.Option(False, help="Write the simulated demo config instead."),
+         force: bool = typer.Option(False, help="Overwrite an existing file.")) -> None:
+    """Write an example config (the real two-path setup, or --demo)."""
+    if path.exists() and not force:
+        raise UserError(f"{path} exists; pass --force to overwrite it")
+    src = demo_config_path() if demo else Path(__file__).with_name("example.toml")
+    path.write_text(src.read_text())
+    console.print(f"wrote {path}; check it with `dualpath check --config {path}`")
+
+
+@app.command()
+def nightly(config: Path = CONFIG_OPT,
+            night: Optional[str] = typer.Option(None, "--date", help="Night (YYYY-MM-DD); default today."),
+            ) -> None:
+    """Score one night on every path through the Prefect flow (a rerun resumes)."""
+    cfg = load_config(config)
+    when = _parse_date(night) if night else date.today()
+    prefect_env(cfg.resolve(Path(".dualpath/prefect")))
+    from flows.nightly import run_nightly
+    from flows.runner import plan_night, set_progress
 
     with progress_bars() as bars:
-        summary = asyncio.run(run_demo_in_memory(nights, tickers, draws, time_scale, bars))
-    console.print(_speed_table("Per path (real-scale seconds)", summary))
-    console.print("[dim]throughput basis = run wall clock ÷ tickers (sets how long a night "
-                  "takes); slot-latency basis = one ticker's first call to last call (what one "
-                  "ticker waits, ≈ throughput × slots). Never compare across bases.[/dim]")
+        pb = PathBars(bars)
+        pb.reset(str(when), list(cfg.paths), {p.path: p.units_planned for p in plan_night(cfg, when)})
+        set_progress(pb)
+        result = run_nightly(config, when)
+    _print_night(result)
+
+
+def _print_night(result: dict) -> None:
+    frame = pd.DataFrame(result["runs"])
+    cols = ["path", "status", "units_done", "units_planned", "graded", "failed", "calls",
+            "runaway", "retries", "contaminated", "throughput_s", "slot_latency_s"]
+    print_frame(frame[cols], "table", f"night {result['night']} (s = real-scale s/ticker)")
+    for path, problems in result.get("identity_problems", {}).items():
+        err_console.print(f"[red]path {path} was not scored:[/red] " + "; ".join(problems))
+
+
+def _parse_date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"--date {text!r} is not a date; use YYYY-MM-DD") from None
+
+
+@app.command()
+def demo(nights: int = typer.Option(20, min=1, max=120, help="Synthetic nights to score."),
+         tickers: int = typer.Option(100, min=2, max=100, help="Synthetic tickers."),
+         draws: int = typer.Option(2, min=1, max=10, help="Draws per ticker."),
+         time_scale: float = typer.Option(2e-5, min=1e-7, max=1.0,
+                                          help="Real seconds per modelled second."),
+         root: Path = typer.Option(Path(".dualpath/demo"), help="Demo folder (recreated).")) -> None:
+    """The embedded default: N synthetic nights on both simulated paths, through the nightly flow."""
+    prefect_env(Path(".dualpath/prefect"), quiet=True)
+    from dualpath.demo import run_demo
+
+    with progress_bars() as bars:
+        result = run_demo(root, nights, tickers, draws, time_scale, bars, PathBars(bars))
+    print_frame(result.totals, "table", "Per path, complete runs (seconds: real-scale, per ticker)")
+    console.print("[dim]throughput basis = run wall clock ÷ tickers (sets how long a night takes); "
+                  "slot-latency basis = one ticker's first call to last call (what one ticker "
+                  "waits, ≈ throughput × slots). Never compare across bases.[/dim]")
+    for line in result.notes:
+        console.print(line)
+    db = result.warehouse
+    console.print(f"\nwarehouse: {db}  (config: {result.config})")
+    console.print("try:")
+    console.print(f"  dualpath sql --config {result.config} \"SELECT path, count(*) calls, "
+                  "avg(latency_s) FROM v_calls GROUP BY path\"")
+    console.print(f"  dualpath sql --config {result.config} \"SELECT path, grade, count(*) "
+                  "FROM units GROUP BY ALL ORDER BY ALL\"")
+    console.print(f"  dualpath runs --config {result.config}")
+
+
+@app.command("sql")
+def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
+            config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
+            db: Optional[Path] = typer.Option(None, help="Warehouse file (instead of --config).")) -> None:
+    """Ad-hoc SQL over the warehouse (read-only; works while a night is running)."""
+    import duckdb
+
+    from warehouse.db import reader
+    from warehouse.queries import sql
+
+    path = db or load_config(config).resolve(load_config(config).warehouse.path)
+    with reader(path) as con:
+        try:
+            frame = sql(con, query)
+        except duckdb.Error as e:
+            raise UserError(f"query failed: {str(e).splitlines()[0]}") from None
+    print_frame(frame, fmt)
+
+
+@app.command()
+def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT) -> None:
+    """Every run with its completeness (only 'complete' runs are results)."""
+    from warehouse.db import reader
+    from warehouse.queries import run_summaries
+
+    cfg = load_config(config)
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        frame = run_summaries(con)
+    cols = ["night", "path", "status", "units_done", "units_planned", "graded", "failed",
+            "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
+            "status_detail"]
+    print_frame(frame[cols], fmt, "runs (s = real-scale s/ticker; throughput | slot-latency basis)")
+
+
+@prices_app.command("import")
+def prices_import(file: Path, config: Path = CONFIG_OPT) -> None:
+    """Validate and import a CSV/Parquet price file (ticker, date, adj_close[, close])."""
+    from warehouse.db import writer
+    from warehouse.prices import import_prices, read_prices_file, validate_prices
+
+    cfg = load_config(config)
+    frame, warnings = validate_prices(read_prices_file(file), cfg.tickers(), str(file))
+    for w in warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {w}")
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        n = import_prices(con, frame)
+    console.print(f"imported {n:,} price rows for {frame['ticker'].nunique()} tickers "
+                  f"({frame['date'].min().date()} .. {frame['date'].max().date()})")
 
 
 def main() -> None:
@@ -89,15 +251,14 @@ def main() -> None:
     except DualpathError as e:
         err_console.print(f"[red]failed:[/red] {e}")
         sys.exit(1)
-    except typer.Abort:
-        err_console.print("aborted")
-        sys.exit(130)
     except KeyboardInterrupt:
-        err_console.print("interrupted")
+        err_console.print("interrupted; rerun the same night to resume it")
         sys.exit(130)
     except Exception as e:
-        # Usage errors of the (vendored) click inside typer: show them the way click does.
+        # Usage errors of the click inside typer: show them the way click does.
         if hasattr(e, "show") and hasattr(e, "exit_code"):
             e.show()
             sys.exit(e.exit_code)
+        if type(e).__name__ == "Abort":
+            sys.exit(130)
         raise

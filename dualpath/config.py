@@ -283,3 +283,28 @@ def load_config(path: Path | str) -> Config:
     if "base_dir" in data:
         raise ConfigError(f"{path}: 'base_dir' is set by dualpath, not in the file; remove it")
     return parse_config(data, str(path), base_dir=path.resolve().parent)
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, date):
+        return v.isoformat()
+    return orjson.dumps(str(v)).decode()   # a JSON string is a valid TOML basic string
+
+
+def dump_toml(data: dict, prefix: str = "") -> str:
+    """Write a config dict as TOML (tables of scalars and lists; enough for dualpath configs)."""
+    scalars = {k: v for k, v in data.items() if v is not None and not isinstance(v, dict)}
+    tables = {k: v for k, v in data.items() if isinstance(v, dict)}
+    out = [f"[{prefix}]"] if prefix and scalars else []
+    out += [f"{k} = {_toml_value(v)}" for k, v in scalars.items()]
+    for k, v in tables.items():
+        sub = dump_toml(v, f"{prefix}.{k}" if prefix else k)
+        if sub:
+            out += ["", sub] if out else [sub]
+    return "\n".join(out)

@@ -1,33 +1,32 @@
-"""The embedded default: synthetic market + simulated paths, set up for the demo."""
+"""The embedded default: synthetic market + simulated paths, run through the nightly flow."""
 
 from __future__ import annotations
 
-from datetime import date
+import asyncio
+import shutil
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
-from rich.progress import Progress
 
-from dualpath.config import Config, load_config, parse_config
+from dualpath.config import Config, dump_toml, load_config, parse_config
 from dualpath.market import SyntheticMarket, market_for_nights
-from dualpath.night import NightPlan, PriceHistory, score_night, units_for
-from dualpath.records import UnitResult
 from dualpath.sim.fleet import SimFleet
 
 
-def demo_config(tickers: int = 100, draws: int = 2, time_scale: float = 2e-4,
-                overrides: dict | None = None) -> Config:
-    """The embedded demo config, resized and with the simulated clock scaled."""
+def demo_config_data(root: Path, tickers: int, draws: int, time_scale: float) -> dict:
+    """The embedded demo config, resized, with storage under `root` and the clock scaled."""
     from dualpath.cli import demo_config_path
-    import tomllib
 
     data = tomllib.loads(demo_config_path().read_text())
     data["experiment"]["universe"] = data["experiment"]["universe"][:tickers]
     data["experiment"]["draws"] = draws
+    data["warehouse"] = {"path": "warehouse.duckdb", "runs_dir": "runs"}
     for p in data["paths"].values():
         p["sim"]["time_scale"] = time_scale
-    for section, values in (overrides or {}).items():
-        data.setdefault(section, {}).update(values)
-    return parse_config(data, "embedded demo config")
+    return data
 
 
 def demo_market(cfg: Config, nights: int) -> SyntheticMarket:
@@ -36,40 +35,53 @@ def demo_market(cfg: Config, nights: int) -> SyntheticMarket:
                              cfg.market.synthetic_start)
 
 
-async def run_demo_in_memory(nights: int, tickers: int, draws: int, time_scale: float,
-                             bars: Progress | None = None) -> pd.DataFrame:
-    """Score `nights` synthetic nights on both simulated paths; per-path speed summary."""
-    from evals.speed import speed_summary
+@dataclass
+class DemoResult:
+    config: Path
+    warehouse: Path
+    totals: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
 
-    cfg = demo_config(tickers, draws, time_scale)
+
+def run_demo(root: Path, nights: int, tickers: int, draws: int, time_scale: float,
+             bars=None, path_bars=None) -> DemoResult:
+    """Fresh demo folder, prices imported, then `nights` nights through the nightly flow."""
+    from flows.nightly import nightly
+    from flows.runner import plan_night, set_progress
+    from warehouse.db import reader, writer
+    from warehouse.prices import import_prices, validate_prices
+    from warehouse.queries import path_totals
+
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    cfg_path = root / "dualpath.toml"
+    cfg_path.write_text("# written by `dualpath demo`\n"
+                        + dump_toml(demo_config_data(root, tickers, draws, time_scale)) + "\n")
+    cfg = load_config(cfg_path)
     market = demo_market(cfg, nights)
-    history = PriceHistory(market.prices())
-    units_rows, runs_rows = [], []
-    with SimFleet(cfg) as fleet:
-        for night in market.nights(nights, max(cfg.experiment.horizons)):
-            results: dict[str, list[UnitResult]] = {p: [] for p in cfg.paths}
-            tasks = {}
+    raw = market.prices()
+    raw = raw[raw["ticker"].isin(cfg.tickers())]
+    prices, warnings = validate_prices(raw, cfg.tickers(), "synthetic market")
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        import_prices(con, prices)
+    nights_list = market.nights(nights, max(cfg.experiment.horizons))
+    overall = bars.add_task("nights", total=nights, what="") if bars else None
+    t0 = time.monotonic()
+
+    async def all_nights() -> None:
+        for night in nights_list:
+            if path_bars is not None:
+                path_bars.reset(str(night), list(cfg.paths),
+                                {p.path: p.units_planned for p in plan_night(cfg, night)})
+                set_progress(path_bars)
+            await nightly(str(cfg_path), night, endpoints=fleet.urls)
             if bars is not None:
-                tasks = {p: bars.add_task(f"{p} {night}", total=len(units_for(cfg)), calls=0)
-                         for p in cfg.paths}
+                bars.update(overall, advance=1, what=f"nights · {time.monotonic() - t0:.0f} s")
 
-            def progress(path: str, done: int, total: int, calls: int) -> None:
-                if bars is not None:
-                    bars.update(tasks[path], completed=done, calls=calls)
-
-            plans = [NightPlan(p, fleet.urls[p], units_for(cfg),
-                               sink=lambda r, p=p: results[p].append(r)
-                               if isinstance(r, UnitResult) else None) for p in cfg.paths]
-            runs = await score_night(cfg, night, history, plans, progress=progress)
-            for p, run in runs.items():
-                runs_rows.append({"run_id": f"{night}/{p}", "path": p, "night": night,
-                                  "wall_s": run.end_mono - run.start_mono,
-                                  "time_scale": cfg.paths[p].sim.time_scale,
-                                  "calls": run.calls, "runaway": run.runaway,
-                                  "graded": run.units_graded})
-                units_rows += [{"run_id": f"{night}/{p}", "path": p,
-                                "seconds": u.seconds} for u in results[p]]
-    units, runs = pd.DataFrame(units_rows), pd.DataFrame(runs_rows)
-    speed = speed_summary(units, runs)
-    extra = runs.set_index("run_id")[["calls", "runaway", "graded"]]
-    return speed.join(extra, on="run_id").drop(columns=["run_id"])
+    with SimFleet(cfg) as fleet:
+        asyncio.run(all_nights())
+    set_progress(None)
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        totals = path_totals(con, cfg.experiment.name)
+    return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals, warnings)

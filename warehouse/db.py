@@ -1,0 +1,66 @@
+"""Connections: one writer for short transactions, readers that wait out the writer.
+
+DuckDB allows one read-write process or many read-only ones, never both. So the writer holds
+the file only for a short ingest, and every opener retries while another process holds a
+conflicting lock ("Could not set lock on file").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+
+from dualpath.errors import DualpathError, UserError
+
+_LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
+
+
+class WarehouseBusy(DualpathError):
+    """The warehouse stayed locked by another process for longer than the wait allowed."""
+
+
+def _open(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + wait_s
+    delay = 0.02
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as e:
+            if not any(m in str(e) for m in _LOCK_MARKERS):
+                raise
+            if time.monotonic() > deadline:
+                raise WarehouseBusy(f"warehouse {path} is locked by another process "
+                                    f"for more than {wait_s:.0f} s: {e}") from None
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.5)
+
+
+@contextlib.contextmanager
+def writer(path: Path, wait_s: float = 120.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection, migrated, closed on exit (release the lock quickly)."""
+    from warehouse.migrations import migrate
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = _open(path, read_only=False, wait_s=wait_s)
+    try:
+        migrate(con)
+        yield con
+    finally:
+        con.close()
+
+
+@contextlib.contextmanager
+def reader(path: Path, wait_s: float = 60.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection; waits while a writer ingests."""
+    if not path.exists():
+        raise UserError(f"no warehouse at {path}; run `dualpath nightly` or `dualpath demo` first")
+    con = _open(path, read_only=True, wait_s=wait_s)
+    try:
+        yield con
+    finally:
+        con.close()

@@ -1,0 +1,180 @@
+"""The append-only journal of one path-run: the source of truth until it is ingested.
+
+One JSON object per line, each with a kind `k`:
+
+    begin    a scoring session started (run meta: config hash, slots, planned units, ...)
+    session  the server identity seen for that session
+    ustart   a unit started                      (dualpath.records.UnitStart)
+    call     one LLM call                        (dualpath.records.CallRecord)
+    unit     a unit finished, graded or failed   (dualpath.records.UnitResult)
+    end      the session ended: status complete | partial, wall seconds, counts
+
+Durability is group commit: a writer thread appends lines and fsyncs when a unit has ended
+and at least every `max_delay_s` otherwise, so a crash loses at most about a second of
+records and never a finished unit's acknowledgement once synced; a torn last line is
+ignored on read. One fsync per call would dominate a night of ~7k calls per path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+
+from dualpath.errors import DataError
+from dualpath.records import CallRecord, UnitResult, UnitStart
+
+log = logging.getLogger(__name__)
+
+_KIND = {CallRecord: b"call", UnitStart: b"ustart", UnitResult: b"unit"}
+_STOP = object()
+
+
+def encode(record: Any, kind: bytes | None = None) -> bytes:
+    """One journal line: the record's fields plus its kind."""
+    kind = kind or _KIND[type(record)]
+    body = orjson.dumps(record)
+    return b'{"k":"' + kind + b'",' + body[1:] + b"\n"
+
+
+class JournalWriter:
+    """Appends records to a journal file from any thread; fsyncs in groups."""
+
+    def __init__(self, path: Path, max_delay_s: float = 0.5):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.max_delay_s = max_delay_s
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._f = open(path, "ab")
+        self.fsyncs = 0
+        self.lines = 0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"journal:{path.name}", daemon=True)
+        self._thread.start()
+
+    def write(self, record: Any) -> None:
+        """Queue a CallRecord / UnitStart / UnitResult (the scheduler's sink)."""
+        if self._error is not None:
+            raise self._error
+        urgent = type(record) is UnitResult
+        self._q.put((encode(record), urgent))
+
+    def write_event(self, kind: str, **fields: Any) -> None:
+        """Queue a run-level event (begin, session, end); synced promptly."""
+        self._q.put((b'{"k":"' + kind.encode() + b'",' + orjson.dumps(fields)[1:] + b"\n", True))
+
+    def _run(self) -> None:
+        dirty_since: float | None = None
+        try:
+            while True:
+                timeout = None if dirty_since is None else max(
+                    0.0, dirty_since + self.max_delay_s - time.monotonic())
+                try:
+                    item = self._q.get(timeout=timeout)
+                except queue.Empty:
+                    item = None
+                urgent, stop = False, False
+                batch = []
+                while item is not None:
+                    if item is _STOP:
+                        stop = True
+                        break
+                    batch.append(item[0])
+                    urgent |= item[1]
+                    try:
+                        item = self._q.get_nowait()
+                    except queue.Empty:
+                        item = None
+                if batch:
+                    self._f.write(b"".join(batch))
+                    self.lines += len(batch)
+                    dirty_since = dirty_since or time.monotonic()
+                due = dirty_since is not None and (
+                    urgent or stop or time.monotonic() - dirty_since >= self.max_delay_s)
+                if due:
+                    self._f.flush()
+                    os.fsync(self._f.fileno())
+                    self.fsyncs += 1
+                    dirty_since = None
+                if stop:
+                    return
+        except BaseException as e:  # surfaced on the next write and on close
+            self._error = e
+            log.error("journal %s: %s", self.path, e)
+
+    def close(self) -> None:
+        """Flush, fsync and close; raises if the writer thread failed."""
+        self._q.put(_STOP)
+        self._thread.join()
+        self._f.close()
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self) -> "JournalWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class JournalContents:
+    """Everything in a journal, grouped by kind."""
+
+    path: Path
+    begins: list[dict] = field(default_factory=list)
+    sessions: list[dict] = field(default_factory=list)
+    ustarts: list[dict] = field(default_factory=list)
+    calls: list[dict] = field(default_factory=list)
+    units: list[dict] = field(default_factory=list)
+    ends: list[dict] = field(default_factory=list)
+    torn_tail: bool = False
+
+    def finished_units(self) -> set[tuple[str, int]]:
+        """(ticker, draw) of every unit with a result: a resumed night skips these."""
+        return {(u["ticker"], u["draw"]) for u in self.units}
+
+    def attempts(self) -> dict[tuple[str, int], int]:
+        """How often each unit was started: the next start is attempt + 1."""
+        out: dict[tuple[str, int], int] = {}
+        for s in self.ustarts:
+            key = (s["ticker"], s["draw"])
+            out[key] = max(out.get(key, 0), s["unit_attempt"])
+        return out
+
+
+_GROUPS = {"begin": "begins", "session": "sessions", "ustart": "ustarts", "call": "calls",
+           "unit": "units", "end": "ends"}
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            yield n, line
+
+
+def read_journal(path: Path) -> JournalContents:
+    """Parse a journal. A torn last line (crash mid-write) is skipped; damage elsewhere is an error."""
+    out = JournalContents(path)
+    if not path.exists():
+        return out
+    lines = list(iter_lines(path))
+    for n, line in lines:
+        try:
+            obj = orjson.loads(line)
+            group = getattr(out, _GROUPS[obj.pop("k")])
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            if n == len(lines) and not line.endswith(b"\n"):
+                out.torn_tail = True     # the process died mid-line; that record was never synced
+                break
+            raise DataError(f"journal {path} line {n} is damaged: {line[:120]!r}; "
+                            "move the file aside to rerun the night from scratch") from None
+        group.append(obj)
+    return out

@@ -1,0 +1,106 @@
+"""Schema by ordered, named migrations recorded in `schema_migrations`.
+
+DuckDB has no `PRAGMA user_version`, so the applied names are kept in a table. A migration
+never changes once released; a new one is appended.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+M001_INITIAL = """
+CREATE TABLE runs (
+    run_id VARCHAR PRIMARY KEY, experiment VARCHAR NOT NULL, night DATE NOT NULL,
+    path VARCHAR NOT NULL, engine VARCHAR, config_hash VARCHAR NOT NULL,
+    status VARCHAR NOT NULL,            -- running | complete | partial | failed
+    units_planned INTEGER, units_done INTEGER, slots INTEGER, time_scale DOUBLE,
+    started_at TIMESTAMPTZ, ended_at TIMESTAMPTZ, wall_s DOUBLE, segments INTEGER,
+    status_detail VARCHAR
+);
+CREATE TABLE run_segments (              -- one scoring session of a run (a resume adds one)
+    run_id VARCHAR, segment INTEGER, started_wall DOUBLE, ended_wall DOUBLE, wall_s DOUBLE,
+    units_done INTEGER, calls INTEGER, status VARCHAR, PRIMARY KEY (run_id, segment)
+);
+CREATE TABLE server_sessions (
+    session_id VARCHAR PRIMARY KEY, run_id VARCHAR, segment INTEGER, path VARCHAR,
+    engine VARCHAR, base_url VARCHAR, how VARCHAR,  -- attached | launched | simulated
+    model VARCHAR, model_path VARCHAR, slots INTEGER, n_ctx_per_slot INTEGER, build VARCHAR,
+    speculative BOOLEAN, sampling_json VARCHAR, raw_json VARCHAR, command VARCHAR,
+    env_json VARCHAR, gpu_state VARCHAR, started_wall DOUBLE, stopped_wall DOUBLE,
+    log_path VARCHAR
+);
+CREATE TABLE texts (hash VARCHAR PRIMARY KEY, text VARCHAR NOT NULL);
+CREATE TABLE calls (
+    call_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, path VARCHAR, night DATE,
+    ticker VARCHAR, draw INTEGER, unit_attempt INTEGER, agent VARCHAR, call_seq INTEGER,
+    start_wall DOUBLE, end_wall DOUBLE, start_mono DOUBLE, first_token_mono DOUBLE,
+    end_mono DOUBLE, latency_s DOUBLE, ttft_s DOUBLE, http_status INTEGER, attempts INTEGER,
+    error_kind VARCHAR, error_detail VARCHAR, finish_reason VARCHAR, response_model VARCHAR,
+    system_fingerprint VARCHAR, prompt_tokens INTEGER, completion_tokens INTEGER,
+    cached_tokens INTEGER, prompt_n INTEGER, prompt_ms DOUBLE, prompt_per_second DOUBLE,
+    predicted_n INTEGER, predicted_ms DOUBLE, predicted_per_second DOUBLE, cache_n INTEGER,
+    draft_n INTEGER, draft_n_accepted INTEGER, timings_json VARCHAR,
+    server_metrics_json VARCHAR, contaminated VARCHAR,
+    request_hash VARCHAR, prompt_hash VARCHAR, output_hash VARCHAR
+);
+CREATE TABLE units (
+    run_id VARCHAR NOT NULL, path VARCHAR, night DATE, ticker VARCHAR NOT NULL,
+    draw INTEGER NOT NULL, unit_attempt INTEGER NOT NULL, start_wall DOUBLE, end_wall DOUBLE,
+    seconds DOUBLE, n_calls INTEGER, grade TINYINT, failure_kind VARCHAR,
+    failure_detail VARCHAR, final_hash VARCHAR,
+    PRIMARY KEY (run_id, ticker, draw, unit_attempt)
+);
+CREATE TABLE prices (
+    ticker VARCHAR NOT NULL, date DATE NOT NULL, close DOUBLE, adj_close DOUBLE NOT NULL,
+    PRIMARY KEY (ticker, date)
+);
+"""
+
+M002_VIEWS = """
+-- Calls with the flags every metric filters on. A call is abandoned when its unit never
+-- finished (crash, cut-short night): it used server time but belongs to no result.
+CREATE OR REPLACE VIEW v_calls AS
+SELECT c.*,
+       c.finish_reason = 'length' AS runaway,
+       c.contaminated IS NOT NULL AS is_contaminated,
+       u.run_id IS NULL AND r.status <> 'running' AS abandoned,
+       r.status AS run_status, r.experiment
+FROM calls c
+JOIN runs r USING (run_id)
+LEFT JOIN units u ON u.run_id = c.run_id AND u.ticker = c.ticker AND u.draw = c.draw
+                 AND u.unit_attempt = c.unit_attempt;
+
+-- Units with their run's status; `clean` = usable for metrics (no contaminated call).
+CREATE OR REPLACE VIEW v_units AS
+SELECT u.*, r.status AS run_status, r.experiment,
+       NOT EXISTS (SELECT 1 FROM calls c WHERE c.run_id = u.run_id AND c.ticker = u.ticker
+                   AND c.draw = u.draw AND c.unit_attempt = u.unit_attempt
+                   AND c.contaminated IS NOT NULL) AS clean
+FROM units u JOIN runs r USING (run_id);
+"""
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("m001_initial", M001_INITIAL),
+    ("m002_views", M002_VIEWS),
+]
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Apply every migration not yet applied, each in its own transaction; returns their names."""
+    con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ DEFAULT now())")
+    done = {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()}
+    applied = []
+    for name, sql in MIGRATIONS:
+        if name in done:
+            continue
+        con.execute("BEGIN")
+        try:
+            con.execute(sql)
+            con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [name])
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied
