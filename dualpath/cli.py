@@ -22,7 +22,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 prices_app = typer.Typer(no_args_is_help=True, help="Price data in the warehouse.")
 app.add_typer(prices_app, name="prices")
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 CONFIG_OPT = typer.Option(Path("dualpath.toml"), "--config", "-c", help="Config file.")
 FORMAT_OPT = typer.Option("table", "--format", "-f", help="table | csv | json")

@@ -219,8 +219,13 @@ class PathRunner:
         try:
             await all_done.wait()
         finally:
-            for t in tasks:
+            # On cancel, stop admitting and wait for every unit to unwind here, while the HTTP
+            # client is still open: a unit must never be recorded as failed by our own shutdown.
+            run.stopped_early = run.stopped_early or not all_done.is_set()
+            for t in list(tasks):
                 t.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
             run.end_mono, run.end_wall = time.monotonic(), time.time()
         return run
 

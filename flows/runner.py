@@ -21,7 +21,7 @@ from dualpath.night import NightPlan, PriceHistory, run_id_for, score_night, uni
 from dualpath.scheduler import PathRun, Progress, Unit
 from warehouse.db import reader, writer
 from warehouse.ingest import IngestStats, ingest_journal
-from warehouse.journal import JournalWriter, read_journal
+from warehouse.journal import JournalWriter, read_journal  # noqa: F401 (re-exported)
 from warehouse.prices import load_prices
 
 _progress: Progress | None = None

@@ -46,7 +46,8 @@ def _calls_frame(jc: JournalContents, night: date) -> tuple[pd.DataFrame, dict[s
     df = pd.DataFrame.from_records(jc.calls)
     for text_col, hash_col in _TEXT_FIELDS:
         hashes = []
-        for t in df[text_col].tolist():
+        for rec in jc.calls:
+            t = rec[text_col]
             h = text_hash(t)
             texts.setdefault(h, t)
             hashes.append(h)
@@ -62,7 +63,8 @@ def _units_frame(jc: JournalContents, night: date) -> tuple[pd.DataFrame, dict[s
     df = pd.DataFrame.from_records(jc.units)
     texts = {}
     hashes = []
-    for t in df["final_text"].tolist():
+    for rec in jc.units:
+        t = rec["final_text"]
         if t is None:
             hashes.append(None)
             continue

@@ -52,6 +52,7 @@ class JournalWriter:
         self.path = path
         self.max_delay_s = max_delay_s
         self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self.dropped_torn_tail = _drop_torn_tail(path)
         self._f = open(path, "ab")
         self.fsyncs = 0
         self.lines = 0
@@ -122,6 +123,24 @@ class JournalWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _drop_torn_tail(path: Path) -> int:
+    """Cut a half-written last line (a crash mid-write) so that appending stays parseable."""
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    with open(path, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - 1))
+        if f.read(1) == b"\n":
+            return 0
+        f.seek(0)
+        keep = f.read().rfind(b"\n") + 1
+        f.truncate(keep)
+        f.flush()
+        os.fsync(f.fileno())
+    log.warning("journal %s: dropped %d bytes of a torn last record", path, size - keep)
+    return size - keep
 
 
 @dataclass

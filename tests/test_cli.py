@@ -1,0 +1,60 @@
+"""User mistakes print one clear message, exit non-zero, and never show a traceback."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import make_project
+
+
+def dualpath(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+def assert_user_error(r, needle):
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert needle in out, out
+    assert "Traceback" not in out
+
+
+def test_missing_config():
+    assert_user_error(dualpath("runs", "--config", "nope.toml"), "not found; create one with `dualpath init`")
+
+
+def test_sql_without_warehouse(tmp_path):
+    dualpath("init", "--demo", str(tmp_path / "c.toml"))
+    assert_user_error(dualpath("sql", "--config", str(tmp_path / "c.toml"), "SELECT 1"),
+                      "no warehouse at")
+
+
+def test_bad_sql_and_bad_format_and_bad_date(tmp_path):
+    cfg_path, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    assert_user_error(dualpath("sql", "--config", str(cfg_path), "SELEC nonsense"), "query failed")
+    assert_user_error(dualpath("sql", "--config", str(cfg_path), "-f", "xml", "SELECT 1"),
+                      "use table, csv or json")
+    assert_user_error(dualpath("nightly", "--config", str(cfg_path), "--date", "2027-13-01"),
+                      "is not a date")
+    r = dualpath("sql", "--config", str(cfg_path), "-f", "json", "SELECT 1 AS one")
+    assert r.returncode == 0 and '"one":1' in r.stdout.replace(" ", "")
+
+
+def test_sql_is_read_only(tmp_path):
+    cfg_path, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    assert_user_error(dualpath("sql", "--config", str(cfg_path), "DELETE FROM prices"),
+                      "query failed")
+
+
+def test_bad_price_file(tmp_path):
+    cfg_path, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    (tmp_path / "p.csv").write_text("ticker,date,adj_close\nSYN000,2027-01-04,-1\n")
+    assert_user_error(dualpath("prices", "import", str(tmp_path / "p.csv"), "--config",
+                               str(cfg_path)), "adj_close must be > 0")
+
+
+def test_init_refuses_to_overwrite(tmp_path):
+    assert dualpath("init", str(tmp_path / "c.toml")).returncode == 0
+    assert_user_error(dualpath("init", str(tmp_path / "c.toml")), "pass --force")
+    assert dualpath("check", "--config", str(tmp_path / "c.toml")).returncode != 0  # universe.txt missing
