@@ -16,8 +16,8 @@ from dualpath.market import SyntheticMarket, market_for_nights
 from dualpath.sim.fleet import SimFleet
 
 
-def demo_config_data(root: Path, tickers: int, draws: int, time_scale: float) -> dict:
-    """The embedded demo config, resized, with storage under `root` and the clock scaled."""
+def demo_config_data(root: Path, tickers: int, draws: int, clock: float = 1.0) -> dict:
+    """The embedded demo config, resized, with storage under `root` and the clocks x `clock`."""
     from dualpath.cli import demo_config_path
 
     data = tomllib.loads(demo_config_path().read_text())
@@ -25,7 +25,7 @@ def demo_config_data(root: Path, tickers: int, draws: int, time_scale: float) ->
     data["experiment"]["draws"] = draws
     data["warehouse"] = {"path": "warehouse.duckdb", "runs_dir": "runs"}
     for p in data["paths"].values():
-        p["sim"]["time_scale"] = time_scale
+        p["sim"]["time_scale"] = p["sim"].get("time_scale", 1.0) * clock
     return data
 
 
@@ -43,7 +43,7 @@ class DemoResult:
     notes: list[str] = field(default_factory=list)
 
 
-def run_demo(root: Path, nights: int, tickers: int, draws: int, time_scale: float,
+def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
              bars=None, path_bars=None) -> DemoResult:
     """Fresh demo folder, prices imported, then `nights` nights through the nightly flow."""
     from flows.nightly import nightly
@@ -57,7 +57,7 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, time_scale: floa
     root.mkdir(parents=True)
     cfg_path = root / "dualpath.toml"
     cfg_path.write_text("# written by `dualpath demo`\n"
-                        + dump_toml(demo_config_data(root, tickers, draws, time_scale)) + "\n")
+                        + dump_toml(demo_config_data(root, tickers, draws, clock)) + "\n")
     cfg = load_config(cfg_path)
     market = demo_market(cfg, nights)
     raw = market.prices()

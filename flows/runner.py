@@ -130,8 +130,11 @@ async def score_plans(cfg: Config, night: date, history: PriceHistory,
             run = runs.get(p.path)
             done = run.units_done if run else 0
             finished_all = run is not None and run.complete and not run.stopped_early
+            # Each path's own scoring window: paths finish at different times.
             writers[p.path].write_event(
-                "end", run_id=p.run_id, segment=p.segment, ended_wall=time.time(),
+                "end", run_id=p.run_id, segment=p.segment,
+                started_wall=run.start_wall if run else began,
+                ended_wall=run.end_wall if run else time.time(),
                 status="complete" if finished_all else "partial",
                 detail=None if finished_all else detail, units_done=done,
                 calls=run.calls if run else None)

@@ -14,8 +14,8 @@ from warehouse.prices import import_prices, validate_prices
 
 
 def make_project(root: Path, tickers: int = 6, draws: int = 2, nights: int = 2,
-                 time_scale: float = 2e-5, **overrides):
-    data = demo_config_data(root, tickers, draws, time_scale)
+                 clock: float = 0.01, **overrides):
+    data = demo_config_data(root, tickers, draws, clock)
     for section, values in overrides.items():
         data[section].update(values)
     cfg_path = root / "dualpath.toml"

@@ -83,7 +83,8 @@ def _segments(jc: JournalContents, run_id: str) -> pd.DataFrame:
         end = next((e for e in jc.ends if e.get("segment") == b["segment"]), None)
         rows.append({"run_id": run_id, "segment": b["segment"], "started_wall": b["started_wall"],
                      "ended_wall": end and end["ended_wall"],
-                     "wall_s": end and end["ended_wall"] - b["started_wall"],
+                     "wall_s": end and end["ended_wall"] - end.get("started_wall",
+                                                                    b["started_wall"]),
                      "units_done": end and end["units_done"], "calls": end and end["calls"],
                      "status": end["status"] if end else "interrupted"})
     return pd.DataFrame(rows)

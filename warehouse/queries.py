@@ -14,7 +14,9 @@ c AS (
     SELECT run_id, count(*) AS calls, count(*) FILTER (WHERE finish_reason = 'length') AS runaway,
            count(*) FILTER (WHERE error_kind IS NOT NULL) AS call_errors,
            count(*) FILTER (WHERE contaminated IS NOT NULL) AS contaminated,
-           sum(attempts - 1) AS retries
+           sum(attempts - 1) AS retries,
+           sum(latency_s) AS client_busy_s,
+           sum((prompt_ms + predicted_ms) / 1000) AS server_busy_s
     FROM calls GROUP BY run_id)
 SELECT r.run_id, r.night, r.path, r.status, r.status_detail, r.units_planned, r.units_done,
        coalesce(u.graded, 0) AS graded, coalesce(u.failed, 0) AS failed,
@@ -22,7 +24,10 @@ SELECT r.run_id, r.night, r.path, r.status, r.status_detail, r.units_planned, r.
        coalesce(c.call_errors, 0) AS call_errors, coalesce(c.contaminated, 0) AS contaminated,
        coalesce(c.retries, 0) AS retries, r.segments, r.slots, r.time_scale,
        r.wall_s / nullif(r.units_done, 0) / r.time_scale AS throughput_s,
-       u.unit_seconds / r.time_scale AS slot_latency_s
+       u.unit_seconds / r.time_scale AS slot_latency_s,
+       -- share of the client-side call time not explained by the server's own timings:
+       -- HTTP and harness overhead (and queueing); large only when the clock is compressed
+       1 - c.server_busy_s * r.time_scale / nullif(c.client_busy_s, 0) AS overhead_share
 FROM runs r LEFT JOIN u USING (run_id) LEFT JOIN c USING (run_id)
 """
 
@@ -49,7 +54,8 @@ def path_totals(con: duckdb.DuckDBPyConnection, experiment: str | None = None) -
                sum(calls)::BIGINT AS calls, sum(runaway)::BIGINT AS runaway,
                sum(retries)::BIGINT AS retries,
                median(throughput_s) AS throughput_s_median,
-               median(slot_latency_s) AS slot_latency_s_median
+               median(slot_latency_s) AS slot_latency_s_median,
+               median(overhead_share) AS overhead_share
         FROM ({RUN_SUMMARY}) {where} GROUP BY path ORDER BY path""", params).df()
 
 
