@@ -188,6 +188,8 @@ def demo(nights: int = typer.Option(20, min=1, max=120, help="Synthetic nights t
                   "waits, ≈ throughput × slots). Never compare across bases.[/dim]")
     for line in result.notes:
         console.print(line)
+    m = load_metrics(load_config(result.config))
+    print_metrics(m, "table", only=["rank_ic", "comparison", "self_agreement"])
     db = result.warehouse
     console.print(f"\nwarehouse: {db}  (config: {result.config})")
     console.print("try:")
@@ -230,6 +232,85 @@ def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT) -> None:
             "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
             "status_detail"]
     print_frame(frame[cols], fmt, "runs (s = real-scale s/ticker; throughput | slot-latency basis)")
+
+
+def load_metrics(cfg, paths: list[str] | None = None, since: date | None = None):
+    """All metric tables for an experiment, from the warehouse."""
+    from evals.report import compute_metrics
+    from warehouse.db import reader
+    from warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
+
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        args = (con, cfg.experiment.name, since, paths)
+        units, calls, runs, prices = units_frame(*args), calls_frame(*args), runs_frame(*args), prices_frame(con)
+    names = paths or list(cfg.paths)
+    pair = ("main", "backup") if {"main", "backup"} <= set(names) else (
+        tuple(names[:2]) if len(names) >= 2 else None)
+    return compute_metrics(units, calls, runs, prices, cfg.experiment.horizons, pair,
+                           seed=cfg.sampling.base_seed)
+
+
+METRIC_TABLES = {
+    "rank_ic": ("RankIC per path x horizon (matured nights; Newey-West lag >= h-1)",
+                ["path", "horizon", "nights", "mean_ic", "sd_ic", "icir", "share_positive",
+                 "skew", "excess_kurtosis", "t_iid", "p_iid", "t_newey_west", "pending_nights"]),
+    "comparison": ("Path comparison: nightly ΔIC = IC(a) − IC(b)",
+                   ["a", "b", "horizon", "nights", "mean_delta", "sd_delta", "rho_ic", "t_paired",
+                    "t_newey_west", "ci_low", "ci_high", "mde", "power_at_delta", "delta"]),
+    "cross_path": ("Cross-path agreement of mean scores", None),
+    "self_agreement": ("Self-reproducibility between draws (pooled over nights)",
+                       ["path", "ticker_nights", "draws", "exact_agreement", "chance_agreement",
+                        "mean_qwk", "krippendorff_alpha", "icc_1_1", "icc_1_k",
+                        "spearman_brown_k", "note"]),
+    "grades": ("Grade distribution (share of units)", None),
+    "speed": ("Speed per path, median over complete runs (real-scale; s/ticker labelled by basis)",
+              ["path", "runs", "partial_runs_excluded", "throughput_s_per_ticker",
+               "slot_latency_s_per_ticker", "calls_per_ticker", "server_prefill_tps",
+               "server_decode_tps", "client_decode_tps", "runaway_share", "runaway_time_share",
+               "retries", "cached_prompt_share"]),
+}
+
+
+def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None) -> None:
+    import orjson
+    out = {}
+    for key, (title, cols) in METRIC_TABLES.items():
+        if only and key not in only:
+            continue
+        frame = getattr(m, key)
+        if horizon is not None and "horizon" in frame:
+            frame = frame[frame["horizon"] == horizon]
+        if cols is not None and len(frame):
+            frame = frame[[c for c in cols if c in frame]]
+        if fmt == "json":
+            out[key] = frame.to_dict("records")
+        elif fmt == "csv":
+            sys.stdout.write(f"# {key}\n")
+            print_frame(frame, "csv")
+        elif len(frame):
+            print_frame(frame, fmt, title)
+    if fmt == "json":
+        sys.stdout.write(orjson.dumps(out, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
+                                      default=str).decode() + "\n")
+    elif fmt == "table":
+        for note in m.notes:
+            console.print(f"[yellow]note:[/yellow] {note}")
+
+
+@app.command()
+def metrics(config: Path = CONFIG_OPT,
+            path: Optional[list[str]] = typer.Option(None, "--path", help="Only these paths."),
+            horizon: Optional[int] = typer.Option(None, help="Only this horizon."),
+            since: Optional[str] = typer.Option(None, help="Only nights from YYYY-MM-DD."),
+            fmt: str = FORMAT_OPT) -> None:
+    """RankIC, path comparison, self-reproducibility and speed (complete runs only)."""
+    if fmt not in ("table", "csv", "json"):
+        raise UserError(f"--format {fmt!r}: use table, csv or json")
+    cfg = load_config(config)
+    if horizon is not None and horizon not in cfg.experiment.horizons:
+        raise UserError(f"--horizon {horizon}: the experiment's horizons are {cfg.experiment.horizons}")
+    m = load_metrics(cfg, path, _parse_date(since) if since else None)
+    print_metrics(m, fmt, horizon)
 
 
 @prices_app.command("import")

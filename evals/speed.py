@@ -69,3 +69,68 @@ def wall_seconds(start_wall: pd.Series, end_wall: pd.Series) -> float:
     if len(start_wall) == 0:
         return float("nan")
     return float(np.max(end_wall) - np.min(start_wall))
+
+
+def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Speed per run from the ``calls``, ``units`` and ``runs`` frames (real-scale).
+
+    Server-timing throughputs are per request (sum tokens / sum time, so long calls weigh by
+    their length); client-clock throughputs are aggregate over the run's wall clock. Only
+    runs with status 'complete' are results (`is_result`); the others are shown, marked.
+    """
+    r = runs.set_index("run_id")
+    scale = r["time_scale"]
+    c = calls.assign(runaway=calls["finish_reason"].eq("length"),
+                     retries=calls["attempts"] - 1,
+                     decode_s=(calls["latency_s"] - calls["ttft_s"]).where(calls["ttft_s"].notna()))
+    g = c.groupby("run_id")
+    out = pd.DataFrame({
+        "calls": g.size(),
+        "server_prefill_tps": g["prompt_n"].sum() / g["prompt_ms"].sum() * 1e3,
+        "server_decode_tps": g["predicted_n"].sum() / g["predicted_ms"].sum() * 1e3,
+        "prompt_tokens": g["prompt_tokens"].sum(),
+        "completion_tokens": g["completion_tokens"].sum(),
+        "cached_tokens": g["cached_tokens"].sum(),
+        "runaway_calls": g["runaway"].sum(),
+        "runaway_s": c[c["runaway"]].groupby("run_id")["latency_s"].sum(),
+        "busy_s": g["latency_s"].sum(),
+        "retries": g["retries"].sum(),
+        "stream_decode_s": g["decode_s"].sum(min_count=1),
+        "stream_tokens": c[c["decode_s"].notna()].groupby("run_id")["completion_tokens"].sum(),
+    }).reindex(r.index)
+    n_units = units.groupby("run_id").size().reindex(r.index)
+    wall = r["wall_s"] / scale
+    out["runaway_s"] = out["runaway_s"].fillna(0.0) / scale
+    out["busy_s"] = out["busy_s"] / scale
+    res = pd.DataFrame({
+        "path": r["path"], "night": r.get("night"), "status": r["status"],
+        "is_result": r["status"].eq("complete"), "units": n_units,
+        "throughput_s_per_ticker": wall / n_units,
+        "slot_latency_s_per_ticker": units.groupby("run_id")["seconds"].mean().reindex(r.index) / scale,
+        "calls_per_ticker": out["calls"] / n_units,
+        "prompt_tokens_per_ticker": out["prompt_tokens"] / n_units,
+        "completion_tokens_per_ticker": out["completion_tokens"] / n_units,
+        "server_prefill_tps": out["server_prefill_tps"],
+        "server_decode_tps": out["server_decode_tps"],
+        "client_prompt_tps": out["prompt_tokens"] / wall,
+        "client_decode_tps": out["completion_tokens"] / wall,
+        "client_stream_decode_tps": out["stream_tokens"] / (out["stream_decode_s"] / scale),
+        "runaway_share": out["runaway_calls"] / out["calls"],
+        "runaway_time_share": out["runaway_s"] / out["busy_s"],
+        "runaway_s": out["runaway_s"],
+        "retries": out["retries"],
+        "cached_prompt_share": out["cached_tokens"] / out["prompt_tokens"],
+    })
+    return res.reset_index()
+
+
+def path_speed(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Medians per path over complete runs, with the count of partial runs left out."""
+    ok = per_run[per_run["is_result"]]
+    cols = [c for c in per_run.columns if c not in ("run_id", "path", "night", "status",
+                                                    "is_result", "units")]
+    med = ok.groupby("path")[cols].median()
+    med.insert(0, "runs", ok.groupby("path").size())
+    med.insert(1, "partial_runs_excluded", per_run[~per_run["is_result"]].groupby("path").size()
+               .reindex(med.index, fill_value=0))
+    return med.reset_index()

@@ -1,0 +1,125 @@
+"""Self-reproducibility: do the draws of one path agree with each other?
+
+Takes a ``units`` frame (grades per ticker x draw). Grades are on the fixed 5-level scale;
+the full label set is always given to kappa, because without it sklearn infers labels from
+the data and silently changes the quadratic distances.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+
+SCALE = np.array([1, 2, 3, 4, 5])
+
+
+def quadratic_kappa(a: np.ndarray, b: np.ndarray, labels: np.ndarray = SCALE) -> float:
+    """Cohen's kappa with quadratic weights over the full label set; NaN when undefined."""
+    a, b = np.asarray(a), np.asarray(b)
+    k = len(labels)
+    index = {v: i for i, v in enumerate(labels)}
+    obs = np.zeros((k, k))
+    np.add.at(obs, (np.vectorize(index.get)(a), np.vectorize(index.get)(b)), 1)
+    w = (np.subtract.outer(np.arange(k), np.arange(k)) ** 2) / (k - 1) ** 2
+    expected = np.outer(obs.sum(1), obs.sum(0)) / obs.sum()
+    denom = (w * expected).sum()
+    if denom == 0:
+        return math.nan
+    return float(1 - (w * obs).sum() / denom)
+
+
+def krippendorff_alpha_ordinal(matrix: np.ndarray, domain: np.ndarray = SCALE) -> float:
+    """Ordinal Krippendorff's alpha; rows are raters (draws), columns units, NaN = missing."""
+    m = np.asarray(matrix, dtype=float)
+    k = len(domain)
+    index = {float(v): i for i, v in enumerate(domain)}
+    o = np.zeros((k, k))
+    for col in m.T:
+        vals = col[~np.isnan(col)]
+        mu = len(vals)
+        if mu < 2:
+            continue
+        counts = np.zeros(k)
+        for v in vals:
+            counts[index[float(v)]] += 1
+        pairs = np.outer(counts, counts) - np.diag(counts)   # ordered pairs within the unit
+        o += pairs / (mu - 1)
+    n_c = o.sum(axis=1)
+    n = n_c.sum()
+    if n <= 1:
+        return math.nan
+    cum = np.concatenate([[0.0], np.cumsum(n_c)])
+    delta = np.zeros((k, k))
+    for c in range(k):
+        for j in range(k):
+            lo, hi = min(c, j), max(c, j)
+            delta[c, j] = (cum[hi + 1] - cum[lo] - (n_c[c] + n_c[j]) / 2) ** 2
+    d_e = (np.outer(n_c, n_c) * delta).sum()
+    if d_e == 0:
+        return math.nan
+    return float(1 - (n - 1) * (o * delta).sum() / d_e)
+
+
+def icc_oneway(x: np.ndarray) -> tuple[float, float]:
+    """(ICC(1,1), ICC(1,k)) from a complete targets x k matrix (one-way random effects)."""
+    x = np.asarray(x, dtype=float)
+    n, k = x.shape
+    if n < 2 or k < 2:
+        return math.nan, math.nan
+    grand = x.mean()
+    msb = k * ((x.mean(axis=1) - grand) ** 2).sum() / (n - 1)
+    msw = ((x - x.mean(axis=1, keepdims=True)) ** 2).sum() / (n * (k - 1))
+    if msb + (k - 1) * msw == 0 or msb == 0:
+        return math.nan, math.nan
+    return float((msb - msw) / (msb + (k - 1) * msw)), float((msb - msw) / msb)
+
+
+def spearman_brown(r: float, k: int) -> float:
+    """Reliability of the mean of k draws from single-draw reliability r."""
+    if not math.isfinite(r):
+        return math.nan
+    return k * r / (1 + (k - 1) * r)
+
+
+def self_agreement(units: pd.DataFrame) -> dict:
+    """Agreement between draws of one path over ticker-nights (grades pivoted by draw)."""
+    g = units[units["grade"].notna()]
+    wide = g.pivot_table(index=["night", "ticker"], columns="draw", values="grade",
+                         aggfunc="first").astype(float)
+    draws = list(wide.columns)
+    out = {"ticker_nights": len(wide), "draws": len(draws), "exact_agreement": math.nan,
+           "chance_agreement": math.nan, "mean_qwk": math.nan, "krippendorff_alpha": math.nan,
+           "icc_1_1": math.nan, "icc_1_k": math.nan, "spearman_brown_k": math.nan, "note": ""}
+    if len(draws) < 2 or len(wide) < 2:
+        out["note"] = "needs >= 2 draws of >= 2 ticker-nights"
+        return out
+    shares = g["grade"].astype(int).value_counts(normalize=True).reindex(SCALE, fill_value=0)
+    out["chance_agreement"] = float((shares ** 2).sum())
+    exact, kappas = [], []
+    for a, b in itertools.combinations(draws, 2):
+        pair = wide[[a, b]].dropna()
+        if len(pair) == 0:
+            continue
+        exact.append((pair[a] == pair[b]).mean())
+        kappas.append(quadratic_kappa(pair[a].astype(int), pair[b].astype(int)))
+    out["exact_agreement"] = float(np.mean(exact)) if exact else math.nan
+    finite = [k for k in kappas if math.isfinite(k)]
+    out["mean_qwk"] = float(np.mean(finite)) if finite else math.nan
+    out["krippendorff_alpha"] = krippendorff_alpha_ordinal(wide.to_numpy().T)
+    complete = wide.dropna()
+    out["icc_1_1"], out["icc_1_k"] = icc_oneway(complete.to_numpy())
+    out["spearman_brown_k"] = spearman_brown(out["icc_1_1"], len(draws))
+    if wide.stack().nunique() == 1:
+        out["note"] = "every grade is the same: agreement statistics are undefined"
+    return out
+
+
+def grade_distribution(units: pd.DataFrame) -> pd.DataFrame:
+    """Share of each grade (and of failures) per path."""
+    g = units.assign(label=units["grade"].astype("Int64").astype(str).replace("<NA>", "failed"))
+    table = pd.crosstab(g["path"], g["label"], normalize="index")
+    cols = [str(v) for v in SCALE] + ["failed"]
+    return table.reindex(columns=cols, fill_value=0.0).reset_index()
