@@ -223,15 +223,18 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
 def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT) -> None:
     """Every run with its completeness (only 'complete' runs are results)."""
     from warehouse.db import reader
-    from warehouse.queries import run_summaries
+    from warehouse.queries import run_summaries, run_warnings
 
     cfg = load_config(config)
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         frame = run_summaries(con)
+        warnings = run_warnings(con)
     cols = ["night", "path", "status", "units_done", "units_planned", "graded", "failed",
             "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
             "status_detail"]
     print_frame(frame[cols], fmt, "runs (s = real-scale s/ticker; throughput | slot-latency basis)")
+    for w in warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {w}")
 
 
 def load_metrics(cfg, paths: list[str] | None = None, since: date | None = None):

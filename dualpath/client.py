@@ -52,10 +52,11 @@ def sampling_body(engine: str, s: Sampling, seed: int | None) -> dict[str, Any]:
         "max_tokens": s.max_tokens,
     }
     if engine in ("llama.cpp", "sim"):
-        # repeat_last_n -1 = whole context, so the presence penalty covers the whole output
-        # as vLLM's does; repeat_penalty 1.0 because vLLM applies none by default.
-        body.update(top_k=s.top_k, min_p=s.min_p, repeat_last_n=-1, repeat_penalty=1.0,
-                    cache_prompt=True)
+        # The penalty window defaults to the last 64 tokens; widen it to max_tokens so the
+        # presence penalty covers the whole output as vLLM's does (-1, "whole context", is
+        # rejected by current llama-server). repeat_penalty 1.0: vLLM applies none by default.
+        body.update(top_k=s.top_k, min_p=s.min_p, repeat_last_n=s.max_tokens,
+                    repeat_penalty=1.0, cache_prompt=True)
     elif engine == "vllm":
         body.update(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
     if seed is not None:
@@ -105,6 +106,7 @@ class PathClient:
         # Set from the identity check: a response from another build/model is contamination.
         self.expected_fingerprint: str | None = None
         self.expected_model: str | None = None
+        self.in_flight = 0   # calls of this client the server may be processing now
 
     def body(self, req: ChatRequest) -> dict[str, Any]:
         """The request body without messages (recorded as `request_json`)."""
@@ -126,6 +128,16 @@ class PathClient:
             request_json=orjson.dumps(body).decode(),
             prompt_text=orjson.dumps(req.messages).decode())
         payload = orjson.dumps({**body, "messages": req.messages})
+        self.in_flight += 1
+        try:
+            await self._attempts(payload, rec)
+        finally:
+            self.in_flight -= 1
+        rec.end_mono, rec.end_wall = time.monotonic(), time.time()
+        self._check_identity(rec)
+        return rec
+
+    async def _attempts(self, payload: bytes, rec: CallRecord) -> None:
         while True:
             rec.attempts += 1
             try:
@@ -143,9 +155,6 @@ class PathClient:
             except _Fail as f:
                 rec.error_kind, rec.error_detail, rec.http_status = f.kind, f.detail, f.status
                 break
-        rec.end_mono, rec.end_wall = time.monotonic(), time.time()
-        self._check_identity(rec)
-        return rec
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:

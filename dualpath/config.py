@@ -120,7 +120,13 @@ class ServingPath(_Model):
     slots: int = Field(4, ge=1, le=256, description="Requests kept in flight by dualpath.")
     stream: bool = Field(True, description="Stream responses (needed for client-side first-token time).")
     launch: list[str] | None = Field(
-        None, description="argv to start the server; unset = attach to a running one.")
+        None, description="argv to start the server; unset = attach to a running one. "
+        "Placeholders: {llama_server}, {gemma3_270m}.")
+    launch_env: dict[str, str] = Field(default_factory=dict,
+                                       description="Environment overrides for the launched server.")
+    ready_timeout_s: float = Field(600.0, gt=0, description="Wait for a launched server's /health.")
+    load_poll_s: float = Field(2.0, gt=0, description="How often /slots is read to detect "
+                               "requests that are not dualpath's (external load).")
     expect: ExpectedIdentity = Field(default_factory=ExpectedIdentity,
                                      description="Identity the server must show.")
     api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
@@ -143,6 +149,8 @@ class ServingPath(_Model):
     def _needs_url(self) -> "ServingPath":
         if self.engine != "sim" and self.base_url is None:
             raise ValueError(f"engine '{self.engine}' needs base_url (e.g. http://127.0.0.1:8080)")
+        if self.launch is not None and not self.launch:
+            raise ValueError("launch must be a non-empty argv list, or left out to attach")
         return self
 
 

@@ -26,7 +26,7 @@ async def _get_json(http: httpx.AsyncClient, url: str) -> Any | None:
         r = await http.get(url, timeout=10.0)
     except httpx.HTTPError as e:
         raise ServerUnreachable(f"{url}: {type(e).__name__}: {e}") from None
-    if r.status_code == 404:
+    if r.status_code in (404, 501):   # endpoint absent or disabled (e.g. /slots without --slots)
         return None
     if r.status_code != 200:
         raise ServerUnreachable(f"{url}: HTTP {r.status_code}: {r.text[:200]}")
@@ -54,16 +54,26 @@ async def read_identity(http: httpx.AsyncClient, base_url: str, engine: str) -> 
         ident.n_ctx_per_slot = gen.get("n_ctx")
         params = gen.get("params") or {}
         ident.sampling = params
-        spec = gen.get("speculative")
-        if spec is None:
-            spec = (params.get("speculative.n_max") or 0) > 0
-        ident.speculative = bool(spec)
+        slots = await _get_json(http, f"{base_url}/slots")   # 501 without --slots: None
+        ident.raw["slots"] = slots
+        ident.speculative = _speculative(params, slots)
     elif engine == "vllm":
         version = await _get_json(http, f"{base_url}/version")
         if version:
             ident.build = f"vllm-{version.get('version')}"
             ident.raw["version"] = version
     return ident
+
+
+def _speculative(params: dict, slots: list | None) -> bool | None:
+    """Speculative decoding (draft model or MTP) on? From /slots, else the default params."""
+    if isinstance(slots, list) and slots and "speculative" in slots[0]:
+        return bool(slots[0]["speculative"])
+    if "speculative.types" in params:
+        return params["speculative.types"] not in ("none", "", None)
+    if "speculative.n_max" in params:
+        return (params["speculative.n_max"] or 0) > 0
+    return None
 
 
 def differences(seen: ServerIdentity, expected: ExpectedIdentity) -> list[str]:
@@ -83,4 +93,67 @@ def differences(seen: ServerIdentity, expected: ExpectedIdentity) -> list[str]:
     check("n_ctx_per_slot", expected.n_ctx_per_slot, seen.n_ctx_per_slot)
     check("build", expected.build, seen.build)
     check("speculative", expected.speculative, seen.speculative)
+    return out
+
+
+async def read_metrics(http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
+    """Prometheus counters of /metrics as {name: value}; None when the endpoint is off."""
+    try:
+        r = await http.get(f"{base_url}/metrics", timeout=10.0)
+    except httpx.HTTPError:
+        return None
+    if r.status_code != 200:
+        return None
+    out = {}
+    for line in r.text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                out[name.strip()] = float(value)
+            except ValueError:
+                continue
+    return out
+
+
+async def busy_slots(http: httpx.AsyncClient, base_url: str) -> int | None:
+    """How many slots are processing now, from /slots (None when unavailable)."""
+    try:
+        slots = await _get_json(http, f"{base_url}/slots")
+    except ServerUnreachable:
+        return None
+    if not isinstance(slots, list):
+        return None
+    return sum(bool(s.get("is_processing")) for s in slots)
+
+
+async def effective_sampling(http: httpx.AsyncClient, base_url: str) -> dict | None:
+    """The sampling parameters the server applied to a recent request (/slots params)."""
+    try:
+        slots = await _get_json(http, f"{base_url}/slots")
+    except ServerUnreachable:
+        return None
+    for s in slots or []:
+        if isinstance(s, dict) and s.get("params"):
+            return {k: s["params"].get(k) for k in SAMPLING_KEYS if k in s["params"]}
+    return None
+
+
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                 "frequency_penalty", "repeat_penalty", "repeat_last_n")
+
+
+def sampling_differences(a: dict, b: dict, n_ctx: tuple[int | None, int | None] = (None, None)) -> list[str]:
+    """Differences between two paths' effective sampling (float32 noise ignored)."""
+    out = []
+    for k in SAMPLING_KEYS:
+        va, vb = a.get(k), b.get(k)
+        if va is None or vb is None:
+            continue
+        if k == "repeat_last_n":
+            # -1 means "whole context"; a server may report it resolved to its n_ctx
+            whole = lambda v, n: v == -1 or (n is not None and v >= n)
+            if whole(va, n_ctx[0]) and whole(vb, n_ctx[1]):
+                continue
+        if abs(float(va) - float(vb)) > 1e-6 * max(1.0, abs(float(va))):
+            out.append(f"{k}: {va} vs {vb}")
     return out

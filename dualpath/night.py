@@ -39,6 +39,9 @@ class PriceHistory:
         if g is None:
             raise DataError(f"no prices for ticker {ticker}; import prices that cover the universe")
         g = g[g["date"] <= night].tail(days)
+        if g.empty:
+            raise DataError(f"no price for {ticker} on or before {night}; score a night the "
+                            "price data covers (--date YYYY-MM-DD) or import newer prices")
         return tuple(zip(g["date"], g["adj_close"].astype(float)))
 
 

@@ -15,9 +15,37 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from dualpath.config import Config, load_config
+from dualpath.launcher import LaunchedServer, expand_argv, gpu_state
+from dualpath.locks import endpoint_lock
 from dualpath.sim.fleet import SimFleet
 from flows import runner
 from flows.report import night_summary, summary_markdown
+
+
+def connect_paths(cfg: Config, night: date, plans: list[runner.PathRunPlan],
+                  endpoints: dict[str, str] | None, stack: ExitStack) -> None:
+    """Give each plan a live endpoint: given, simulated, launched or attached; lock each one."""
+    need_sim = [p for p in plans if cfg.paths[p.path].engine == "sim"
+                and not cfg.paths[p.path].base_url and p.path not in (endpoints or {})]
+    fleet = stack.enter_context(SimFleet(cfg)) if need_sim else None
+    for p in plans:
+        sp = cfg.paths[p.path]
+        if endpoints and p.path in endpoints:
+            p.base_url, p.how = endpoints[p.path], "simulated" if sp.engine == "sim" else "attached"
+        elif fleet and p.path in fleet.urls:
+            p.base_url, p.how = fleet.urls[p.path], "simulated"
+        else:
+            p.base_url, p.how = sp.base_url, "attached"
+        stack.enter_context(endpoint_lock(p.base_url, p.run_id))
+        if sp.launch and not (endpoints and p.path in endpoints):
+            argv = expand_argv(sp.launch, cfg.resolve(Path(".dualpath/models")))
+            server = stack.enter_context(LaunchedServer(
+                argv, p.base_url, p.journal.parent / "server.log", dict(sp.launch_env),
+                sp.ready_timeout_s))
+            p.how = "launched"
+            p.launch = {"argv": argv, "env": dict(sp.launch_env), "log_path": str(server.log_path),
+                        "started_wall": server.started_wall}
+        p.gpu_state = gpu_state()
 
 
 @task(cache_policy=NO_CACHE)
@@ -48,20 +76,11 @@ async def nightly(config_path: str, night: date | None = None,
     log = get_run_logger()
     cfg = load_config(config_path)
     night = night or date.today()
+    runner.ensure_prices(cfg)
     plans = runner.plan_night(cfg, night, paths)
     with ExitStack() as stack:
-        need_sim = [p for p in plans if cfg.paths[p.path].engine == "sim"
-                    and not cfg.paths[p.path].base_url and p.path not in (endpoints or {})]
-        fleet = stack.enter_context(SimFleet(cfg)) if need_sim else None
-        for p in plans:
-            sp = cfg.paths[p.path]
-            if endpoints and p.path in endpoints:
-                p.base_url, p.how = endpoints[p.path], "simulated" if sp.engine == "sim" else "attached"
-            elif fleet and p.path in fleet.urls:
-                p.base_url, p.how = fleet.urls[p.path], "simulated"
-            else:
-                p.base_url, p.how = sp.base_url, "attached"
         todo = [p for p in plans if p.units]
+        connect_paths(cfg, night, todo, endpoints, stack)
         problems = await check_paths(cfg, todo) if todo else {}
         for p in todo:
             if problems.get(p.path):

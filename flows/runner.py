@@ -16,11 +16,12 @@ import httpx
 
 from dualpath.config import Config
 from dualpath.errors import IdentityError, UserError
-from dualpath.identity import differences, read_identity
+from dualpath.identity import (busy_slots, differences, effective_sampling, read_identity,
+                               read_metrics)
 from dualpath.night import NightPlan, PriceHistory, run_id_for, score_night, units_for
 from dualpath.scheduler import PathRun, Progress, Unit
 from warehouse.db import reader, writer
-from warehouse.ingest import IngestStats, ingest_journal
+from warehouse.ingest import IngestStats, ingest_journals
 from warehouse.journal import JournalWriter, read_journal  # noqa: F401 (re-exported)
 from warehouse.prices import load_prices
 
@@ -47,6 +48,8 @@ class PathRunPlan:
     base_url: str = ""
     how: str = "attached"
     identity: dict = field(default_factory=dict)
+    launch: dict = field(default_factory=dict)   # command, env, log path, start/stop times
+    gpu_state: str | None = None
 
 
 def journal_path(cfg: Config, night: date, path: str) -> Path:
@@ -114,39 +117,86 @@ async def score_plans(cfg: Config, night: date, history: PriceHistory,
                       slots=ident.get("slots"), n_ctx_per_slot=ident.get("n_ctx_per_slot"),
                       build=ident.get("build"), speculative=ident.get("speculative"),
                       sampling_json=_dumps(ident.get("sampling")),
-                      raw_json=_dumps(ident.get("raw")), started_wall=began)
+                      raw_json=_dumps(ident.get("raw")), started_wall=began,
+                      command=" ".join(p.launch.get("argv", [])) or None,
+                      env_json=_dumps(p.launch.get("env")), log_path=p.launch.get("log_path"),
+                      gpu_state=p.gpu_state)
+    clients: dict[str, object] = {}
     night_plans = [NightPlan(p.path, p.base_url, p.units, writers[p.path].write, p.attempts,
-                             on_client=_pin(p)) for p in plans]
+                             on_client=_pin(p, clients)) for p in plans]
     runs: dict[str, PathRun] = {}
     status, detail = "partial", "interrupted"
-    try:
-        runs = await score_night(cfg, night, history, night_plans, progress=_progress)
-        status, detail = "complete", None
-    except (Exception, asyncio.CancelledError) as e:
-        detail = f"{type(e).__name__}: {e}"
-        raise
-    finally:
-        for p in plans:
-            run = runs.get(p.path)
-            done = run.units_done if run else 0
-            finished_all = run is not None and run.complete and not run.stopped_early
-            # Each path's own scoring window: paths finish at different times.
-            writers[p.path].write_event(
-                "end", run_id=p.run_id, segment=p.segment,
-                started_wall=run.start_wall if run else began,
-                ended_wall=run.end_wall if run else time.time(),
-                status="complete" if finished_all else "partial",
-                detail=None if finished_all else detail, units_done=done,
-                calls=run.calls if run else None)
-            writers[p.path].close()
+    async with httpx.AsyncClient() as http:
+        before = {p.path: await read_metrics(http, p.base_url) for p in plans}
+        stop = asyncio.Event()
+        watchers = {p.path: asyncio.create_task(
+            _watch_load(http, p.base_url, clients, p.path, stop, cfg.paths[p.path].load_poll_s))
+            for p in plans}
+        try:
+            runs = await score_night(cfg, night, history, night_plans, progress=_progress)
+            status, detail = "complete", None
+        except (Exception, asyncio.CancelledError) as e:
+            detail = f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            stop.set()
+            for p in plans:
+                load = await watchers[p.path]
+                writers[p.path].write_event(
+                    "session", session_id=f"{p.run_id}#{p.segment}",
+                    metrics_before_json=_dumps(before[p.path]),
+                    metrics_after_json=_dumps(await read_metrics(http, p.base_url)),
+                    effective_sampling_json=_dumps(await effective_sampling(http, p.base_url)),
+                    stopped_wall=time.time(), **load)
+            _write_ends(plans, writers, runs, began, detail)
     return runs
 
 
-def _pin(plan: PathRunPlan) -> Callable:
-    """Tell the client which build answered the identity check: another one is contamination."""
+async def _watch_load(http: httpx.AsyncClient, base_url: str, clients: dict, path: str,
+                      stop: asyncio.Event, every: float) -> dict:
+    """Poll /slots: more busy slots than dualpath has in flight means someone else is here."""
+    polls = excess_polls = max_excess = 0
+    while not stop.is_set():
+        busy = await busy_slots(http, base_url)
+        client = clients.get(path)
+        if busy is not None and client is not None:
+            polls += 1
+            excess = busy - client.in_flight
+            if excess > 0:
+                excess_polls += 1
+                max_excess = max(max_excess, excess)
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+        except asyncio.TimeoutError:
+            pass
+    return {"load_polls": polls, "external_load_polls": excess_polls,
+            "external_load_max": max_excess}
+
+
+def _write_ends(plans: list[PathRunPlan], writers: dict, runs: dict, began: float,
+                detail: str | None) -> None:
+    """Close each journal with its path's own scoring window (paths finish at different times)."""
+    for p in plans:
+        run = runs.get(p.path)
+        finished_all = run is not None and run.complete and not run.stopped_early
+        writers[p.path].write_event(
+            "end", run_id=p.run_id, segment=p.segment,
+            started_wall=run.start_wall if run else began,
+            ended_wall=run.end_wall if run else time.time(),
+            status="complete" if finished_all else "partial",
+            detail=None if finished_all else detail, units_done=run.units_done if run else 0,
+            calls=run.calls if run else None)
+        writers[p.path].close()
+
+
+def _pin(plan: PathRunPlan, clients: dict) -> Callable:
+    """Tell the client which server answered the identity check: any other is contamination."""
     def pin(client) -> None:
+        clients[plan.path] = client
         if plan.identity.get("build"):
             client.expected_fingerprint = plan.identity["build"]
+        if plan.identity.get("model"):
+            client.expected_model = plan.identity["model"]
     return pin
 
 
@@ -158,7 +208,7 @@ def _dumps(obj) -> str | None:
 def ingest_plans(cfg: Config, plans: list[PathRunPlan]) -> list[IngestStats]:
     """Ingest each plan's journal in one short write transaction per run."""
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
-        return [ingest_journal(con, p.journal) for p in plans if p.journal.exists()]
+        return ingest_journals(con, [p.journal for p in plans if p.journal.exists()])
 
 
 def record_failure(cfg: Config, night: date, plan: PathRunPlan, detail: str) -> None:
@@ -188,3 +238,19 @@ def price_history(cfg: Config) -> PriceHistory:
     if prices.empty:
         raise UserError("the warehouse has no prices; import them with `dualpath prices import FILE`")
     return PriceHistory(prices)
+
+
+def ensure_prices(cfg: Config) -> None:
+    """Profiles on the synthetic market import its prices once, before the first night."""
+    from dualpath.market import SyntheticMarket
+    from warehouse.prices import import_prices, validate_prices
+
+    if cfg.market.synthetic_seed is None:
+        return
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        if con.execute("SELECT count(*) FROM prices").fetchall()[0][0]:
+            return
+        raw = SyntheticMarket(cfg.market.synthetic_seed, start=cfg.market.synthetic_start,
+                              n_days=400).prices()
+        raw = raw[raw["ticker"].isin(cfg.tickers())]
+        import_prices(con, validate_prices(raw, cfg.tickers(), "synthetic market")[0])

@@ -90,7 +90,7 @@ async def test_llama_cpp_record_carries_every_timing_field():
     body = sent[0]
     # every sampling parameter explicit, llama.cpp dialect: min_p 0 and a whole-output penalty
     assert (body["temperature"], body["top_p"], body["top_k"], body["min_p"]) == (0.7, 0.8, 20, 0.0)
-    assert (body["presence_penalty"], body["repeat_last_n"], body["max_tokens"]) == (1.5, -1, 4096)
+    assert (body["presence_penalty"], body["repeat_last_n"], body["max_tokens"]) == (1.5, 4096, 4096)
     assert body["seed"] == 42 and body["messages"] == [{"role": "user", "content": "hi"}]
     assert orjson.loads(rec.request_json) == {k: v for k, v in body.items() if k != "messages"}
 

@@ -1,29 +1,30 @@
 """Journal -> warehouse, idempotently and in one transaction.
 
-Every row is keyed (calls by call_id, units by run/ticker/draw/attempt, texts by content hash),
-so ingesting the same journal twice changes nothing, and a journal that grew since the last
-ingest adds only what is new. Prompts, outputs and request bodies are stored once by content
-hash: prompts repeat across draws and paths.
+Call lines (the bulk) are parsed by DuckDB's own JSON reader and their texts hashed in SQL;
+the few other lines (begin, session, unit, end) are parsed in Python. Every row is keyed
+(calls by call_id, units by run/ticker/draw/attempt, texts by content hash), so ingesting the
+same journal twice changes nothing and a journal that grew since the last ingest adds only
+what is new. Prompts, outputs and request bodies are stored once: they repeat across draws
+and paths.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import date, datetime, timezone
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
+from dualpath.errors import DataError
+from dualpath.records import CallRecord
 from warehouse.journal import JournalContents, read_journal
 
-_TEXT_FIELDS = (("prompt_text", "prompt_hash"), ("output_text", "output_hash"),
-                ("request_json", "request_hash"))
-
-
-def text_hash(text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+_SQL_TYPE = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE"}
+CALL_COLUMNS = {"k": "VARCHAR", **{
+    f.name: _SQL_TYPE[str(f.type).split(" | ")[0]] for f in fields(CallRecord)}}
+_COLUMNS_SQL = "{" + ", ".join(f"'{k}': '{v}'" for k, v in CALL_COLUMNS.items()) + "}"
 
 
 @dataclass
@@ -41,45 +42,9 @@ def _ts(wall: float | None) -> datetime | None:
     return None if wall is None else datetime.fromtimestamp(wall, tz=timezone.utc)
 
 
-def _calls_frame(jc: JournalContents, night: date) -> tuple[pd.DataFrame, dict[str, str]]:
-    texts: dict[str, str] = {}
-    df = pd.DataFrame.from_records(jc.calls)
-    for text_col, hash_col in _TEXT_FIELDS:
-        hashes = []
-        for rec in jc.calls:
-            t = rec[text_col]
-            h = text_hash(t)
-            texts.setdefault(h, t)
-            hashes.append(h)
-        df[hash_col] = hashes
-    df = df.drop(columns=[c for c, _ in _TEXT_FIELDS])
-    df["night"] = night
-    df["latency_s"] = df["end_mono"] - df["start_mono"]
-    df["ttft_s"] = df["first_token_mono"] - df["start_mono"]
-    return df, texts
-
-
-def _units_frame(jc: JournalContents, night: date) -> tuple[pd.DataFrame, dict[str, str]]:
-    df = pd.DataFrame.from_records(jc.units)
-    texts = {}
-    hashes = []
-    for rec in jc.units:
-        t = rec["final_text"]
-        if t is None:
-            hashes.append(None)
-            continue
-        h = text_hash(t)
-        texts[h] = t
-        hashes.append(h)
-    df["final_hash"] = hashes
-    df["night"] = night
-    df["seconds"] = df["end_mono"] - df["start_mono"]
-    return df.drop(columns=["final_text", "start_mono", "end_mono"]), texts
-
-
 def _segments(jc: JournalContents, run_id: str) -> pd.DataFrame:
     rows = []
-    for i, b in enumerate(jc.begins, 1):
+    for b in jc.begins:
         end = next((e for e in jc.ends if e.get("segment") == b["segment"]), None)
         rows.append({"run_id": run_id, "segment": b["segment"], "started_wall": b["started_wall"],
                      "ended_wall": end and end["ended_wall"],
@@ -105,68 +70,131 @@ def run_status(jc: JournalContents, running: bool) -> tuple[str, str | None]:
     return "partial", f"{done} of {planned} units finished" + (f"; {why}" if why else "")
 
 
-def ingest_journal(con: duckdb.DuckDBPyConnection, journal: Path, *, running: bool = False) -> IngestStats:
-    """Ingest one run's journal; safe to repeat. The run's identity comes from its begin record."""
-    jc = read_journal(journal)
-    if not jc.begins:
-        raise ValueError(f"journal {journal} has no begin record")
+def _run_row(jc: JournalContents, status: str, detail: str | None, segs: pd.DataFrame) -> pd.DataFrame:
     meta = jc.begins[-1]
-    run_id, night = meta["run_id"], date.fromisoformat(meta["night"])
-    status, detail = run_status(jc, running)
-    texts: dict[str, str] = {}
-    calls = units = None
-    if jc.calls:
-        calls, t = _calls_frame(jc, night)
-        texts.update(t)
-    if jc.units:
-        units, t = _units_frame(jc, night)
-        texts.update(t)
-    segs = _segments(jc, run_id)
-    text_df = pd.DataFrame({"hash": list(texts), "text": list(texts.values())})
-    wall = segs["wall_s"].dropna().sum() if len(segs) else None
-    run_row = pd.DataFrame([{
-        "run_id": run_id, "experiment": meta["experiment"], "night": night, "path": meta["path"],
+    return pd.DataFrame([{
+        "run_id": meta["run_id"], "experiment": meta["experiment"],
+        "night": date.fromisoformat(meta["night"]), "path": meta["path"],
         "engine": meta["engine"], "config_hash": meta["config_hash"], "status": status,
         "units_planned": meta["units_planned"], "units_done": len(jc.finished_units()),
         "slots": meta["slots"], "time_scale": meta["time_scale"],
         "started_at": _ts(jc.begins[0]["started_wall"]),
         "ended_at": _ts(jc.ends[-1]["ended_wall"]) if jc.ends else None,
-        "wall_s": wall, "segments": len(jc.begins), "status_detail": detail}])
-    sessions = pd.DataFrame.from_records(jc.sessions) if jc.sessions else None
-    before_calls = con.execute("SELECT count(*) FROM calls WHERE run_id = ?", [run_id]).fetchone()[0]
-    before_units = con.execute("SELECT count(*) FROM units WHERE run_id = ?", [run_id]).fetchone()[0]
+        "wall_s": segs["wall_s"].dropna().sum() if len(segs) else None,
+        "segments": len(jc.begins), "status_detail": detail}])
+
+
+def _stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]) -> None:
+    """Parse every journal's call lines into a temp table, keeping only calls not yet stored."""
+    files = [str(jc.path) for jc in contents if jc.call_lines]
+    con.execute("CREATE OR REPLACE TEMP TABLE stage_runs (run_id VARCHAR, night DATE, lines BIGINT)")
+    con.executemany("INSERT INTO stage_runs VALUES (?, ?, ?)",
+                    [[jc.begins[-1]["run_id"], jc.begins[-1]["night"], jc.call_lines]
+                     for jc in contents if jc.call_lines])
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE stage_calls AS
+        SELECT j.* EXCLUDE (k), hash(prompt_text) AS prompt_hash, hash(output_text) AS output_hash,
+               hash(request_json) AS request_hash, r.night,
+               end_mono - start_mono AS latency_s, first_token_mono - start_mono AS ttft_s
+        FROM read_json(?, format = 'newline_delimited', columns = {_COLUMNS_SQL},
+                       ignore_errors = true) j
+        JOIN stage_runs r USING (run_id)
+        WHERE k = 'call'""", [files])
+    short = con.execute("""SELECT r.run_id, r.lines, count(s.call_id) FROM stage_runs r
+                           LEFT JOIN stage_calls s USING (run_id) GROUP BY ALL
+                           HAVING count(s.call_id) <> r.lines""").fetchall()
+    if short:
+        run_id, lines, read = short[0]
+        raise DataError(f"journal of run {run_id}: {lines} call lines but {read} readable; "
+                        "a damaged line in the middle of the journal")
+    con.execute("DELETE FROM stage_calls WHERE call_id IN (SELECT call_id FROM calls "
+                "WHERE run_id IN (SELECT run_id FROM stage_runs))")
+
+
+def ingest_journal(con: duckdb.DuckDBPyConnection, journal: Path, *, running: bool = False) -> IngestStats:
+    """Ingest one run's journal; safe to repeat."""
+    return ingest_journals(con, [journal], running=running)[0]
+
+
+def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
+                    running: bool = False) -> list[IngestStats]:
+    """Ingest run journals in one transaction; safe to repeat. Each run's identity comes from
+    its begin record."""
+    contents = [read_journal(j, skip_calls=True) for j in journals]
+    for jc in contents:
+        if not jc.begins:
+            raise DataError(f"journal {jc.path} has no begin record")
+    runs, segs, units, sessions, stats = [], [], [], [], []
+    for jc in contents:
+        meta = jc.begins[-1]
+        status, detail = run_status(jc, running)
+        seg = _segments(jc, meta["run_id"])
+        segs.append(seg)
+        runs.append(_run_row(jc, status, detail, seg))
+        if jc.units:
+            u = pd.DataFrame.from_records(jc.units)
+            u["night"] = date.fromisoformat(meta["night"])
+            u["seconds"] = u["end_mono"] - u["start_mono"]
+            units.append(u.drop(columns=["start_mono", "end_mono"]))
+        if jc.sessions:
+            # a session is recorded at its start and completed at its end: merge by id
+            merged: dict[str, dict] = {}
+            for rec in jc.sessions:
+                merged.setdefault(rec["session_id"], {}).update(rec)
+            sessions.append(pd.DataFrame.from_records(list(merged.values())))
+        stats.append(IngestStats(meta["run_id"], status, jc.call_lines, len(jc.units), 0, 0,
+                                 jc.torn_tail))
+    frames = {"run_rows": pd.concat(runs), "segs": pd.concat(segs)}
+    if units:
+        frames["units_df"] = pd.concat(units)
+    if sessions:
+        frames["sessions_df"] = pd.concat(sessions)
+    any_calls = any(jc.call_lines for jc in contents)
     con.execute("BEGIN")
     try:
-        con.register("run_row", run_row)
-        con.execute("INSERT OR REPLACE INTO runs BY NAME SELECT * FROM run_row")
-        con.register("segs", segs)
-        if len(segs):
+        for name, frame in frames.items():
+            con.register(name, frame)
+        con.execute("INSERT OR REPLACE INTO runs BY NAME SELECT * FROM run_rows")
+        if len(frames["segs"]):
             con.execute("INSERT OR REPLACE INTO run_segments BY NAME SELECT * FROM segs")
-        if len(text_df):
-            con.register("text_df", text_df)
-            con.execute("INSERT OR IGNORE INTO texts BY NAME SELECT * FROM text_df")
-        if calls is not None:
-            con.register("calls_df", calls)
-            con.execute("INSERT OR IGNORE INTO calls BY NAME SELECT * FROM calls_df")
-        if units is not None:
-            con.register("units_df", units)
-            con.execute("INSERT OR IGNORE INTO units BY NAME SELECT * FROM units_df")
-        if sessions is not None:
-            con.register("sessions_df", sessions)
+        if "sessions_df" in frames:
             con.execute("INSERT OR REPLACE INTO server_sessions BY NAME SELECT * FROM sessions_df")
+        texts = []
+        if any_calls:
+            _stage_calls(con, contents)
+            texts += ["SELECT prompt_hash AS hash, prompt_text AS text FROM stage_calls",
+                      "SELECT output_hash, output_text FROM stage_calls",
+                      "SELECT request_hash, request_json FROM stage_calls"]
+        new_units: dict[str, int] = {}
+        if "units_df" in frames:
+            con.execute("""CREATE OR REPLACE TEMP TABLE stage_units AS
+                           SELECT * EXCLUDE (final_text), hash(final_text) AS final_hash,
+                                  final_text
+                           FROM units_df u WHERE NOT EXISTS (
+                               SELECT 1 FROM units x WHERE x.run_id = u.run_id AND
+                               x.ticker = u.ticker AND x.draw = u.draw AND
+                               x.unit_attempt = u.unit_attempt)""")
+            texts.append("SELECT final_hash, final_text FROM stage_units WHERE final_text IS NOT NULL")
+            new_units = dict(con.execute("SELECT run_id, count(*) FROM stage_units GROUP BY 1").fetchall())
+            con.execute("INSERT INTO units BY NAME SELECT * EXCLUDE (final_text) FROM stage_units")
+        if texts:
+            con.execute(f"""INSERT INTO texts
+                            SELECT hash, any_value(text) FROM ({' UNION ALL '.join(texts)})
+                            WHERE hash NOT IN (SELECT hash FROM texts) GROUP BY hash""")
+        new_calls: dict[str, int] = {}
+        if any_calls:
+            new_calls = dict(con.execute("SELECT run_id, count(*) FROM stage_calls GROUP BY 1").fetchall())
+            con.execute("INSERT INTO calls BY NAME SELECT * EXCLUDE (prompt_text, output_text, "
+                        "request_json) FROM stage_calls")
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
         raise
     finally:
-        for name in ("run_row", "segs", "text_df", "calls_df", "units_df", "sessions_df"):
-            try:
-                con.unregister(name)
-            except Exception:
-                pass
-    n_calls = len(jc.calls)
-    n_units = len(jc.units)
-    after_calls = con.execute("SELECT count(*) FROM calls WHERE run_id = ?", [run_id]).fetchone()[0]
-    after_units = con.execute("SELECT count(*) FROM units WHERE run_id = ?", [run_id]).fetchone()[0]
-    return IngestStats(run_id, status, n_calls, n_units, after_calls - before_calls,
-                       after_units - before_units, jc.torn_tail)
+        for name in frames:
+            con.unregister(name)
+        for t in ("stage_calls", "stage_units", "stage_runs"):
+            con.execute(f"DROP TABLE IF EXISTS {t}")
+    for st in stats:
+        st.new_calls, st.new_units = new_calls.get(st.run_id, 0), new_units.get(st.run_id, 0)
+    return stats

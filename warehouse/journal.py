@@ -154,6 +154,7 @@ class JournalContents:
     calls: list[dict] = field(default_factory=list)
     units: list[dict] = field(default_factory=list)
     ends: list[dict] = field(default_factory=list)
+    call_lines: int = 0
     torn_tail: bool = False
 
     def finished_units(self) -> set[tuple[str, int]]:
@@ -169,6 +170,7 @@ class JournalContents:
         return out
 
 
+_CALL_PREFIX = b'{"k":"call",'
 _GROUPS = {"begin": "begins", "session": "sessions", "ustart": "ustarts", "call": "calls",
            "unit": "units", "end": "ends"}
 
@@ -179,13 +181,19 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
             yield n, line
 
 
-def read_journal(path: Path) -> JournalContents:
-    """Parse a journal. A torn last line (crash mid-write) is skipped; damage elsewhere is an error."""
+def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
+    """Parse a journal. A torn last line (crash mid-write) is skipped; damage elsewhere is an error.
+
+    With `skip_calls`, call lines are only counted (the warehouse parses those in bulk).
+    """
     out = JournalContents(path)
     if not path.exists():
         return out
     lines = list(iter_lines(path))
     for n, line in lines:
+        if skip_calls and line.startswith(_CALL_PREFIX) and line.endswith(b"\n"):
+            out.call_lines += 1
+            continue
         try:
             obj = orjson.loads(line)
             group = getattr(out, _GROUPS[obj.pop("k")])
@@ -196,4 +204,5 @@ def read_journal(path: Path) -> JournalContents:
             raise DataError(f"journal {path} line {n} is damaged: {line[:120]!r}; "
                             "move the file aside to rerun the night from scratch") from None
         group.append(obj)
+    out.call_lines += len(out.calls)
     return out

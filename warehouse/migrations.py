@@ -29,9 +29,12 @@ CREATE TABLE server_sessions (
     env_json VARCHAR, gpu_state VARCHAR, started_wall DOUBLE, stopped_wall DOUBLE,
     log_path VARCHAR
 );
-CREATE TABLE texts (hash VARCHAR PRIMARY KEY, text VARCHAR NOT NULL);
+-- Deduplicated text. hash = DuckDB hash() of the text (64-bit, computed in SQL at ingest;
+-- ~1e-8 chance of any collision at a million texts). Ingest keeps keys unique (one writer,
+-- anti-joins), which is several times faster than index maintenance on bulk loads.
+CREATE TABLE texts (hash UBIGINT NOT NULL, text VARCHAR NOT NULL);
 CREATE TABLE calls (
-    call_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, path VARCHAR, night DATE,
+    call_id VARCHAR NOT NULL, run_id VARCHAR NOT NULL, path VARCHAR, night DATE,
     ticker VARCHAR, draw INTEGER, unit_attempt INTEGER, agent VARCHAR, call_seq INTEGER,
     start_wall DOUBLE, end_wall DOUBLE, start_mono DOUBLE, first_token_mono DOUBLE,
     end_mono DOUBLE, latency_s DOUBLE, ttft_s DOUBLE, http_status INTEGER, attempts INTEGER,
@@ -41,13 +44,13 @@ CREATE TABLE calls (
     predicted_n INTEGER, predicted_ms DOUBLE, predicted_per_second DOUBLE, cache_n INTEGER,
     draft_n INTEGER, draft_n_accepted INTEGER, timings_json VARCHAR,
     server_metrics_json VARCHAR, contaminated VARCHAR,
-    request_hash VARCHAR, prompt_hash VARCHAR, output_hash VARCHAR
+    request_hash UBIGINT, prompt_hash UBIGINT, output_hash UBIGINT
 );
 CREATE TABLE units (
     run_id VARCHAR NOT NULL, path VARCHAR, night DATE, ticker VARCHAR NOT NULL,
     draw INTEGER NOT NULL, unit_attempt INTEGER NOT NULL, start_wall DOUBLE, end_wall DOUBLE,
     seconds DOUBLE, n_calls INTEGER, grade TINYINT, failure_kind VARCHAR,
-    failure_detail VARCHAR, final_hash VARCHAR,
+    failure_detail VARCHAR, final_hash UBIGINT,
     PRIMARY KEY (run_id, ticker, draw, unit_attempt)
 );
 CREATE TABLE prices (
@@ -79,9 +82,21 @@ SELECT u.*, r.status AS run_status, r.experiment,
 FROM units u JOIN runs r USING (run_id);
 """
 
+M003_SERVER_EVIDENCE = """
+-- What the server itself counted during the session, the sampling it applied, and load
+-- that was not ours (another client on the same server contaminates every timing).
+ALTER TABLE server_sessions ADD COLUMN metrics_before_json VARCHAR;
+ALTER TABLE server_sessions ADD COLUMN metrics_after_json VARCHAR;
+ALTER TABLE server_sessions ADD COLUMN effective_sampling_json VARCHAR;
+ALTER TABLE server_sessions ADD COLUMN external_load_max INTEGER;
+ALTER TABLE server_sessions ADD COLUMN external_load_polls INTEGER;
+ALTER TABLE server_sessions ADD COLUMN load_polls INTEGER;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
+    ("m003_server_evidence", M003_SERVER_EVIDENCE),
 ]
 
 

@@ -4,7 +4,8 @@ Endpoints, shaped like llama-server's: `POST /v1/chat/completions` (streaming an
 `timings`, `usage`, `system_fingerprint`), `GET /props`, `/slots`, `/health`, `/v1/models`,
 `/metrics`. At most `slots` requests are processed at once; the rest wait (counted as
 deferred), as llama-server does. Like llama-server in single-model mode it accepts any
-`model` name and echoes it back, so a client must check identity itself.
+`model` name without complaint and answers with its own alias, so a client must check
+identity itself.
 
 The server answers with short texts: token counts and timings follow the time model, not the
 length of the text on the wire (documented in the response's `timings` as usual).
@@ -86,8 +87,8 @@ class SimServer:
     def props(self) -> dict:
         return {
             "default_generation_settings": {
-                "id": 0, "n_ctx": self.n_ctx_slot, "speculative": False, "is_processing": False,
-                "params": {**_SERVER_DEFAULTS, "speculative.n_max": 0}},
+                "n_ctx": self.n_ctx_slot,
+                "params": {**_SERVER_DEFAULTS, "speculative.types": "none"}},
             "total_slots": self.slots,
             "model_alias": self.profile.model_alias,
             "model_path": f"/models/{self.profile.model_alias}.gguf",
@@ -199,6 +200,10 @@ def build_app(sim: SimServer) -> Starlette:
         if text is None:
             return _error(400, "invalid_request_error", "'messages' must be a list of "
                           "{role, content} objects with string content")
+        rln = body.get("repeat_last_n", 64)
+        if not isinstance(rln, int) or rln < 0:   # as llama-server validates it
+            return _error(400, "invalid_request_error", "Field 'repeat_last_n': Value must be "
+                          f"between 0 <= value <= 2147483647, but got {rln}")
         prompt_n = len(text) // 4 + sim.profile.context_tokens
         if prompt_n > sim.n_ctx_slot:
             return _error(400, "exceed_context_size_error",
@@ -210,7 +215,7 @@ def build_app(sim: SimServer) -> Starlette:
         rng = sim.model.rng(body.get("seed"), len(text))
         n_out, runaway = sim.model.output_tokens(rng, max_tokens)
         meta = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
-                "model": body.get("model") or sim.profile.model_alias,
+                "model": sim.profile.model_alias,   # llama-server answers with its own alias
                 "system_fingerprint": sim.profile.build}
         content = sim.answer(body, text, rng, runaway)
         if body.get("stream"):
@@ -291,10 +296,14 @@ async def _stream(sim, body, text, prompt_n, n_out, runaway, content, meta):
     finally:
         sim.release(slot)
     yield event(choices=[{"index": 0, "finish_reason": None, "delta": {"content": content[1:]}}])
-    yield event(choices=[{"index": 0, "finish_reason": "length" if runaway else "stop",
-                          "delta": {}}], timings=timings)
+    # As llama-server does: timings ride on the usage chunk when one is asked for.
+    finish = {"choices": [{"index": 0, "finish_reason": "length" if runaway else "stop",
+                           "delta": {}}]}
     if (body.get("stream_options") or {}).get("include_usage"):
+        yield event(**finish)
         yield event(choices=[], usage=usage, timings=timings)
+    else:
+        yield event(**finish, timings=timings)
     yield b"data: [DONE]\n\n"
 
 

