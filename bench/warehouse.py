@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from datetime import date, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,8 @@ from dualpath.records import CallRecord, UnitResult, UnitStart
 from warehouse.db import writer
 from warehouse.ingest import ingest_journal, ingest_journals
 from warehouse.journal import JournalWriter
+from warehouse.prices import import_prices, validate_prices
+from dualpath.market import WARMUP_DAYS, SyntheticMarket
 
 WORDS = np.array("trend momentum volume support resistance margin guidance revenue sector "
                  "rates inflation breakout drawdown valuation catalyst risk upside downside "
@@ -41,14 +43,17 @@ def text(rng: np.random.Generator, n_words: int) -> str:
     return " ".join(WORDS[rng.integers(0, len(WORDS), n_words)])
 
 
+def bench_market(nights: int, tickers: int) -> SyntheticMarket:
+    return SyntheticMarket(7, n_tickers=tickers, n_days=WARMUP_DAYS + nights + 25)
+
+
 def write_journals(root: Path, nights: int, tickers: int, draws: int, seed: int) -> list[Path]:
     rng = np.random.default_rng(seed)
     systems = {a: f"You are the {a} agent. " + text(rng, 25) for a in AGENTS}
     journals = []
-    day0 = date(2027, 1, 4)
-    for n in range(nights):
-        night = day0 + timedelta(days=n)
-        blocks = {t: f"TICKER: T{t:03d} | AS OF: {night}\n" + "\n".join(
+    market = bench_market(nights, tickers)
+    for night in market.nights(nights):
+        blocks = {t: f"TICKER: SYN{t:03d} | AS OF: {night}\n" + "\n".join(
             f"{night - timedelta(days=k)},{100 + rng.normal():.2f}" for k in range(60))
             for t in range(tickers)}
         for path in ("main", "backup"):
@@ -62,14 +67,14 @@ def write_journals(root: Path, nights: int, tickers: int, draws: int, seed: int)
             t0 = time.time()
             for d in range(1, draws + 1):
                 for t in range(tickers):
-                    w.write(UnitStart(run_id, path, f"T{t:03d}", d, 1, t0))
+                    w.write(UnitStart(run_id, path, f"SYN{t:03d}", d, 1, t0))
                     for seq, agent in enumerate(AGENTS, 1):
                         upstream = text(rng, 0 if seq == 1 else 120)   # answers so far
                         prompt = f'[{{"role":"system","content":"{systems[agent]}"}},' \
                                  f'{{"role":"user","content":"{blocks[t]}\\n{upstream}"}}]'
                         w.write(CallRecord(
                             call_id=uuid.uuid4().hex, run_id=run_id, path=path,
-                            ticker=f"T{t:03d}", draw=d, unit_attempt=1, agent=agent,
+                            ticker=f"SYN{t:03d}", draw=d, unit_attempt=1, agent=agent,
                             call_seq=seq, start_wall=t0, start_mono=1.0, end_wall=t0 + 40,
                             end_mono=41.0, http_status=200, attempts=1, finish_reason="stop",
                             response_model="m", system_fingerprint="b1", prompt_tokens=8300,
@@ -78,7 +83,7 @@ def write_journals(root: Path, nights: int, tickers: int, draws: int, seed: int)
                             predicted_ms=29000.0, predicted_per_second=43.4,
                             request_json='{"temperature":0.7,"top_p":0.8,"top_k":20}',
                             prompt_text=prompt, output_text=text(rng, 90)))
-                    w.write(UnitResult(run_id, path, f"T{t:03d}", d, 1, t0, 1.0, t0 + 600,
+                    w.write(UnitResult(run_id, path, f"SYN{t:03d}", d, 1, t0, 1.0, t0 + 600,
                                        601.0, 17, int(rng.integers(1, 6)), None, None,
                                        "FINAL GRADE: 3 (HOLD)"))
             w.write_event("end", run_id=run_id, segment=1, started_wall=t0,
@@ -108,6 +113,8 @@ def main(nights: int, tickers: int, draws: int, keep: Path | None) -> None:
         with writer(db) as con:
             calls = sum(s.new_calls for s in ingest_journals(con, journals))
         ingest_s = time.monotonic() - t
+        with writer(db) as con:   # prices for bench/evals.py (not timed)
+            import_prices(con, validate_prices(bench_market(nights, tickers).prices())[0])
         with writer(db) as con:
             again = sum(ingest_journal(con, j).new_calls for j in journals[:4])
             text_mb = con.execute("SELECT sum(strlen(text)) FROM texts").fetchall()[0][0] / 2**20
