@@ -220,10 +220,11 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
 
 
 @app.command()
-def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT) -> None:
+def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
+         evidence: bool = typer.Option(False, help="Also compare with the servers' /metrics.")) -> None:
     """Every run with its completeness (only 'complete' runs are results)."""
     from warehouse.db import reader
-    from warehouse.queries import run_summaries, run_warnings
+    from warehouse.queries import run_summaries, run_warnings, server_evidence
 
     cfg = load_config(config)
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
@@ -233,6 +234,11 @@ def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT) -> None:
             "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
             "status_detail"]
     print_frame(frame[cols], fmt, "runs (s = real-scale s/ticker; throughput | slot-latency basis)")
+    if evidence:
+        with reader(cfg.resolve(cfg.warehouse.path)) as con:
+            ev = server_evidence(con)
+        print_frame(ev, fmt, "server evidence: the calls' token counts vs the server's own "
+                    "/metrics counters, and slot occupancy")
     for w in warnings:
         err_console.print(f"[yellow]warning:[/yellow] {w}")
 

@@ -97,3 +97,27 @@ def run_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
                     out.append(f"{exp} {night}: paths {a} and {b} sampled differently: "
                                + "; ".join(diff))
     return out
+
+
+def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Per session: what the calls say the server did vs the server's own /metrics counters,
+    and slot occupancy (sum of call time / (slots x wall)). Sessions without /metrics: NaN."""
+    return con.execute("""
+        WITH c AS (
+            SELECT run_id, sum(prompt_n) AS prompt_n, sum(predicted_n) AS predicted_n,
+                   sum(latency_s) AS busy_s
+            FROM calls GROUP BY run_id)
+        SELECT s.session_id, s.path, s.how, s.slots,
+               c.prompt_n AS calls_prompt_tokens,
+               json_extract(s.metrics_after_json, '$."llamacpp:prompt_tokens_total"')::DOUBLE
+                 - json_extract(s.metrics_before_json, '$."llamacpp:prompt_tokens_total"')::DOUBLE
+                 AS server_prompt_tokens,
+               c.predicted_n AS calls_predicted_tokens,
+               json_extract(s.metrics_after_json, '$."llamacpp:tokens_predicted_total"')::DOUBLE
+                 - json_extract(s.metrics_before_json, '$."llamacpp:tokens_predicted_total"')::DOUBLE
+                 AS server_predicted_tokens,
+               c.busy_s / nullif(r.slots * r.wall_s, 0) AS occupancy,
+               s.external_load_max
+        FROM server_sessions s JOIN runs r USING (run_id) JOIN c USING (run_id)
+        WHERE r.segments = 1
+        ORDER BY s.session_id""").df()
