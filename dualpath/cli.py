@@ -96,6 +96,8 @@ def print_frame(frame: pd.DataFrame, fmt: str, title: str | None = None) -> None
 def _cell(v) -> str:
     if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
         return "—"
+    if isinstance(v, pd.Timestamp) and v == v.normalize():
+        return v.date().isoformat()
     if isinstance(v, float):
         return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
     return str(v)

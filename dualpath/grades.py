@@ -87,9 +87,10 @@ def parse_grade(text: str | None) -> ParsedGrade:
 
 # The last line of every final-grade prompt; the simulated servers recognise the call by it.
 GRADE_INSTRUCTION = "Finish with exactly one line: FINAL GRADE: <1-5> (<LABEL>)"
-GRADE_SCHEMA = {"type": "object", "required": ["grade"],
-                "properties": {"grade": {"type": "integer", "minimum": 1, "maximum": 5},
-                               "rationale": {"type": "string"}}}
+# Constrained output for the final grade: the grade alone, so that a short max_tokens cannot
+# cut the object in half (a rationale comes from the previous calls anyway).
+GRADE_SCHEMA = {"type": "object", "required": ["grade"], "additionalProperties": False,
+                "properties": {"grade": {"type": "integer", "minimum": 1, "maximum": 5}}}
 
 
 def format_grade(grade: int) -> str:

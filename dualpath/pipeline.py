@@ -137,7 +137,7 @@ async def builtin(unit: UnitInput, llm: LLM) -> str:
 
 async def _final_grade(unit: UnitInput, llm: LLM, view: str, judged: str) -> str:
     if llm.json_grades:
-        ask = 'Answer with one JSON object: {"grade": <1-5>, "rationale": "<one sentence>"}.'
+        ask = 'Answer with one JSON object: {"grade": <1-5>}.'
         return await llm("portfolio_manager", _msgs("portfolio_manager", unit, view, judged, ask),
                          json_schema=GRADE_SCHEMA)
     return await llm("portfolio_manager", _msgs("portfolio_manager", unit, view, judged,

@@ -14,7 +14,7 @@ c AS (
     SELECT run_id, count(*) AS calls, count(*) FILTER (WHERE finish_reason = 'length') AS runaway,
            count(*) FILTER (WHERE error_kind IS NOT NULL) AS call_errors,
            count(*) FILTER (WHERE contaminated IS NOT NULL) AS contaminated,
-           sum(attempts - 1) AS retries,
+           sum(attempts - 1)::BIGINT AS retries,
            sum(latency_s) AS client_busy_s,
            sum((prompt_ms + predicted_ms) / 1000) AS server_busy_s
     FROM calls GROUP BY run_id)
@@ -108,13 +108,13 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                    sum(latency_s) AS busy_s
             FROM calls GROUP BY run_id)
         SELECT s.session_id, s.path, s.how, s.slots,
-               c.prompt_n AS calls_prompt_tokens,
-               json_extract(s.metrics_after_json, '$."llamacpp:prompt_tokens_total"')::DOUBLE
-                 - json_extract(s.metrics_before_json, '$."llamacpp:prompt_tokens_total"')::DOUBLE
+               c.prompt_n::BIGINT AS calls_prompt_tokens,
+               (json_extract(s.metrics_after_json, '$."llamacpp:prompt_tokens_total"')::DOUBLE
+                 - json_extract(s.metrics_before_json, '$."llamacpp:prompt_tokens_total"')::DOUBLE)::BIGINT
                  AS server_prompt_tokens,
-               c.predicted_n AS calls_predicted_tokens,
-               json_extract(s.metrics_after_json, '$."llamacpp:tokens_predicted_total"')::DOUBLE
-                 - json_extract(s.metrics_before_json, '$."llamacpp:tokens_predicted_total"')::DOUBLE
+               c.predicted_n::BIGINT AS calls_predicted_tokens,
+               (json_extract(s.metrics_after_json, '$."llamacpp:tokens_predicted_total"')::DOUBLE
+                 - json_extract(s.metrics_before_json, '$."llamacpp:tokens_predicted_total"')::DOUBLE)::BIGINT
                  AS server_predicted_tokens,
                c.busy_s / nullif(r.slots * r.wall_s, 0) AS occupancy,
                s.external_load_max

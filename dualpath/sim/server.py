@@ -151,7 +151,7 @@ class SimServer:
         if rng.random() < self.profile.malformed_share:
             return f"On balance I would lean {LABELS[grade].lower()} on {ticker}."
         if "json_schema" in body:
-            return orjson.dumps({"grade": grade, "rationale": "synthetic"}).decode()
+            return orjson.dumps({"grade": grade}).decode()
         return f"Weighing the desks' views on {ticker}.\nFINAL GRADE: {grade} ({LABELS[grade]})"
 
 
