@@ -155,16 +155,19 @@ async def score_plans(cfg: Config, night: date, history: PriceHistory,
 async def _watch_load(http: httpx.AsyncClient, base_url: str, clients: dict, path: str,
                       stop: asyncio.Event, every: float) -> dict:
     """Poll /slots: more busy slots than dualpath has in flight means someone else is here."""
-    polls = excess_polls = max_excess = 0
+    polls = excess_polls = max_excess = previous = 0
     while not stop.is_set():
         busy = await busy_slots(http, base_url)
         client = clients.get(path)
         if busy is not None and client is not None:
             polls += 1
-            excess = busy - client.in_flight
-            if excess > 0:
+            excess = max(busy - client.in_flight, 0)
+            # A slot is released a moment after its response reaches us: only excess seen
+            # on two polls in a row counts as someone else's load.
+            if excess and previous:
                 excess_polls += 1
-                max_excess = max(max_excess, excess)
+                max_excess = max(max_excess, min(excess, previous))
+            previous = excess
         try:
             await asyncio.wait_for(stop.wait(), every)
         except asyncio.TimeoutError:

@@ -175,10 +175,16 @@ _GROUPS = {"begin": "begins", "session": "sessions", "ustart": "ustarts", "call"
            "unit": "units", "end": "ends"}
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, line, is_last) without holding the whole file in memory."""
     with open(path, "rb") as f:
-        for n, line in enumerate(f, 1):
-            yield n, line
+        prev, n = None, 0
+        for line in f:
+            if prev is not None:
+                yield n, prev, False
+            prev, n = line, n + 1
+        if prev is not None:
+            yield n, prev, True
 
 
 def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
@@ -189,8 +195,7 @@ def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
     out = JournalContents(path)
     if not path.exists():
         return out
-    lines = list(iter_lines(path))
-    for n, line in lines:
+    for n, line, last in iter_lines(path):
         if skip_calls and line.startswith(_CALL_PREFIX) and line.endswith(b"\n"):
             out.call_lines += 1
             continue
@@ -198,7 +203,7 @@ def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
             obj = orjson.loads(line)
             group = getattr(out, _GROUPS[obj.pop("k")])
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-            if n == len(lines) and not line.endswith(b"\n"):
+            if last and not line.endswith(b"\n"):
                 out.torn_tail = True     # the process died mid-line; that record was never synced
                 break
             raise DataError(f"journal {path} line {n} is damaged: {line[:120]!r}; "
