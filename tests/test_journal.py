@@ -60,3 +60,20 @@ def test_attempts_count_unit_starts(tmp_path):
         w.write(UnitStart("r", "p", "AAA", 1, 2, 1.0))
         w.write(UnitStart("r", "p", "BBB", 1, 1, 1.0))
     assert read_journal(p).attempts() == {("AAA", 1): 2, ("BBB", 1): 1}
+
+
+def test_fast_reader_agrees_with_the_line_reader(tmp_path):
+    p = tmp_path / "j.jsonl"
+    with JournalWriter(p) as w:
+        w.write_event("begin", run_id="r")
+        for i in range(50):
+            w.write(call(i))
+        w.write(unit())
+    p.write_bytes(p.read_bytes() + b'{"k":"call","call_id":"half')
+    slow, fast = read_journal(p), read_journal(p, skip_calls=True)
+    assert fast.call_lines == slow.call_lines == 50
+    assert fast.units == slow.units and fast.begins == slow.begins and fast.torn_tail
+    lines = p.read_bytes().splitlines(keepends=True)
+    p.write_bytes(b"".join(lines[:3]) + b"not json\n" + b"".join(lines[3:-1]))
+    with pytest.raises(DataError, match="line 4 is damaged"):
+        read_journal(p, skip_calls=True)

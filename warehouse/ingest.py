@@ -111,6 +111,17 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]
                 "WHERE run_id IN (SELECT run_id FROM stage_runs))")
 
 
+def _insert_texts(con: duckdb.DuckDBPyConnection, table: str, hash_col: str, text_col: str) -> None:
+    """Store each new text once. Deduplicate on (hash, rowid) integers first, then move each
+    text once: grouping the long strings themselves was the slowest step of a bulk ingest."""
+    con.execute(f"""
+        INSERT INTO texts
+        SELECT {hash_col}, {text_col} FROM {table}
+        WHERE rowid IN (SELECT min(rowid) FROM {table} WHERE {text_col} IS NOT NULL
+                        GROUP BY {hash_col})
+          AND {hash_col} NOT IN (SELECT hash FROM texts)""")
+
+
 def ingest_journal(con: duckdb.DuckDBPyConnection, journal: Path, *, running: bool = False) -> IngestStats:
     """Ingest one run's journal; safe to repeat."""
     return ingest_journals(con, [journal], running=running)[0]
@@ -162,9 +173,9 @@ def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
         texts = []
         if any_calls:
             _stage_calls(con, contents)
-            texts += ["SELECT prompt_hash AS hash, prompt_text AS text FROM stage_calls",
-                      "SELECT output_hash, output_text FROM stage_calls",
-                      "SELECT request_hash, request_json FROM stage_calls"]
+            texts += [("stage_calls", "prompt_hash", "prompt_text"),
+                      ("stage_calls", "output_hash", "output_text"),
+                      ("stage_calls", "request_hash", "request_json")]
         new_units: dict[str, int] = {}
         if "units_df" in frames:
             con.execute("""CREATE OR REPLACE TEMP TABLE stage_units AS
@@ -174,13 +185,11 @@ def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
                                SELECT 1 FROM units x WHERE x.run_id = u.run_id AND
                                x.ticker = u.ticker AND x.draw = u.draw AND
                                x.unit_attempt = u.unit_attempt)""")
-            texts.append("SELECT final_hash, final_text FROM stage_units WHERE final_text IS NOT NULL")
+            texts.append(("stage_units", "final_hash", "final_text"))
             new_units = dict(con.execute("SELECT run_id, count(*) FROM stage_units GROUP BY 1").fetchall())
             con.execute("INSERT INTO units BY NAME SELECT * EXCLUDE (final_text) FROM stage_units")
-        if texts:
-            con.execute(f"""INSERT INTO texts
-                            SELECT hash, any_value(text) FROM ({' UNION ALL '.join(texts)})
-                            WHERE hash NOT IN (SELECT hash FROM texts) GROUP BY hash""")
+        for table, hash_col, text_col in texts:
+            _insert_texts(con, table, hash_col, text_col)
         new_calls: dict[str, int] = {}
         if any_calls:
             new_calls = dict(con.execute("SELECT run_id, count(*) FROM stage_calls GROUP BY 1").fetchall())

@@ -195,6 +195,8 @@ def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
     out = JournalContents(path)
     if not path.exists():
         return out
+    if skip_calls:
+        return _read_skipping_calls(path, out)
     for n, line, last in iter_lines(path):
         if skip_calls and line.startswith(_CALL_PREFIX) and line.endswith(b"\n"):
             out.call_lines += 1
@@ -211,3 +213,45 @@ def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
         group.append(obj)
     out.call_lines += len(out.calls)
     return out
+
+
+_OTHER_PREFIXES = tuple(b'{"k":"' + k.encode() + b'",' for k in _GROUPS if k != "call")
+
+
+def _read_skipping_calls(path: Path, out: JournalContents) -> JournalContents:
+    """Count call lines and parse the rest, scanning the bytes in C (a night is ~10k calls)."""
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        out.torn_tail = True        # the process died mid-line; that record was never synced
+        data = data[:end]
+    out.call_lines = data.count(b'\n{"k":"call",') + data.startswith(_CALL_PREFIX)
+    starts = []
+    for prefix in _OTHER_PREFIXES:
+        starts += [0] if data.startswith(prefix) else []
+        pos = data.find(b"\n" + prefix)
+        while pos >= 0:
+            starts.append(pos + 1)
+            pos = data.find(b"\n" + prefix, pos + 1)
+    if out.call_lines + len(starts) != data.count(b"\n"):
+        _raise_damaged(path, data)
+    for start in sorted(starts):
+        line = data[start:data.index(b"\n", start) + 1]
+        try:
+            obj = orjson.loads(line)
+            getattr(out, _GROUPS[obj.pop("k")]).append(obj)
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            _raise_damaged(path, data)
+    return out
+
+
+def _raise_damaged(path: Path, data: bytes) -> None:
+    """Find the first line that is not a readable record, and say where it is."""
+    for n, line in enumerate(data.splitlines(keepends=True), 1):
+        try:
+            if not line.startswith(_CALL_PREFIX):
+                _GROUPS[orjson.loads(line)["k"]]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise DataError(f"journal {path} line {n} is damaged: {line[:120]!r}; "
+                            "move the file aside to rerun the night from scratch") from None
+    raise DataError(f"journal {path} is damaged; move it aside to rerun the night from scratch")
