@@ -33,11 +33,6 @@ def _root() -> None:
     """Is the cheaper serving path as good, and how much slower is it?"""
 
 
-def demo_config_path() -> Path:
-    """The embedded default config shipped inside the package."""
-    return Path(__file__).with_name("demo.toml")
-
-
 def prefect_env(home: Path, quiet: bool = False) -> None:
     """Settings for Prefect, set at the CLI edge before Prefect is imported."""
     home.mkdir(parents=True, exist_ok=True)
@@ -124,6 +119,7 @@ def init(path: Path = typer.Argument(Path("dualpath.toml")),
     """Write an example config (the real two-path setup, or --demo)."""
     if path.exists() and not force:
         raise UserError(f"{path} exists; pass --force to overwrite it")
+    from dualpath.demo import demo_config_path
     src = demo_config_path() if demo else Path(__file__).with_name("example.toml")
     path.write_text(src.read_text())
     console.print(f"wrote {path}; check it with `dualpath check --config {path}`")
@@ -179,7 +175,7 @@ def demo(nights: int = typer.Option(20, min=1, max=120, help="Synthetic nights t
          root: Path = typer.Option(Path(".dualpath/demo"), help="Demo folder (recreated).")) -> None:
     """The embedded default: N synthetic nights on both simulated paths, through the nightly flow."""
     prefect_env(Path(".dualpath/prefect"), quiet=True)
-    from dualpath.demo import run_demo
+    from flows.demo import run_demo
 
     with progress_bars() as bars:
         result = run_demo(root, nights, tickers, draws, clock, bars, PathBars(bars))
@@ -226,7 +222,8 @@ def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
          evidence: bool = typer.Option(False, help="Also compare with the servers' /metrics.")) -> None:
     """Every run with its completeness (only 'complete' runs are results)."""
     from warehouse.db import reader
-    from warehouse.queries import run_summaries, run_warnings, server_evidence
+    from flows.report import run_warnings
+    from warehouse.queries import run_summaries, server_evidence
 
     cfg = load_config(config)
     with reader(cfg.resolve(cfg.warehouse.path)) as con:

@@ -15,7 +15,7 @@ from typing import Callable
 import httpx
 
 from dualpath.config import Config
-from dualpath.errors import IdentityError, UserError
+from dualpath.errors import UserError
 from dualpath.identity import (busy_slots, differences, effective_sampling, read_identity,
                                read_metrics)
 from dualpath.night import NightPlan, PriceHistory, run_id_for, score_night, units_for
@@ -125,7 +125,7 @@ async def score_plans(cfg: Config, night: date, history: PriceHistory,
     night_plans = [NightPlan(p.path, p.base_url, p.units, writers[p.path].write, p.attempts,
                              on_client=_pin(p, clients)) for p in plans]
     runs: dict[str, PathRun] = {}
-    status, detail = "partial", "interrupted"
+    detail: str | None = "interrupted"
     async with httpx.AsyncClient() as http:
         before = {p.path: await read_metrics(http, p.base_url) for p in plans}
         stop = asyncio.Event()
@@ -134,7 +134,7 @@ async def score_plans(cfg: Config, night: date, history: PriceHistory,
             for p in plans}
         try:
             runs = await score_night(cfg, night, history, night_plans, progress=_progress)
-            status, detail = "complete", None
+            detail = None
         except (Exception, asyncio.CancelledError) as e:
             detail = f"{type(e).__name__}: {e}"
             raise

@@ -2,7 +2,6 @@
 
 import httpx
 import orjson
-import pytest
 
 from dualpath.client import ChatRequest, PathClient
 from dualpath.config import Sampling, ServingPath

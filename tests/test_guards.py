@@ -11,7 +11,7 @@ from dualpath.sim.fleet import SimFleet
 from flows import runner
 from tests.helpers import make_project, score_night_plain
 from warehouse.db import reader
-from warehouse.queries import run_warnings
+from flows.report import run_warnings
 
 
 def test_endpoint_lock_is_exclusive_per_host_and_port():

@@ -3,7 +3,6 @@
 from datetime import date
 
 import httpx
-import pytest
 
 from dualpath.client import PathClient
 from dualpath.config import Sampling, ServingPath

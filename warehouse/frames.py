@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import date
 
-import duckdb
 import pandas as pd
 
 

@@ -64,39 +64,20 @@ def sql(con: duckdb.DuckDBPyConnection, query: str) -> pd.DataFrame:
     return con.execute(query).df()
 
 
-def run_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """What makes a night's comparison suspect: contamination, external load, sampling drift."""
-    import orjson
-
-    from dualpath.identity import sampling_differences
-
-    out = []
-    for run_id, n in con.execute("""SELECT run_id, count(*) FROM calls WHERE contaminated IS NOT NULL
-                                    GROUP BY 1 ORDER BY 1""").fetchall():
-        out.append(f"{run_id}: {n} call(s) answered by another server (contaminated; kept, "
-                   "never counted in any metric)")
-    for run_id, mx, polls in con.execute("""SELECT run_id, max(external_load_max),
-                                                   sum(external_load_polls)
-                                            FROM server_sessions WHERE external_load_max > 0
-                                            GROUP BY 1 ORDER BY 1""").fetchall():
-        out.append(f"{run_id}: up to {mx} busy slot(s) were not dualpath's ({polls} poll(s)): "
-                   "another client shared the server; its timings are suspect")
-    rows = con.execute("""SELECT r.experiment, r.night, s.path, s.effective_sampling_json, s.n_ctx_per_slot
-                          FROM server_sessions s JOIN runs r USING (run_id)
-                          WHERE s.effective_sampling_json IS NOT NULL
-                          ORDER BY r.experiment, r.night, s.path, s.segment""").fetchall()
-    by_night: dict = {}
-    for exp, night, path, js, n_ctx in rows:
-        by_night.setdefault((exp, night), {})[path] = (orjson.loads(js), n_ctx)
-    for (exp, night), paths in by_night.items():
-        names = sorted(paths)
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                diff = sampling_differences(paths[a][0], paths[b][0], (paths[a][1], paths[b][1]))
-                if diff:
-                    out.append(f"{exp} {night}: paths {a} and {b} sampled differently: "
-                               + "; ".join(diff))
-    return out
+def suspect_runs(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
+    """Rows behind the run warnings: contaminated calls, external load, effective sampling."""
+    return {
+        "contaminated": con.execute("""SELECT run_id, count(*) FROM calls
+                                       WHERE contaminated IS NOT NULL GROUP BY 1 ORDER BY 1""").fetchall(),
+        "external_load": con.execute("""SELECT run_id, max(external_load_max), sum(external_load_polls)
+                                        FROM server_sessions WHERE external_load_max > 0
+                                        GROUP BY 1 ORDER BY 1""").fetchall(),
+        "sampling": con.execute("""SELECT r.experiment, r.night, s.path, s.effective_sampling_json,
+                                          s.n_ctx_per_slot
+                                   FROM server_sessions s JOIN runs r USING (run_id)
+                                   WHERE s.effective_sampling_json IS NOT NULL
+                                   ORDER BY r.experiment, r.night, s.path, s.segment""").fetchall(),
+    }
 
 
 def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
