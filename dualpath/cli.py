@@ -188,6 +188,8 @@ def demo(nights: int = typer.Option(20, min=1, max=120, help="Synthetic nights t
         console.print(line)
     m = load_metrics(load_config(result.config))
     print_metrics(m, "table", only=["rank_ic", "comparison", "self_agreement"])
+    from evals.plots import plot_comparison
+    console.print(f"\nplot: {plot_comparison(m, result.config.parent / 'comparison.png')}")
     db = result.warehouse
     console.print(f"\nwarehouse: {db}  (config: {result.config})")
     console.print("try:")
@@ -310,7 +312,8 @@ def metrics(config: Path = CONFIG_OPT,
             path: Optional[list[str]] = typer.Option(None, "--path", help="Only these paths."),
             horizon: Optional[int] = typer.Option(None, help="Only this horizon."),
             since: Optional[str] = typer.Option(None, help="Only nights from YYYY-MM-DD."),
-            fmt: str = FORMAT_OPT) -> None:
+            fmt: str = FORMAT_OPT,
+            plot: Optional[Path] = typer.Option(None, help="Also write a PNG of the comparison.")) -> None:
     """RankIC, path comparison, self-reproducibility and speed (complete runs only)."""
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format {fmt!r}: use table, csv or json")
@@ -319,6 +322,9 @@ def metrics(config: Path = CONFIG_OPT,
         raise UserError(f"--horizon {horizon}: the experiment's horizons are {cfg.experiment.horizons}")
     m = load_metrics(cfg, path, _parse_date(since) if since else None)
     print_metrics(m, fmt, horizon)
+    if plot is not None:
+        from evals.plots import plot_comparison
+        err_console.print(f"wrote {plot_comparison(m, plot, horizon or cfg.experiment.horizons[0])}")
 
 
 @prices_app.command("import")

@@ -35,3 +35,20 @@ def test_metrics_from_a_warehouse_with_a_partial_run(tmp_path):
     assert sp.loc["backup", "throughput_s_per_ticker"] > sp.loc["main", "throughput_s_per_ticker"]
     assert not math.isnan(sp.loc["backup", "server_decode_tps"])
     assert len(m.comparison) == 3
+
+
+def test_comparison_plot_is_written(tmp_path):
+    import pandas as pd
+    from evals.plots import plot_comparison
+    from evals.report import Metrics
+    nights = pd.date_range("2027-01-04", periods=5, freq="B")
+    ic = pd.concat([pd.DataFrame({"night": nights, "path": p, "horizon": 1, "ic": v,
+                                  "n_tickers": 20, "status": "ok"})
+                    for p, v in (("main", 0.1), ("backup", 0.05))])
+    runs = pd.DataFrame({"path": ["main", "backup"], "night": [nights[0]] * 2, "is_result": True,
+                         "throughput_s_per_ticker": [25.0, 172.0]})
+    empty = pd.DataFrame()
+    m = Metrics(ic, empty, pd.DataFrame([{"a": "main", "b": "backup"}]), empty, empty, empty,
+                empty, runs, empty)
+    out = plot_comparison(m, tmp_path / "c.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
