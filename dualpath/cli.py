@@ -142,6 +142,10 @@ def nightly(config: Path = CONFIG_OPT,
         set_progress(pb)
         result = run_nightly(config, when)
     _print_night(result)
+    unfinished = [r["path"] for r in result["runs"] if r["status"] != "complete"]
+    if unfinished:   # a scheduler or a shell loop must see that tonight is not a result
+        err_console.print(f"not complete: {', '.join(unfinished)}; rerun the night to resume")
+        raise typer.Exit(1)
 
 
 def _print_night(result: dict) -> None:
@@ -356,6 +360,8 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted; rerun the same night to resume it")
         sys.exit(130)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
     except Exception as e:
         # Usage errors of the click inside typer: show them the way click does.
         if hasattr(e, "show") and hasattr(e, "exit_code"):

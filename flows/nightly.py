@@ -85,8 +85,8 @@ async def nightly(config_path: str, night: date | None = None,
         for p in todo:
             if problems.get(p.path):
                 msg = "; ".join(problems[p.path])
-                log.error("path %s is not the configured server: %s", p.path, msg)
-                runner.record_failure(cfg, night, p, f"identity mismatch: {msg}")
+                log.error("path %s was not scored: %s", p.path, msg)
+                runner.record_failure(cfg, night, p, msg)
         ok = [p for p in todo if not problems.get(p.path)]
         if ok:
             await score(cfg, night, ok)

@@ -16,8 +16,8 @@ import httpx
 
 from dualpath.config import Config
 from dualpath.errors import UserError
-from dualpath.identity import (busy_slots, differences, effective_sampling, read_identity,
-                               read_metrics)
+from dualpath.identity import (ServerUnreachable, busy_slots, differences,
+                               effective_sampling, read_identity, read_metrics)
 from dualpath.night import NightPlan, PriceHistory, run_id_for, score_night, units_for
 from dualpath.scheduler import PathRun, Progress, Unit
 from warehouse.db import reader, writer
@@ -87,7 +87,11 @@ async def check_identities(cfg: Config, plans: list[PathRunPlan]) -> dict[str, l
     async with httpx.AsyncClient() as http:
         for plan in plans:
             sp = cfg.paths[plan.path]
-            seen = await read_identity(http, plan.base_url, sp.engine)
+            try:
+                seen = await read_identity(http, plan.base_url, sp.engine)
+            except ServerUnreachable as e:
+                out[plan.path] = [f"server unreachable: {e}; is it running on {plan.base_url}?"]
+                continue
             plan.identity = {"model": seen.model, "model_path": seen.model_path,
                              "slots": seen.slots, "n_ctx_per_slot": seen.n_ctx_per_slot,
                              "build": seen.build, "speculative": seen.speculative,

@@ -68,3 +68,18 @@ def test_identity_mismatch_stops_that_path_only(tmp_path, prefect_harness):
     problems = " ".join(result["identity_problems"]["backup"])
     assert "slots: expected 6, server reports 4" in problems
     assert "model: expected 'other'" in problems
+
+
+def test_unreachable_server_fails_its_path_and_a_rerun_resumes(tmp_path, prefect_harness):
+    from flows.nightly import nightly
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    with SimFleet(cfg) as fleet:
+        down = {"main": fleet.urls["main"], "backup": "http://127.0.0.1:9"}   # nothing there
+        first = asyncio.run(nightly(str(cfg_path), nights[0], endpoints=down))
+        again = asyncio.run(nightly(str(cfg_path), nights[0], endpoints=fleet.urls))
+    assert {r["path"]: r["status"] for r in first["runs"]} == {"main": "complete",
+                                                                "backup": "failed"}
+    assert "server unreachable" in first["identity_problems"]["backup"][0]
+    assert {r["path"]: r["status"] for r in again["runs"]} == {"main": "complete",
+                                                                "backup": "complete"}
