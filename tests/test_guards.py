@@ -34,7 +34,7 @@ def test_sampling_differences_ignore_float32_noise_only():
 
 def test_external_load_is_recorded_and_warned(tmp_path):
     cfg_path, cfg, nights = make_project(tmp_path, tickers=3, draws=1, nights=1, clock=2.0)
-    text = cfg_path.read_text().replace("[paths.backup.sim]", "load_poll_s = 0.02\n\n[paths.backup.sim]")
+    text = cfg_path.read_text().replace("[paths.backup.sim]", "load_poll_s = 0.01\n\n[paths.backup.sim]")
     cfg_path.write_text(text)
     from dualpath.config import load_config
     cfg = load_config(cfg_path)
@@ -45,7 +45,8 @@ def test_external_load_is_recorded_and_warned(tmp_path):
 
         async def intruder():
             body = {"model": "x", "max_tokens": 4096, "repeat_last_n": 64,
-                    "messages": [{"role": "user", "content": "someone else's experiment"}]}
+                    # a long prompt: each intruding request holds its slot for many polls
+                    "messages": [{"role": "user", "content": "someone else's experiment " * 3000}]}
             async with httpx.AsyncClient(timeout=60) as http:
                 while not stop:
                     await http.post(f"{url}/v1/chat/completions", json=body)
