@@ -64,13 +64,6 @@ def speed_summary(units: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def wall_seconds(start_wall: pd.Series, end_wall: pd.Series) -> float:
-    """Wall clock from the earliest start to the latest end (NaN when empty)."""
-    if len(start_wall) == 0:
-        return float("nan")
-    return float(np.max(end_wall) - np.min(start_wall))
-
-
 def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Speed per run from the ``calls``, ``units`` and ``runs`` frames (real-scale).
 
