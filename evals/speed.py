@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-import numpy as np
 import pandas as pd
 
 Basis = Literal["throughput", "slot-latency"]
