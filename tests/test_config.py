@@ -28,8 +28,14 @@ def test_defaults_are_the_users_pipeline():
     assert cfg.tickers() == ["AAA", "BBB"]
 
 
+def test_init_writes_the_same_example_as_deploy():
+    packaged = Path(__file__).resolve().parents[1] / "dualpath" / "example.toml"
+    assert packaged.read_text() == EXAMPLE.read_text()   # one example, shipped twice
+
+
 def test_shipped_configs_validate():
-    for f in (EXAMPLE, DEMO):
+    local = Path(__file__).resolve().parents[1] / "deploy" / "local-llama.toml"
+    for f in (EXAMPLE, DEMO, local):
         cfg = load_config(f)
         assert set(cfg.paths) == {"main", "backup"}
     real = load_config(EXAMPLE)
