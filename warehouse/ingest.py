@@ -93,12 +93,11 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]
                      for jc in contents if jc.call_lines])
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE stage_calls AS
-        SELECT j.* EXCLUDE (k), hash(prompt_text) AS prompt_hash, hash(output_text) AS output_hash,
-               hash(request_json) AS request_hash, r.night,
+        SELECT * EXCLUDE (k), hash(prompt_text) AS prompt_hash, hash(output_text) AS output_hash,
+               hash(request_json) AS request_hash,
                end_mono - start_mono AS latency_s, first_token_mono - start_mono AS ttft_s
         FROM read_json(?, format = 'newline_delimited', columns = {_COLUMNS_SQL},
-                       ignore_errors = true) j
-        JOIN stage_runs r USING (run_id)
+                       ignore_errors = true)
         WHERE k = 'call'""", [files])
     short = con.execute("""SELECT r.run_id, r.lines, count(s.call_id) FROM stage_runs r
                            LEFT JOIN stage_calls s USING (run_id) GROUP BY ALL
@@ -131,6 +130,8 @@ def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
                     running: bool = False) -> list[IngestStats]:
     """Ingest run journals in one transaction; safe to repeat. Each run's identity comes from
     its begin record."""
+    if not journals:
+        return []
     contents = [read_journal(j, skip_calls=True) for j in journals]
     for jc in contents:
         if not jc.begins:
@@ -193,8 +194,9 @@ def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
         new_calls: dict[str, int] = {}
         if any_calls:
             new_calls = dict(con.execute("SELECT run_id, count(*) FROM stage_calls GROUP BY 1").fetchall())
-            con.execute("INSERT INTO calls BY NAME SELECT * EXCLUDE (prompt_text, output_text, "
-                        "request_json) FROM stage_calls")
+            # the night joins here, where no text is carried along
+            con.execute("INSERT INTO calls BY NAME SELECT s.* EXCLUDE (prompt_text, output_text, "
+                        "request_json), r.night FROM stage_calls s JOIN stage_runs r USING (run_id)")
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
