@@ -108,12 +108,7 @@ async def score_plans(cfg: Config, night: date, history: PriceHistory,
     for p in plans:
         sp = cfg.paths[p.path]
         w = writers[p.path]
-        w.write_event("begin", run_id=p.run_id, experiment=cfg.experiment.name,
-                      night=night.isoformat(), path=p.path, engine=sp.engine,
-                      config_hash=cfg.fingerprint(), units_planned=p.units_planned,
-                      units_remaining=len(p.units), slots=sp.slots,
-                      time_scale=sp.sim.time_scale if sp.engine == "sim" else 1.0,
-                      segment=p.segment, started_wall=began)
+        _write_begin(w, cfg, night, p, began)
         ident = p.identity
         w.write_event("session", session_id=f"{p.run_id}#{p.segment}", run_id=p.run_id,
                       segment=p.segment, path=p.path, engine=sp.engine, base_url=p.base_url,
@@ -218,17 +213,23 @@ def ingest_plans(cfg: Config, plans: list[PathRunPlan]) -> list[IngestStats]:
         return ingest_journals(con, [p.journal for p in plans if p.journal.exists()])
 
 
-def record_failure(cfg: Config, night: date, plan: PathRunPlan, detail: str) -> None:
-    """A path that could not run at all gets a failed run, with the reason."""
-    w = JournalWriter(plan.journal)
+def _write_begin(w: JournalWriter, cfg: Config, night: date, plan: PathRunPlan,
+                 started_wall: float) -> None:
+    """The run's identity and plan: what the warehouse keys the run by."""
     sp = cfg.paths[plan.path]
-    now = time.time()
     w.write_event("begin", run_id=plan.run_id, experiment=cfg.experiment.name,
                   night=night.isoformat(), path=plan.path, engine=sp.engine,
                   config_hash=cfg.fingerprint(), units_planned=plan.units_planned,
                   units_remaining=len(plan.units), slots=sp.slots,
                   time_scale=sp.sim.time_scale if sp.engine == "sim" else 1.0,
-                  segment=plan.segment, started_wall=now)
+                  segment=plan.segment, started_wall=started_wall)
+
+
+def record_failure(cfg: Config, night: date, plan: PathRunPlan, detail: str) -> None:
+    """A path that could not run at all gets a failed run, with the reason."""
+    w = JournalWriter(plan.journal)
+    now = time.time()
+    _write_begin(w, cfg, night, plan, now)
     w.write_event("end", run_id=plan.run_id, segment=plan.segment, ended_wall=now,
                   status="failed", detail=detail, units_done=0, calls=0)
     w.close()
