@@ -18,7 +18,7 @@ import heapq
 import itertools
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from typing import Any, Callable, Iterable
 
@@ -41,10 +41,6 @@ class SlotPool:
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
         self._seq = itertools.count()
         self.on_idle: Callable[[], None] | None = None
-
-    @property
-    def in_use(self) -> int:
-        return self.slots - self.free
 
     def has_waiters(self) -> bool:
         return any(not f.done() for _, _, f in self._waiters)
@@ -110,7 +106,6 @@ class PathRun:
     start_wall: float = 0.0
     end_wall: float = 0.0
     stopped_early: bool = False
-    results: list[UnitResult] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -173,7 +168,7 @@ class PathRunner:
         self.sink(rec)
 
     async def run_units(self, units: list[Unit]) -> PathRun:
-        """Run every unit; returns the counts (results are in `run.results` and the sink)."""
+        """Run every unit; returns the counts (every record went to the sink)."""
         run = self.run = PathRun(self.client.name, len(units))
         run.start_mono, run.start_wall = time.monotonic(), time.time()
         pending = iter(enumerate(units))
@@ -259,7 +254,6 @@ class PathRunner:
         run.units_done += 1
         run.units_graded += grade is not None
         run.units_failed += grade is None
-        run.results.append(res)
         self.sink(res)
         if self.progress:
             self.progress(run.path, run.units_done, run.units_total, run.calls)
