@@ -178,11 +178,31 @@ class PipelineSettings(_Model):
 
 
 class MarketSettings(_Model):
-    """Where prices come from: a file, or the synthetic market of the demo."""
+    """Where prices come from (a file, a drop folder, or the demo's synthetic market) and
+    which exchange's sessions a night is counted in."""
 
+    calendar: str = Field("XKRX", description="Exchange calendar (exchange_calendars code, e.g. "
+                          "XKRX, XNYS), or 'synthetic' for the demo's market.")
+    timezone: str = Field("Asia/Seoul", description="The market's time zone (IANA name): the "
+                          "default night is the latest session whose close has passed there.")
     prices_file: Path | None = Field(None, description="CSV/Parquet of daily prices to import.")
     synthetic_seed: int | None = Field(None, description="Seed of the synthetic market (demo).")
     synthetic_start: date = Field(date(2027, 1, 4), description="First synthetic trading day.")
+
+
+class ComparisonSettings(_Model):
+    """The path comparison: which path is the candidate, and the non-inferiority question."""
+
+    baseline: str | None = Field(None, description="The reference path (default: 'main' if "
+                                 "present, else the first path).")
+    candidate: str | None = Field(None, description="The cheaper path whose signal is judged "
+                                  "against the baseline (default: 'backup', else the second).")
+    margin: float = Field(0.03, gt=0, le=1, description="Non-inferiority margin δ on RankIC: "
+                          "the candidate may be worse than the baseline by at most this much.")
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="One-sided significance level.")
+    primary_horizon: int | None = Field(None, ge=1, description="The horizon of the primary "
+                                        "test (default: the experiment's shortest horizon > 1, "
+                                        "else its first); the others are exploratory.")
 
 
 class Config(_Model):
@@ -194,6 +214,8 @@ class Config(_Model):
     warehouse: WarehouseSettings = Field(default_factory=WarehouseSettings, description="Storage.")
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings, description="Pipeline.")
     market: MarketSettings = Field(default_factory=MarketSettings, description="Prices.")
+    comparison: ComparisonSettings = Field(default_factory=ComparisonSettings,
+                                           description="How the paths are compared.")
     base_dir: Path = Field(Path("."), description="Folder relative paths are resolved against.")
 
     @field_validator("paths")
@@ -218,7 +240,8 @@ class Config(_Model):
 
     def fingerprint(self) -> str:
         """Hash of everything that changes what a night measures (not where files live)."""
-        data = self.model_dump(mode="json", exclude={"warehouse", "base_dir"})
+        # How results are analysed (comparison) and where files live do not change a night.
+        data = self.model_dump(mode="json", exclude={"warehouse", "base_dir", "comparison"})
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
