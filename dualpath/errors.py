@@ -1,14 +1,25 @@
-"""The exceptions dualpath raises.
+"""The exceptions dualpath raises, all in one place.
 
     DualpathError
-    ├── UserError              a mistake the user can fix (config, files, arguments); the CLI
-    │   │                      prints its message without a traceback and exits non-zero
+    ├── UserError              a mistake the user can fix (config, files, arguments, a busy
+    │   │                      resource); the CLI prints its message without a traceback and
+    │   │                      exits 2
     │   ├── ConfigError        dualpath.toml is missing, malformed or invalid
-    │   └── DataError          a universe, price or journal file is malformed
-    ├── IdentityError          a server is not the server its path claims (model, slots, build, ...)
+    │   ├── DataError          a universe, price or journal file is malformed
+    │   ├── NotASession        the night asked for is not a session of the market's calendar
+    │   ├── EndpointBusy       another dualpath run holds the server's endpoint lock
+    │   └── WarehouseBusy      another process held the warehouse longer than the wait allowed
+    ├── PathUnavailable        a path could not be scored at all tonight (recorded as failed)
+    │   ├── ServerStartError   a launched server exited or did not become ready
+    │   ├── ServerUnreachable  a server did not answer its identity endpoints
+    │   └── IdentityError      a server is not the server its path claims (model, slots, ...)
+    ├── HarnessError           dualpath itself failed while scoring (a sink, the journal):
+    │                          the path-run stops loudly and is recorded, never blamed on the
+    │                          user's pipeline
     └── CallFailed             one LLM call failed after its retries; carries the CallRecord
 
-A `CallFailed` ends the unit (ticker x draw) that made the call, never the run.
+A `CallFailed` ends the unit (ticker x draw) that made the call, never the run. A
+`PathUnavailable` fails one path's run; the other paths of the night still run.
 """
 
 from __future__ import annotations
@@ -35,14 +46,41 @@ class DataError(UserError):
     """An input data file (universe, prices, journal) is malformed."""
 
 
-class IdentityError(DualpathError):
+class NotASession(UserError):
+    """The night asked for is not a trading session of the configured exchange calendar."""
+
+
+class EndpointBusy(UserError):
+    """Another dualpath run holds this endpoint."""
+
+
+class WarehouseBusy(UserError):
+    """The warehouse stayed locked by another process for longer than the wait allowed."""
+
+
+class PathUnavailable(DualpathError):
+    """A path could not be scored at all: its run is recorded as failed with this reason."""
+
+
+class ServerStartError(PathUnavailable):
+    """A launched server exited or did not become ready."""
+
+
+class ServerUnreachable(PathUnavailable):
+    """The server did not answer its identity endpoints."""
+
+
+class IdentityError(PathUnavailable):
     """A server's identity differs from what its path expects."""
 
     def __init__(self, path: str, differences: list[str]):
         self.path = path
         self.differences = differences
-        lines = "\n".join(f"  - {d}" for d in differences)
-        super().__init__(f"path '{path}': the server is not the one configured:\n{lines}")
+        super().__init__("; ".join(differences))
+
+
+class HarnessError(DualpathError):
+    """dualpath's own machinery failed while scoring (not the server, not the pipeline)."""
 
 
 class CallFailed(DualpathError):

@@ -13,12 +13,8 @@ from typing import Any
 import httpx
 
 from dualpath.config import ExpectedIdentity
-from dualpath.errors import DualpathError
+from dualpath.errors import ServerUnreachable
 from dualpath.records import ServerIdentity
-
-
-class ServerUnreachable(DualpathError):
-    """The server did not answer its identity endpoints."""
 
 
 async def _get_json(http: httpx.AsyncClient, url: str) -> Any | None:

@@ -18,11 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from dualpath.errors import DualpathError, UserError
-
-
-class ServerStartError(DualpathError):
-    """A launched server exited or did not become ready."""
+from dualpath.errors import ServerStartError, UserError
 
 
 def llama_server_binary() -> str:

@@ -15,11 +15,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
-from dualpath.errors import DualpathError
-
-
-class EndpointBusy(DualpathError):
-    """Another dualpath run holds this endpoint."""
+from dualpath.errors import EndpointBusy
 
 
 def lock_dir() -> Path:
@@ -42,7 +38,8 @@ def endpoint_lock(base_url: str, owner: str) -> Iterator[Path]:
             holder = path.read_text(errors="replace").strip() or "another process"
             raise EndpointBusy(f"{u.hostname}:{u.port} is in use by {holder}; two experiments "
                                "must never share a server (each would measure the other's "
-                               "load)") from None
+                               "load); wait for that run to end or give this path another "
+                               "server") from None
         os.ftruncate(fd, 0)
         os.write(fd, f"dualpath pid {os.getpid()} ({owner})".encode())
         yield path

@@ -15,13 +15,9 @@ from typing import Iterator
 
 import duckdb
 
-from dualpath.errors import DualpathError, UserError
+from dualpath.errors import UserError, WarehouseBusy
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
-
-
-class WarehouseBusy(DualpathError):
-    """The warehouse stayed locked by another process for longer than the wait allowed."""
 
 
 def _open(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
@@ -35,7 +31,10 @@ def _open(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnecti
                 raise
             if time.monotonic() > deadline:
                 raise WarehouseBusy(f"warehouse {path} is locked by another process "
-                                    f"for more than {wait_s:.0f} s: {e}") from None
+                                    f"for more than {wait_s:.0f} s ({e}); wait for that "
+                                    "process to finish (an ingest takes seconds; another "
+                                    "program holding it open, e.g. a DuckDB shell, must "
+                                    "close it) and try again") from None
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.5)
 
