@@ -17,6 +17,7 @@ from rich.table import Table
 
 from dualpath.config import load_config
 from dualpath.errors import DualpathError, UserError
+from dualpath.procs import start_reaper
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 prices_app = typer.Typer(no_args_is_help=True, help="Price data in the warehouse.")
@@ -129,36 +130,48 @@ def init(path: Path = typer.Argument(Path("dualpath.toml")),
 def nightly(config: Path = CONFIG_OPT,
             night: Optional[str] = typer.Option(None, "--date", help="Night (YYYY-MM-DD); default today."),
             ) -> None:
-    """Score one night on every path through the Prefect flow (a rerun resumes)."""
+    """Score one night on every path through the Prefect flow (a rerun resumes).
+
+    Exits 1 when any run is not complete (with the reason), 130 when interrupted."""
     cfg = load_config(config)
     when = _parse_date(night) if night else date.today()
     prefect_env(cfg.resolve(Path(".dualpath/prefect")))
+    start_reaper()
     from flows.nightly import run_nightly
-    from flows.runner import plan_night, set_progress
+    from flows.runner import plan_night
 
     with progress_bars() as bars:
         pb = PathBars(bars)
         pb.reset(str(when), list(cfg.paths), {p.path: p.units_planned for p in plan_night(cfg, when)})
-        set_progress(pb)
-        result = run_nightly(config, when)
+        complete, result = run_nightly(config, when, progress=pb)
     _print_night(result)
-    unfinished = [r["path"] for r in result["runs"] if r["status"] != "complete"]
-    if unfinished:   # a scheduler or a shell loop must see that tonight is not a result
-        err_console.print(f"not complete: {', '.join(unfinished)}; rerun the night to resume")
+    if not complete:   # a scheduler or a shell loop must see that tonight is not a result
+        for r in result["runs"]:
+            if r["status"] != "complete":
+                err_console.print(f"[red]{r['path']}: {r['status']}[/red] — {r['status_detail']}")
+        err_console.print("not complete: these runs are not results and are kept out of every "
+                          "metric; fix the cause and rerun the night to resume it")
         raise typer.Exit(1)
 
 
 def _print_night(result: dict) -> None:
+    from warehouse.queries import SPEED_LABELS
+
     frame = pd.DataFrame(result["runs"])
-    cols = ["path", "status", "units_done", "units_planned", "graded", "failed", "calls",
+    cols = ["path", "status", "units_planned", "graded", "parse_failed", "failed", "calls",
             "runaway", "retries", "contaminated", "throughput_s", "slot_latency_s"]
-    print_frame(frame[cols], "table", f"night {result['night']} (s = real-scale s/ticker)")
-    for path, problems in result.get("identity_problems", {}).items():
-        err_console.print(f"[red]path {path} was not scored:[/red] " + "; ".join(problems))
+    print_frame(frame[cols], "table", f"night {result['night']}")
+    for col in ("throughput_s", "slot_latency_s"):
+        console.print(f"[dim]{col}: {SPEED_LABELS[col]}[/dim]")
+    if result.get("missing_inputs"):
+        from flows.inputs import describe_missing
+        err_console.print(f"[yellow]warning:[/yellow] "
+                          f"{describe_missing(result['missing_inputs'], result['night'])}")
 
 
-TOTALS_LABELS = {"throughput_s_median": "s/ticker throughput basis",
-                 "slot_latency_s_median": "s/ticker slot-latency basis",
+TOTALS_LABELS = {"throughput_s_median": "s/ticker throughput",
+                 "throughput_s_per_unit_median": "s/unit throughput",
+                 "slot_latency_s_median": "s/unit slot-latency",
                  "overhead_share": "HTTP overhead share"}
 
 
@@ -176,18 +189,24 @@ def demo(nights: int = typer.Option(20, min=1, max=120, help="Synthetic nights t
          clock: float = typer.Option(1.0, min=1e-4, max=100.0,
                                      help="Multiplies the simulated clocks (smaller = faster "
                                           "demo, but HTTP overhead then distorts the seconds)."),
-         root: Path = typer.Option(Path(".dualpath/demo"), help="Demo folder (recreated).")) -> None:
+         root: Path = typer.Option(Path(".dualpath/demo"),
+                                   help="Demo folder: created, or cleared if an earlier demo "
+                                        "made it; any other non-empty folder is refused.")) -> None:
     """The embedded default: N synthetic nights on both simulated paths, through the nightly flow."""
     prefect_env(Path(".dualpath/prefect"), quiet=True)
+    start_reaper()
     from flows.demo import run_demo
 
     with progress_bars() as bars:
         result = run_demo(root, nights, tickers, draws, clock, bars, PathBars(bars))
     print_frame(result.totals.rename(columns=TOTALS_LABELS), "table",
-                "Per path, complete runs only (seconds: real-scale, per ticker)")
-    console.print("[dim]throughput basis = run wall clock ÷ tickers (sets how long a night takes); "
-                  "slot-latency basis = one ticker's first call to last call (what one ticker "
-                  "waits, ≈ throughput × slots). Never compare across bases.[/dim]")
+                "Per path; seconds from complete one-segment runs only (real-scale)")
+    console.print("[dim]throughput basis = run wall clock ÷ tickers, or ÷ units (ticker × draw) "
+                  "(sets how long a night takes); slot-latency basis = one unit's first call to "
+                  "last call (what one ticker-draw waits, ≈ throughput per unit × slots). Never "
+                  "compare across bases.[/dim]")
+    for line in result.not_complete:
+        err_console.print(f"[red]not complete:[/red] {line}")
     for line in result.notes:
         console.print(line)
     m = load_metrics(load_config(result.config))
@@ -235,10 +254,11 @@ def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         frame = run_summaries(con)
         warnings = run_warnings(con)
-    cols = ["night", "path", "status", "units_done", "units_planned", "graded", "failed",
+    cols = ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
             "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
             "status_detail"]
-    print_frame(frame[cols], fmt, "runs (s = real-scale s/ticker; throughput | slot-latency basis)")
+    print_frame(frame[cols], fmt, "runs (only 'complete' runs are results; seconds real-scale: "
+                "throughput s/ticker | slot-latency s/unit, complete one-segment runs only)")
     if evidence:
         with reader(cfg.resolve(cfg.warehouse.path)) as con:
             ev = server_evidence(con)
@@ -347,26 +367,31 @@ def prices_import(file: Path, config: Path = CONFIG_OPT) -> None:
                   f"({frame['date'].min().date()} .. {frame['date'].max().date()})")
 
 
+INTERRUPTED = "interrupted; rerun the night to resume"
+
+
 def main() -> None:
-    """Entry point: user mistakes print one clear message and exit non-zero, no traceback."""
+    """Entry point: user mistakes print one clear message and exit non-zero, no traceback.
+
+    Exit codes: 0 ok; 1 a night not complete or a failure; 2 a user mistake; 130 interrupted.
+    """
+    import click
+
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except UserError as e:
         err_console.print(f"[red]error:[/red] {e}")
         sys.exit(2)
     except DualpathError as e:
         err_console.print(f"[red]failed:[/red] {e}")
         sys.exit(1)
-    except KeyboardInterrupt:
-        err_console.print("interrupted; rerun the same night to resume it")
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        err_console.print(INTERRUPTED)
         sys.exit(130)
-    except typer.Exit as e:
+    except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except Exception as e:
-        # Usage errors of the click inside typer: show them the way click does.
-        if hasattr(e, "show") and hasattr(e, "exit_code"):
-            e.show()
-            sys.exit(e.exit_code)
-        if type(e).__name__ == "Abort":
-            sys.exit(130)
-        raise
+    except click.ClickException as e:   # usage errors: shown the way click does
+        e.show()
+        sys.exit(e.exit_code)
+    # without standalone mode click returns the exit code of a typer.Exit instead of raising
+    sys.exit(code if isinstance(code, int) else 0)

@@ -42,8 +42,8 @@ class ChatRequest:
     json_schema: dict[str, Any] | None = None
 
 
-def sampling_body(engine: str, s: Sampling, seed: int | None) -> dict[str, Any]:
-    """The sampling fields of a request body in the engine's dialect."""
+def sampling_body(dialect: str, s: Sampling, seed: int | None) -> dict[str, Any]:
+    """The sampling fields of a request body in the server's dialect."""
     body: dict[str, Any] = {
         "temperature": s.temperature,
         "top_p": s.top_p,
@@ -51,22 +51,22 @@ def sampling_body(engine: str, s: Sampling, seed: int | None) -> dict[str, Any]:
         "frequency_penalty": 0.0,
         "max_tokens": s.max_tokens,
     }
-    if engine in ("llama.cpp", "sim"):
+    if dialect == "llama.cpp":
         # The penalty window defaults to the last 64 tokens; widen it to max_tokens so the
         # presence penalty covers the whole output as vLLM's does (-1, "whole context", is
         # rejected by current llama-server). repeat_penalty 1.0: vLLM applies none by default.
         body.update(top_k=s.top_k, min_p=s.min_p, repeat_last_n=s.max_tokens,
                     repeat_penalty=1.0, cache_prompt=True)
-    elif engine == "vllm":
+    elif dialect == "vllm":
         body.update(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
     if seed is not None:
         body["seed"] = seed
     return body
 
 
-def schema_body(engine: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """Constrained-output fields for a JSON schema in the engine's dialect."""
-    if engine in ("llama.cpp", "sim"):
+def schema_body(dialect: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """Constrained-output fields for a JSON schema in the server's dialect."""
+    if dialect == "llama.cpp":
         return {"json_schema": schema}
     return {"response_format": {"type": "json_schema",
                                 "json_schema": {"name": "answer", "schema": schema}}}
@@ -104,18 +104,30 @@ class PathClient:
         self._sleep = sleep
         self._rng = rng or random.Random(0)
         # Set from the identity check: a response from another build/model is contamination.
+        # Only what the engine's replies really carry is pinned (see `pin`).
         self.expected_fingerprint: str | None = None
         self.expected_model: str | None = None
+        # Set by the identity watcher when a re-read of the server's identity no longer
+        # matches: every later response is contaminated, whatever it says.
+        self.identity_problem: str | None = None
         self.in_flight = 0   # calls of this client the server may be processing now
+
+    def pin(self, model: str | None, build: str | None, dialect: str) -> None:
+        """Expect every response to name this model and, where the engine's replies carry
+        one, this build. llama-server puts its build in `system_fingerprint`; vLLM sends
+        null there, so its identity during a run comes from `model` and the re-read
+        `/version` and `/v1/models` instead."""
+        self.expected_model = model
+        self.expected_fingerprint = build if dialect == "llama.cpp" else None
 
     def body(self, req: ChatRequest) -> dict[str, Any]:
         """The request body without messages (recorded as `request_json`)."""
         body: dict[str, Any] = {"model": self.path.model, "stream": self.path.stream}
-        body.update(sampling_body(self.path.engine, self.sampling, req.seed))
+        body.update(sampling_body(self.path.dialect, self.sampling, req.seed))
         if self.path.stream:
             body["stream_options"] = {"include_usage": True}
         if req.json_schema is not None:
-            body.update(schema_body(self.path.engine, req.json_schema))
+            body.update(schema_body(self.path.dialect, req.json_schema))
         return body
 
     async def chat(self, req: ChatRequest) -> CallRecord:
@@ -170,6 +182,8 @@ class PathClient:
                        f"{self.expected_fingerprint!r}")
         if self.expected_model and rec.response_model != self.expected_model:
             why.append(f"model {rec.response_model!r} != {self.expected_model!r}")
+        if self.identity_problem:
+            why.append(self.identity_problem)
         rec.contaminated = "; ".join(why) or None
 
     async def _send_errors(self, coro):

@@ -104,6 +104,10 @@ class SimProfile(_Model):
     signal_weight: float = Field(0.35, ge=0, description="How strongly grades follow the hidden signal.")
     night_noise: float = Field(0.8, ge=0, description="Noise shared by all draws of a ticker-night.")
     draw_noise: float = Field(1.0, ge=0, description="Noise of each draw.")
+    dialect: Literal["llama.cpp", "vllm"] = Field(
+        "llama.cpp", description="Which real server the simulated one speaks like: "
+        "llama-server (/props, /slots, timings, build in system_fingerprint) or vLLM "
+        "(/version, vllm: metrics, 404 for an unknown model, no timings, no fingerprint).")
     model_alias: str = Field("sim-model", description="Alias the simulated server reports.")
     build: str = Field("sim-b0001", description="Build the simulated server reports.")
     n_ctx: int = Field(131072, ge=1024, description="Total context (split over slots).")
@@ -127,6 +131,9 @@ class ServingPath(_Model):
     ready_timeout_s: float = Field(600.0, gt=0, description="Wait for a launched server's /health.")
     load_poll_s: float = Field(2.0, gt=0, description="How often /slots is read to detect "
                                "requests that are not dualpath's (external load).")
+    identity_poll_s: float = Field(30.0, gt=0, description="How often the server's identity "
+                                   "(/props or /version, /v1/models) is re-read during a run; "
+                                   "a change contaminates every later response.")
     expect: ExpectedIdentity = Field(default_factory=ExpectedIdentity,
                                      description="Identity the server must show.")
     api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
@@ -137,6 +144,11 @@ class ServingPath(_Model):
     grade_format: Literal["text", "json"] = Field(
         "text", description="'json' constrains the final-grade call to a JSON schema.")
     sim: SimProfile = Field(default_factory=SimProfile, description="Simulated server model.")
+
+    @property
+    def dialect(self) -> str:
+        """The server dialect spoken on the wire: a simulated path speaks its profile's."""
+        return self.sim.dialect if self.engine == "sim" else self.engine
 
     @field_validator("base_url")
     @classmethod

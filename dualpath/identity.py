@@ -32,14 +32,20 @@ async def _get_json(http: httpx.AsyncClient, url: str) -> Any | None:
         raise ServerUnreachable(f"{url}: not JSON: {r.text[:200]}") from None
 
 
-async def read_identity(http: httpx.AsyncClient, base_url: str, engine: str) -> ServerIdentity:
-    """Read a server's identity from its own endpoints."""
-    ident = ServerIdentity(base_url=base_url, engine=engine)
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The Authorization header a key-protected server needs on every endpoint."""
+    return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+async def read_identity(http: httpx.AsyncClient, base_url: str, dialect: str) -> ServerIdentity:
+    """Read a server's identity from its own endpoints, in its dialect."""
+    ident = ServerIdentity(base_url=base_url, engine=dialect)
     models = await _get_json(http, f"{base_url}/v1/models")
     if models and models.get("data"):
-        ident.model = models["data"][0].get("id")
+        first = models["data"][0]
+        ident.model = first.get("id")
         ident.raw["models"] = models
-    if engine in ("llama.cpp", "sim"):
+    if dialect == "llama.cpp":
         props = await _get_json(http, f"{base_url}/props") or {}
         ident.raw["props"] = props
         ident.slots = props.get("total_slots")
@@ -53,12 +59,23 @@ async def read_identity(http: httpx.AsyncClient, base_url: str, engine: str) -> 
         slots = await _get_json(http, f"{base_url}/slots")   # 501 without --slots: None
         ident.raw["slots"] = slots
         ident.speculative = _speculative(params, slots)
-    elif engine == "vllm":
+    elif dialect == "vllm":
+        if models and models.get("data"):
+            ident.model_path = first.get("root")
+            ident.n_ctx_per_slot = first.get("max_model_len")
         version = await _get_json(http, f"{base_url}/version")
         if version:
             ident.build = f"vllm-{version.get('version')}"
             ident.raw["version"] = version
     return ident
+
+
+def identity_drift(before: ServerIdentity, now: ServerIdentity) -> str | None:
+    """What changed between two reads of one server's identity (None: the same server)."""
+    keys = ("model", "model_path", "slots", "n_ctx_per_slot", "build", "speculative")
+    diff = [f"{k} {getattr(before, k)!r} -> {getattr(now, k)!r}" for k in keys
+            if getattr(before, k) != getattr(now, k)]
+    return "server identity changed during the run: " + ", ".join(diff) if diff else None
 
 
 def _speculative(params: dict, slots: list | None) -> bool | None:
@@ -100,19 +117,26 @@ async def read_metrics(http: httpx.AsyncClient, base_url: str) -> dict[str, floa
         return None
     if r.status_code != 200:
         return None
-    out = {}
+    out: dict[str, float] = {}
     for line in r.text.splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
+            # vLLM labels every series ({model_name="..."}): one value per metric name
+            name = name.strip().split("{", 1)[0]
             try:
-                out[name.strip()] = float(value)
+                out[name] = out.get(name, 0.0) + float(value)
             except ValueError:
                 continue
     return out
 
 
-async def busy_slots(http: httpx.AsyncClient, base_url: str) -> int | None:
-    """How many slots are processing now, from /slots (None when unavailable)."""
+async def busy_slots(http: httpx.AsyncClient, base_url: str, dialect: str = "llama.cpp") -> int | None:
+    """How many requests the server is processing now (None when it does not say):
+    llama-server's /slots, vLLM's `vllm:num_requests_running`."""
+    if dialect == "vllm":
+        m = await read_metrics(http, base_url)
+        running = (m or {}).get("vllm:num_requests_running")
+        return None if running is None else int(running)
     try:
         slots = await _get_json(http, f"{base_url}/slots")
     except ServerUnreachable:

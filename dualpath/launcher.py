@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 
 from dualpath.errors import ServerStartError, UserError
+from dualpath.procs import child_guard
 
 
 def llama_server_binary() -> str:
@@ -87,7 +88,7 @@ class LaunchedServer:
         self.started_wall = time.time()
         self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **self.env_overrides},
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=child_guard())
         log.close()
         try:
             self._wait_ready()
@@ -149,3 +150,31 @@ def gpu_state() -> str | None:
             except (subprocess.TimeoutExpired, OSError) as e:
                 out.append(f"$ {' '.join(q)}\nfailed: {e}")
     return "\n".join(out) or None
+
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASS", "AUTH", "CREDENTIAL")
+
+
+def _secret(name: str) -> bool:
+    return any(w in name.upper().replace("-", "_") for w in _SECRET_WORDS)
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """Launch environment as evidence: values of secret-looking names are never stored."""
+    return {k: ("<redacted>" if _secret(k) else v) for k, v in env.items()}
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """Launch argv as evidence: the value after a secret-looking flag (--api-key) is hidden."""
+    out, hide = [], False
+    for arg in argv:
+        if hide:
+            out.append("<redacted>")
+            hide = False
+        elif arg.startswith("-") and _secret(arg):
+            flag, eq, _ = arg.partition("=")
+            out.append(f"{flag}=<redacted>" if eq else arg)
+            hide = not eq
+        else:
+            out.append(arg)
+    return out

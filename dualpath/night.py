@@ -1,17 +1,15 @@
-"""Score one night on every path at once: the core entry point the flows call.
+"""What one night needs in the core: prices up to the night, the units, a path's scheduler.
 
-`score_night` opens one HTTP client, builds a `PathRunner` per path and runs them
-concurrently. Records go to a per-path sink; what is already done (for a resumed night) is
-passed in, so nothing is scored twice.
+`path_runner` builds the `PathRunner` of one path for tonight; records go to the sink the
+caller gives (the flow connects it to the path's journal); what is already done (for a
+resumed night) is passed in as attempts and left out of the units, so nothing is scored
+twice.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-from dataclasses import dataclass, field
 from datetime import date
-from typing import Callable
 
 import httpx
 import pandas as pd
@@ -20,7 +18,7 @@ from dualpath.client import PathClient
 from dualpath.config import Config
 from dualpath.errors import ConfigError, DataError
 from dualpath.pipeline import Pipeline, UnitInput, load_pipeline, read_documents
-from dualpath.scheduler import PathRun, PathRunner, Progress, Sink, Unit, draw_major
+from dualpath.scheduler import PathRunner, Progress, Sink, Unit, draw_major
 
 
 class PriceHistory:
@@ -50,43 +48,42 @@ def run_id_for(experiment: str, night: date, path: str) -> str:
     return f"{experiment}/{night.isoformat()}/{path}"
 
 
-@dataclass
-class NightPlan:
-    """What to score on one path tonight."""
-
-    path: str
-    base_url: str
-    units: list[Unit]
-    sink: Sink
-    attempts: dict[Unit, int] = field(default_factory=dict)
-    on_client: Callable[[PathClient], None] | None = None
-
-
 def units_for(cfg: Config) -> list[Unit]:
     """All units of a night in draw-major order."""
     return draw_major(cfg.tickers(), cfg.experiment.draws)
 
 
-def _api_key(cfg: Config, name: str) -> str | None:
+def api_key(cfg: Config, name: str) -> str | None:
+    """The path's API key from the environment variable its config names (None: no key)."""
     env = cfg.paths[name].api_key_env
     if env is None:
         return None
     key = os.environ.get(env)
     if not key:
-        raise ConfigError(f"paths.{name}.api_key_env = {env!r}, but ${env} is not set")
+        raise ConfigError(f"paths.{name}.api_key_env = {env!r}, but ${env} is not set; "
+                          f"export {env}=... before running")
     return key
 
 
-async def score_night(cfg: Config, night: date, history: PriceHistory, plans: list[NightPlan],
-                      *, progress: Progress | None = None,
-                      pipeline: Pipeline | None = None,
-                      transport: httpx.AsyncBaseTransport | None = None) -> dict[str, PathRun]:
-    """Score every plan's units concurrently; returns each path's counts."""
+def missing_inputs(cfg: Config, history: PriceHistory, night: date) -> dict[str, str]:
+    """Tickers that cannot be scored tonight, with why (checked before any call is made)."""
+    out = {}
+    for t in cfg.tickers():
+        try:
+            history.closes(t, night, cfg.pipeline.history_days)
+        except DataError as e:
+            out[t] = str(e)
+    return out
+
+
+def path_runner(cfg: Config, night: date, path: str, base_url: str, history: PriceHistory,
+                http: httpx.AsyncClient, sink: Sink, *, attempts: dict[Unit, int] | None = None,
+                progress: Progress | None = None,
+                pipeline: Pipeline | None = None) -> PathRunner:
+    """The scheduler of one path tonight, with its client (`runner.client`)."""
     pipeline = pipeline or load_pipeline(cfg.pipeline.name)
     docs_dir = cfg.resolve(cfg.pipeline.documents_dir) if cfg.pipeline.documents_dir else None
     days = cfg.pipeline.history_days
-    slots_total = sum(cfg.paths[p.path].slots for p in plans)
-    limits = httpx.Limits(max_connections=slots_total + 8, max_keepalive_connections=slots_total + 8)
     docs_cache: dict[str, str | None] = {}
 
     def inputs(unit: Unit) -> UnitInput:
@@ -95,19 +92,10 @@ async def score_night(cfg: Config, night: date, history: PriceHistory, plans: li
         return UnitInput(unit.ticker, unit.draw, night, history.closes(unit.ticker, night, days),
                          docs_cache[unit.ticker])
 
-    async with httpx.AsyncClient(limits=limits, transport=transport) as http:
-        runners = []
-        for plan in plans:
-            sp = cfg.paths[plan.path]
-            client = PathClient(plan.path, sp, cfg.sampling, http,
-                                run_id_for(cfg.experiment.name, night, plan.path),
-                                base_url=plan.base_url, api_key=_api_key(cfg, plan.path))
-            if plan.on_client:
-                plan.on_client(client)
-            runner = PathRunner(client, pipeline, night, slots=sp.slots, sink=plan.sink,
-                                inputs=inputs, base_seed=cfg.sampling.base_seed,
-                                seeded=cfg.sampling.seed_policy == "per-draw",
-                                progress=progress, attempts=plan.attempts)
-            runners.append(runner.run_units(plan.units))
-        runs = await asyncio.gather(*runners)
-    return {plan.path: run for plan, run in zip(plans, runs)}
+    sp = cfg.paths[path]
+    client = PathClient(path, sp, cfg.sampling, http, run_id_for(cfg.experiment.name, night, path),
+                        base_url=base_url, api_key=api_key(cfg, path))
+    return PathRunner(client, pipeline, night, slots=sp.slots, sink=sink, inputs=inputs,
+                      base_seed=cfg.sampling.base_seed,
+                      seeded=cfg.sampling.seed_policy == "per-draw", progress=progress,
+                      attempts=attempts)

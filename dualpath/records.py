@@ -83,9 +83,27 @@ class CallRecord:
         return self.finish_reason == RUNAWAY
 
 
+# What became of a unit. Only the first two are measurements (a graded unit, or a model that
+# answered without a readable grade); the others are failures of the harness, the server or
+# the inputs, which a rerun of the night scores again.
+GRADED, PARSE_FAILED = "graded", "parse_failed"
+CALL_FAILED, INPUT_FAILED, PIPELINE_FAILED = "call_failed", "input_failed", "pipeline_failed"
+CONTAMINATED, ABANDONED = "contaminated", "abandoned"
+MEASURED = frozenset({GRADED, PARSE_FAILED})
+OUTCOMES = (GRADED, PARSE_FAILED, CALL_FAILED, INPUT_FAILED, PIPELINE_FAILED, CONTAMINATED,
+            ABANDONED)
+
+
 @dataclass(slots=True)
 class UnitResult:
-    """The outcome of one unit: a grade, or the kind of failure that prevented one."""
+    """The outcome of one unit attempt: a grade, or what prevented one.
+
+    outcome: graded | parse_failed (the model answered, no grade: a quality outcome) |
+    call_failed (a call failed after its retries) | input_failed (no prices or inputs for the
+    ticker) | pipeline_failed (the pipeline code raised) | contaminated (a call was answered
+    by another server). `abandoned` is never written: it is what a started unit with no
+    result becomes at ingest.
+    """
 
     run_id: str
     path: str
@@ -97,8 +115,8 @@ class UnitResult:
     end_wall: float
     end_mono: float
     n_calls: int
+    outcome: str
     grade: int | None = None
-    failure_kind: str | None = None     # parse_failure | server_error | pipeline_error
     failure_detail: str | None = None
     final_text: str | None = None
 
@@ -106,6 +124,10 @@ class UnitResult:
     def seconds(self) -> float:
         """Slot-latency basis: first call start to last call end of this unit."""
         return self.end_mono - self.start_mono
+
+    @property
+    def measured(self) -> bool:
+        return self.outcome in MEASURED
 
 
 @dataclass(slots=True)
@@ -134,3 +156,88 @@ class ServerIdentity:
     speculative: bool | None = None
     sampling: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RunBegin:
+    """A scoring segment of a path-run began: what the warehouse keys the run by."""
+
+    run_id: str
+    experiment: str
+    night: str
+    path: str
+    engine: str
+    config_hash: str
+    units_planned: int
+    units_remaining: int
+    tickers_planned: int
+    slots: int
+    time_scale: float
+    segment: int
+    started_wall: float
+
+
+@dataclass(slots=True)
+class ServerSession:
+    """The server a segment talked to: where, how it was obtained, and what it said it was.
+
+    Written at the start of a segment and completed (same session_id) at its end with the
+    server's own counters, the sampling it applied, the load that was not ours, and whether
+    its identity held.
+    """
+
+    session_id: str
+    run_id: str
+    segment: int
+    path: str
+    engine: str | None = None
+    dialect: str | None = None
+    base_url: str | None = None
+    how: str | None = None                 # attached | launched | simulated
+    model: str | None = None
+    model_path: str | None = None
+    slots: int | None = None
+    n_ctx_per_slot: int | None = None
+    build: str | None = None
+    speculative: bool | None = None
+    sampling_json: str | None = None
+    raw_json: str | None = None
+    command: str | None = None
+    env_json: str | None = None
+    log_path: str | None = None
+    gpu_state: str | None = None
+    started_wall: float | None = None
+
+
+@dataclass(slots=True)
+class SessionEnd:
+    """The end-of-segment half of a `ServerSession` (merged by session_id at ingest)."""
+
+    session_id: str
+    stopped_wall: float
+    metrics_before_json: str | None = None
+    metrics_after_json: str | None = None
+    effective_sampling_json: str | None = None
+    load_polls: int = 0
+    external_load_polls: int = 0
+    external_load_max: int = 0
+    identity_checks: int = 0
+    # wall time of the last identity re-read that still matched; set only when a later one
+    # did not: calls that ended after it may have come from another server
+    identity_lost_after_wall: float | None = None
+    identity_problem: str | None = None
+
+
+@dataclass(slots=True)
+class RunEnd:
+    """A scoring segment ended, with its own counts and (when not complete) why."""
+
+    run_id: str
+    segment: int
+    started_wall: float
+    ended_wall: float
+    status: str                              # complete | partial | failed
+    detail: str | None
+    units_done: int
+    units_measured: int
+    calls: int

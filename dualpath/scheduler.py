@@ -7,7 +7,9 @@ admitted unit has a call ready, one more unit is admitted. Waiting calls get slo
 first, so extra units only fill gaps and a unit's own latency stays close to its chain length.
 
 The scheduler knows nothing about storage: every `CallRecord`, `UnitStart` and `UnitResult`
-goes to a `sink` callable the caller provides.
+goes to a `sink` callable the caller provides. A sink that fails is a harness failure: the
+path-run stops at once and `run_units` raises `HarnessError` (never filed as a unit's
+failure, which would blame the user's pipeline or the server).
 """
 
 from __future__ import annotations
@@ -18,15 +20,16 @@ import heapq
 import itertools
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Callable, Iterable
 
 from dualpath.client import ChatRequest, PathClient
-from dualpath.errors import CallFailed
+from dualpath.errors import CallFailed, HarnessError
 from dualpath.grades import parse_grade
 from dualpath.pipeline import Pipeline, UnitInput
-from dualpath.records import CallRecord, UnitResult, UnitStart
+from dualpath.records import (CALL_FAILED, CONTAMINATED, GRADED, INPUT_FAILED, PARSE_FAILED,
+                              PIPELINE_FAILED, CallRecord, UnitResult, UnitStart)
 
 Sink = Callable[[CallRecord | UnitStart | UnitResult], None]
 Progress = Callable[[str, int, int, int], None]   # (path, units done, units total, calls)
@@ -91,13 +94,12 @@ def draw_major(tickers: Iterable[str], draws: int) -> list[Unit]:
 
 @dataclass
 class PathRun:
-    """Counts of one path-run as it goes."""
+    """Counts of one path-run segment as it goes."""
 
     path: str
     units_total: int
     units_done: int = 0
-    units_graded: int = 0
-    units_failed: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
     calls: int = 0
     calls_failed: int = 0
     runaway: int = 0
@@ -108,8 +110,14 @@ class PathRun:
     stopped_early: bool = False
 
     @property
+    def units_measured(self) -> int:
+        """Units that ended in a measurement (graded or parse_failed)."""
+        return self.outcomes.get(GRADED, 0) + self.outcomes.get(PARSE_FAILED, 0)
+
+    @property
     def complete(self) -> bool:
-        return self.units_done == self.units_total
+        """Every unit of this segment was scored and measured."""
+        return self.units_measured == self.units_total and not self.stopped_early
 
 
 class _UnitLLM:
@@ -121,6 +129,8 @@ class _UnitLLM:
         self.runner, self.unit, self.attempt, self.priority = runner, unit, attempt, priority
         self.json_grades = runner.client.path.grade_format == "json"
         self.calls = 0
+        self.contaminated: str | None = None
+        self.runaway_outputs: set[str] = set()
 
     async def __call__(self, agent: str, messages: list[dict[str, str]], *,
                        json_schema: dict[str, Any] | None = None) -> str:
@@ -140,6 +150,10 @@ class _UnitLLM:
         finally:
             r.pool.release()
         r.on_call(rec)
+        if rec.contaminated:
+            self.contaminated = self.contaminated or rec.contaminated
+        if rec.runaway:
+            self.runaway_outputs.add(rec.output_text)
         if not rec.ok:
             raise CallFailed(rec)
         return rec.output_text
@@ -159,13 +173,28 @@ class PathRunner:
         self.attempts = attempts or {}
         self.deadline_mono = deadline_mono
         self.run: PathRun | None = None
+        self.harness_error: BaseException | None = None
+        self._all_done: asyncio.Event | None = None
 
     def on_call(self, rec: CallRecord) -> None:
         run = self.run
         run.calls += 1
         run.calls_failed += not rec.ok
         run.runaway += rec.runaway
-        self.sink(rec)
+        self.emit(rec)
+
+    def emit(self, record: CallRecord | UnitStart | UnitResult) -> None:
+        """Hand a record to the sink; a failing sink stops the whole path-run."""
+        if self.harness_error is not None:
+            raise HarnessError(f"path-run stopped: {self.harness_error}")
+        try:
+            self.sink(record)
+        except Exception as e:
+            self.harness_error = e
+            self.run.stopped_early = True
+            if self._all_done is not None:
+                self._all_done.set()      # run_units cancels the other units and raises
+            raise HarnessError(f"recording failed: {type(e).__name__}: {e}") from e
 
     async def run_units(self, units: list[Unit]) -> PathRun:
         """Run every unit; returns the counts (every record went to the sink)."""
@@ -173,7 +202,7 @@ class PathRunner:
         run.start_mono, run.start_wall = time.monotonic(), time.time()
         pending = iter(enumerate(units))
         tasks: set[asyncio.Task] = set()
-        all_done = asyncio.Event()
+        all_done = self._all_done = asyncio.Event()
         loop = asyncio.get_running_loop()
 
         def admit() -> None:
@@ -222,6 +251,10 @@ class PathRunner:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             run.end_mono, run.end_wall = time.monotonic(), time.time()
+        if self.harness_error is not None:
+            raise HarnessError(f"path {run.path}: recording failed after {run.units_done} "
+                               f"unit(s): {type(self.harness_error).__name__}: "
+                               f"{self.harness_error}") from self.harness_error
         return run
 
     async def _unit(self, priority: int, unit: Unit) -> None:
@@ -229,31 +262,59 @@ class PathRunner:
         attempt = self.attempts.get(unit, 0) + 1
         llm = _UnitLLM(self, unit, attempt, priority)
         start_wall, start_mono = time.time(), time.monotonic()
-        self.sink(UnitStart(run_id=self.client.run_id, path=self.client.name, ticker=unit.ticker,
-                            draw=unit.draw, unit_attempt=attempt, start_wall=start_wall))
-        grade = failure = detail = text = None
+        grade = detail = text = None
         try:
-            text = await self.pipeline(self.inputs(unit), llm)
-            parsed = parse_grade(text)
-            grade, failure, detail = parsed.grade, parsed.failure and "parse_failure", parsed.failure
-        except CallFailed as e:
-            failure, detail = "server_error", str(e)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # a user pipeline's bug must not end the night
-            failure = "pipeline_error"
-            detail = "".join(traceback.format_exception_only(e)).strip()[:2000]
+            self.emit(UnitStart(run_id=self.client.run_id, path=self.client.name,
+                                ticker=unit.ticker, draw=unit.draw, unit_attempt=attempt,
+                                start_wall=start_wall))
+            outcome, grade, detail, text = await self._score(unit, llm)
+        except HarnessError:
+            return      # the run is stopping; this unit stays started-but-unfinished
         finally:
             if llm.calls == 0:
                 self.starting -= 1
         res = UnitResult(run_id=self.client.run_id, path=self.client.name, ticker=unit.ticker,
                          draw=unit.draw, unit_attempt=attempt, start_wall=start_wall,
                          start_mono=start_mono, end_wall=time.time(), end_mono=time.monotonic(),
-                         n_calls=llm.calls, grade=grade, failure_kind=failure,
+                         n_calls=llm.calls, outcome=outcome, grade=grade,
                          failure_detail=detail, final_text=text)
+        try:
+            self.emit(res)
+        except HarnessError:
+            return
         run.units_done += 1
-        run.units_graded += grade is not None
-        run.units_failed += grade is None
-        self.sink(res)
+        run.outcomes[outcome] = run.outcomes.get(outcome, 0) + 1
         if self.progress:
             self.progress(run.path, run.units_done, run.units_total, run.calls)
+
+    async def _score(self, unit: Unit, llm: _UnitLLM) -> tuple[str, int | None, str | None, str | None]:
+        """(outcome, grade, detail, final text) of one unit; harness errors propagate."""
+        try:
+            unit_input = self.inputs(unit)
+        except Exception as e:
+            return INPUT_FAILED, None, _one_line(e), None
+        try:
+            text = await self.pipeline(unit_input, llm)
+        except CallFailed as e:
+            return (CONTAMINATED if llm.contaminated else CALL_FAILED), None, str(e), None
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a user pipeline's bug must not end the night
+            if self.harness_error is not None:
+                raise HarnessError(str(self.harness_error)) from e
+            return PIPELINE_FAILED, None, _one_line(e), None
+        if self.harness_error is not None:
+            raise HarnessError(str(self.harness_error))
+        if llm.contaminated:
+            return CONTAMINATED, None, f"answered by another server: {llm.contaminated}", text
+        if text in llm.runaway_outputs:
+            # a final answer cut off at max_tokens is not an answer, whatever it ends with
+            return PARSE_FAILED, None, "final answer stopped at max_tokens (runaway)", text
+        parsed = parse_grade(text)
+        if parsed.grade is None:
+            return PARSE_FAILED, None, parsed.failure, text
+        return GRADED, parsed.grade, None, text
+
+
+def _one_line(e: BaseException) -> str:
+    return "".join(traceback.format_exception_only(e)).strip()[:2000]

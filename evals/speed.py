@@ -3,10 +3,15 @@
 Two different "seconds per ticker" exist and once nearly made a faster build look like a
 regression (188.5 s on one basis against 504 s on the other):
 
-* ``throughput`` basis: a run's wall clock / the units it finished. This is what sets how
-  long a night takes.
+* ``throughput`` basis: a run's wall clock / its tickers (every draw of a ticker counted in
+  its ticker's share), or / its units (one ticker x one draw, the basis of a single-pass
+  replay). This is what sets how long a night takes.
 * ``slot-latency`` basis: the time one unit took from its first call's start to its last
-  call's end, i.e. what one ticker waits. It is roughly throughput x slots.
+  call's end, i.e. what one ticker-draw waits. It is roughly throughput per unit x slots.
+
+Speed is a result only for runs that are complete (every unit measured, no contaminated
+call) and were scored in one segment: a failed night finishes in an instant, and a resumed
+run's interrupted segment has no trustworthy wall clock. Others are shown, never counted.
 
 Functions here take the ``units`` and ``runs`` frames described in `evals`.
 """
@@ -72,6 +77,9 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
     """
     r = runs.set_index("run_id")
     scale = r["time_scale"]
+    segments = r["segments"] if "segments" in r else pd.Series(1, index=r.index)
+    tickers = (r["tickers_planned"].fillna(r["units"]) if "tickers_planned" in r
+               else r["units"]).astype(float)
     c = calls.assign(runaway=calls["finish_reason"].eq("length"),
                      retries=calls["attempts"] - 1,
                      decode_s=(calls["latency_s"] - calls["ttft_s"]).where(calls["ttft_s"].notna()))
@@ -94,10 +102,12 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
     wall = r["wall_s"] / scale
     out["runaway_s"] = out["runaway_s"].fillna(0.0) / scale
     out["busy_s"] = out["busy_s"] / scale
+    complete = r["status"].eq("complete")
     res = pd.DataFrame({
         "path": r["path"], "night": r.get("night"), "status": r["status"],
-        "is_result": r["status"].eq("complete"), "units": n_units,
-        "throughput_s_per_ticker": wall / n_units,
+        "resumed": segments.gt(1), "is_result": complete & segments.eq(1), "units": n_units,
+        "throughput_s_per_ticker": wall / tickers,
+        "throughput_s_per_unit": wall / n_units,
         "slot_latency_s_per_ticker": units.groupby("run_id")["seconds"].mean().reindex(r.index) / scale,
         "calls_per_ticker": out["calls"] / n_units,
         "prompt_tokens_per_ticker": out["prompt_tokens"] / n_units,
@@ -117,12 +127,16 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
 
 
 def path_speed(per_run: pd.DataFrame) -> pd.DataFrame:
-    """Medians per path over complete runs, with the count of partial runs left out."""
+    """Medians per path over the runs whose speed is a result, with counts of the runs left
+    out: not complete (partial, failed, contaminated), or complete but resumed."""
     ok = per_run[per_run["is_result"]]
     cols = [c for c in per_run.columns if c not in ("run_id", "path", "night", "status",
-                                                    "is_result", "units")]
-    med = ok.groupby("path")[cols].median()
-    med.insert(0, "runs", ok.groupby("path").size())
-    med.insert(1, "partial_runs_excluded", per_run[~per_run["is_result"]].groupby("path").size()
-               .reindex(med.index, fill_value=0))
-    return med.reset_index()
+                                                    "resumed", "is_result", "units")]
+    paths = sorted(per_run["path"].unique())
+    med = ok.groupby("path")[cols].median().reindex(paths)
+    count = lambda mask: per_run[mask].groupby("path").size().reindex(paths, fill_value=0)
+    med.insert(0, "runs", count(per_run["is_result"]))
+    not_complete = ~per_run["status"].eq("complete")
+    med.insert(1, "not_complete_excluded", count(not_complete))
+    med.insert(2, "resumed_excluded", count(~not_complete & per_run["resumed"]))
+    return med.rename_axis("path").reset_index()

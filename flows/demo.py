@@ -12,9 +12,10 @@ import pandas as pd
 
 from dualpath.config import dump_toml, load_config
 from dualpath.demo import demo_config_data, demo_market
+from dualpath.errors import UserError
 from dualpath.sim.fleet import SimFleet
 from flows.nightly import nightly
-from flows.runner import plan_night, set_progress
+from flows.runner import plan_night
 from warehouse.db import reader, writer
 from warehouse.prices import import_prices, validate_prices
 from warehouse.queries import path_totals
@@ -26,14 +27,32 @@ class DemoResult:
     warehouse: Path
     totals: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    not_complete: list[str] = field(default_factory=list)
+
+
+MARKER = ".dualpath-demo"
+
+
+def fresh_demo_folder(root: Path) -> None:
+    """Empty `root` for a new demo; only a folder a previous demo made (it holds the marker
+    file) is ever cleared, so a mistyped --root cannot delete someone's files."""
+    root = root.resolve()
+    if root.exists():
+        if not root.is_dir():
+            raise UserError(f"--root {root} is a file; give a folder for the demo")
+        if any(root.iterdir()):
+            if not (root / MARKER).exists():
+                raise UserError(f"--root {root} is not empty and was not made by `dualpath "
+                                "demo` (no .dualpath-demo marker); give a new or empty folder")
+            shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / MARKER).write_text("made by `dualpath demo`; the next demo here clears it\n")
 
 
 def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
              bars=None, path_bars=None) -> DemoResult:
     """Fresh demo folder, prices imported, then `nights` nights through the nightly flow."""
-    if root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
+    fresh_demo_folder(root)
     cfg_path = root / "dualpath.toml"
     cfg_path.write_text("# written by `dualpath demo`\n"
                         + dump_toml(demo_config_data(root, tickers, draws, clock)) + "\n")
@@ -48,19 +67,22 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
     overall = bars.add_task("nights", total=nights, what="") if bars else None
     t0 = time.monotonic()
 
-    async def all_nights() -> None:
+    async def all_nights() -> list[str]:
+        not_complete = []
         for night in nights_list:
             if path_bars is not None:
                 path_bars.reset(str(night), list(cfg.paths),
                                 {p.path: p.units_planned for p in plan_night(cfg, night)})
-                set_progress(path_bars)
-            await nightly(str(cfg_path), night, endpoints=fleet.urls)
+            state = await nightly(str(cfg_path), night, endpoints=fleet.urls,
+                                  progress=path_bars, return_state=True)
+            if not state.is_completed():
+                not_complete.append(f"{night}: {state.message}")
             if bars is not None:
                 bars.update(overall, advance=1, what=f"nights · {time.monotonic() - t0:.0f} s")
+        return not_complete
 
     with SimFleet(cfg) as fleet:
-        asyncio.run(all_nights())
-    set_progress(None)
+        not_complete = asyncio.run(all_nights())
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         totals = path_totals(con, cfg.experiment.name)
-    return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals, warnings)
+    return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals, warnings, not_complete)

@@ -1,106 +1,112 @@
-"""The nightly Prefect flow: both paths scored concurrently, journaled, ingested, summarised.
+"""The nightly Prefect flow: every path scored concurrently, journaled, ingested, summarised.
 
-Thin on purpose: the work is in `flows.runner` (plain functions) and the core. Rerunning a
-night resumes it: finished units are skipped and nothing is duplicated.
+Thin on purpose: the work is in `flows.runner` (plain functions) and the core. Each path
+connects, checks and scores on its own, so one path that cannot run is recorded as failed
+and the others still run. The flow ends `Failed` (after ingest and the artifact) when any
+run is not complete, and its runs are named after the experiment and night.
+Rerunning a night resumes it: measured units are skipped, failed ones scored again.
 """
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+import asyncio
 from datetime import date
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.runtime import flow_run
+from prefect.states import Failed
 
 from dualpath.config import Config, load_config
-from dualpath.launcher import LaunchedServer, expand_argv, gpu_state
-from dualpath.locks import endpoint_lock
-from dualpath.sim.fleet import SimFleet
-from flows import runner
+from dualpath.scheduler import Progress
+from flows import inputs, runner
 from flows.report import night_summary, summary_markdown
+from warehouse.db import writer
+from warehouse.ingest import IngestStats, ingest_journals
 
 
-def connect_paths(cfg: Config, night: date, plans: list[runner.PathRunPlan],
-                  endpoints: dict[str, str] | None, stack: ExitStack) -> None:
-    """Give each plan a live endpoint: given, simulated, launched or attached; lock each one."""
-    need_sim = [p for p in plans if cfg.paths[p.path].engine == "sim"
-                and not cfg.paths[p.path].base_url and p.path not in (endpoints or {})]
-    fleet = stack.enter_context(SimFleet(cfg)) if need_sim else None
-    for p in plans:
-        sp = cfg.paths[p.path]
-        if endpoints and p.path in endpoints:
-            p.base_url, p.how = endpoints[p.path], "simulated" if sp.engine == "sim" else "attached"
-        elif fleet and p.path in fleet.urls:
-            p.base_url, p.how = fleet.urls[p.path], "simulated"
-        else:
-            p.base_url, p.how = sp.base_url, "attached"
-        stack.enter_context(endpoint_lock(p.base_url, p.run_id))
-        if sp.launch and not (endpoints and p.path in endpoints):
-            argv = expand_argv(sp.launch, cfg.resolve(Path(".dualpath/models")))
-            server = stack.enter_context(LaunchedServer(
-                argv, p.base_url, p.journal.parent / "server.log", dict(sp.launch_env),
-                sp.ready_timeout_s))
-            p.how = "launched"
-            p.launch = {"argv": argv, "env": dict(sp.launch_env), "log_path": str(server.log_path),
-                        "started_wall": server.started_wall}
-        p.gpu_state = gpu_state()
-
-
-@task(cache_policy=NO_CACHE)
-async def check_paths(cfg: Config, plans: list[runner.PathRunPlan]) -> dict[str, list[str]]:
-    return await runner.check_identities(cfg, plans)
-
-
-@task(cache_policy=NO_CACHE, timeout_seconds=24 * 3600)
-async def score(cfg: Config, night: date, plans: list[runner.PathRunPlan]) -> dict:
-    history = runner.price_history(cfg)
-    runs = await runner.score_plans(cfg, night, history, plans)
-    return {name: {"calls": r.calls, "units_done": r.units_done} for name, r in runs.items()}
+@task(cache_policy=NO_CACHE, timeout_seconds=24 * 3600, task_run_name="score-{work.path}")
+async def score_path(cfg: Config, night: date, work: runner.PathWork, history,
+                     missing: dict[str, str], override_url: str | None,
+                     progress: Progress | None) -> runner.PathOutcome:
+    return await runner.run_path(cfg, night, work, history, missing,
+                                 override_url=override_url, progress=progress)
 
 
 @task(cache_policy=NO_CACHE, retries=3, retry_delay_seconds=2)
-def ingest(cfg: Config, plans: list[runner.PathRunPlan]) -> list:
-    return runner.ingest_plans(cfg, plans)
+def ingest(cfg: Config, journals: list[Path]) -> list[IngestStats]:
+    """Ingest the night's journals in one short write transaction."""
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        return ingest_journals(con, [j for j in journals if j.exists()])
 
 
-@flow(name="dualpath-nightly", log_prints=False)
+def night_of(night: date | str | None) -> date:
+    if night is None:
+        return date.today()
+    return night if isinstance(night, date) else date.fromisoformat(str(night))
+
+
+def _run_name() -> str:
+    params = flow_run.parameters
+    try:
+        experiment = load_config(params["config_path"]).experiment.name
+    except Exception:   # a broken config fails the run itself, with its own message
+        experiment = "dualpath"
+    return f"{experiment}/{night_of(params.get('night')).isoformat()}"
+
+
+@flow(name="dualpath-nightly", flow_run_name=_run_name, log_prints=False)
 async def nightly(config_path: str, night: date | None = None,
-                  endpoints: dict[str, str] | None = None,
-                  paths: list[str] | None = None) -> dict:
+                  endpoints: dict[str, str] | None = None, paths: list[str] | None = None,
+                  progress: Progress | None = None):
     """Score one night on every path (or `paths`), ingest, publish a summary artifact.
 
-    `endpoints` overrides base URLs (e.g. simulated servers started by the caller).
+    `endpoints` overrides base URLs (e.g. simulated servers started by the caller);
+    `progress(path, units done, units total, calls)` is called as units finish.
     """
     log = get_run_logger()
     cfg = load_config(config_path)
-    night = night or date.today()
-    runner.ensure_prices(cfg)
-    plans = runner.plan_night(cfg, night, paths)
-    with ExitStack() as stack:
-        todo = [p for p in plans if p.units]
-        connect_paths(cfg, night, todo, endpoints, stack)
-        problems = await check_paths(cfg, todo) if todo else {}
-        for p in todo:
-            if problems.get(p.path):
-                msg = "; ".join(problems[p.path])
-                log.error("path %s was not scored: %s", p.path, msg)
-                runner.record_failure(cfg, night, p, msg)
-        ok = [p for p in todo if not problems.get(p.path)]
-        if ok:
-            await score(cfg, night, ok)
-    stats = ingest(cfg, plans)
-    summary = night_summary(cfg, night, [s.run_id for s in stats])
-    await create_markdown_artifact(key=f"night-{cfg.experiment.name}".lower().replace("_", "-"),
-                                   markdown=summary_markdown(night, summary),
-                                   description=f"dualpath night {night}")
-    return {"night": night.isoformat(), "runs": summary,
-            "identity_problems": {k: v for k, v in problems.items() if v}}
+    night = night_of(night)
+    inputs.ensure_prices(cfg)
+    history = inputs.price_history(cfg)
+    missing = inputs.missing_inputs(cfg, history, night)
+    if missing:
+        log.warning(inputs.describe_missing(missing, night))
+    works = runner.plan_night(cfg, night, paths)
+    outcomes = await asyncio.gather(*(
+        score_path(cfg, night, w, history, missing, (endpoints or {}).get(w.path), progress)
+        for w in works))
+    for o in outcomes:
+        if o.status in ("failed", "partial"):
+            log.error("path %s: %s: %s", o.path, o.status, o.reason)
+    stats = ingest(cfg, [w.journal for w in works])
+    summary = night_summary(cfg, [s.run_id for s in stats])
+    await create_markdown_artifact(
+        key=f"night-{cfg.experiment.name}".lower().replace("_", "-").replace(".", "-"),
+        markdown=summary_markdown(night, summary), description=f"dualpath night {night}")
+    result = {"night": night.isoformat(), "runs": summary,
+              "missing_inputs": missing,
+              "outcomes": {o.path: {"status": o.status, "reason": o.reason} for o in outcomes}}
+    bad = [r for r in summary if r["status"] != "complete"]
+    if bad:
+        why = "; ".join(f"{r['path']} {r['status']}: {r['status_detail']}" for r in bad)
+        return Failed(message=f"not complete: {why}", data=result)
+    return result
 
 
 def run_nightly(config_path: Path, night: date | None = None,
-                endpoints: dict[str, str] | None = None) -> dict:
-    """Run the flow from synchronous code (the CLI)."""
-    import asyncio
-    return asyncio.run(nightly(str(config_path), night, endpoints))
+                endpoints: dict[str, str] | None = None,
+                progress: Progress | None = None) -> tuple[bool, dict]:
+    """Run the flow from synchronous code (the CLI): (every run complete?, the result).
+
+    An exception that ended the flow (a config or data mistake) is raised here."""
+    async def go():
+        state = await nightly(str(config_path), night, endpoints, progress=progress,
+                              return_state=True)
+        data = await state.result(raise_on_failure=False)
+        if isinstance(data, BaseException):
+            raise data
+        return state.is_completed(), data
+    return asyncio.run(go())

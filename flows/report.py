@@ -8,31 +8,35 @@ import orjson
 
 from dualpath.config import Config
 from dualpath.identity import sampling_differences
-from evals.speed import BASIS_LABEL
 from warehouse.db import reader
-from warehouse.queries import run_summaries, suspect_runs
+from warehouse.queries import SPEED_LABELS, run_summaries, suspect_runs
 
 
-def night_summary(cfg: Config, night: date, run_ids: list[str]) -> list[dict]:
-    """One dict per run: units, calls, failures, runaways, per-ticker seconds on both bases."""
+def night_summary(cfg: Config, run_ids: list[str]) -> list[dict]:
+    """One dict per run: status and why, units, calls, failures, runaways, per-ticker seconds."""
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         frame = run_summaries(con, run_ids)
-    return frame.to_dict("records")
+    return frame.astype(object).where(frame.notna(), None).to_dict("records")
 
 
 def summary_markdown(night: date, rows: list[dict]) -> str:
     lines = [f"# dualpath night {night}", "",
-             "| path | status | units | graded | failed | calls | runaway | "
-             "s/ticker throughput | s/ticker slot-latency |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| path | status | units measured | graded | parse failed | not measured | calls "
+             "| runaway | contaminated | s/ticker (throughput) | s/unit (slot-latency) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['path']} | {r['status']} | {r['units_done']}/{r['units_planned']} | "
-                     f"{r['graded']} | {r['failed']} | {r['calls']} | {r['runaway']} | "
-                     f"{_num(r['throughput_s'])} | {_num(r['slot_latency_s'])} |")
-    lines += ["", f"- throughput: {BASIS_LABEL['throughput']}",
-              f"- slot-latency: {BASIS_LABEL['slot-latency']}",
+        lines.append(f"| {r['path']} | **{r['status']}** | "
+                     f"{r['graded'] + r['parse_failed']}/{r['units_planned']} | {r['graded']} | "
+                     f"{r['parse_failed']} | {r['failed']} | {r['calls']} | {r['runaway']} | "
+                     f"{r['contaminated']} | {_num(r['throughput_s'])} | "
+                     f"{_num(r['slot_latency_s'])} |")
+    reasons = [f"- **{r['path']}** is {r['status']}: {r['status_detail']}"
+               for r in rows if r["status"] != "complete"]
+    if reasons:
+        lines += ["", "## Not complete (not results; rerun the night to resume)", "", *reasons]
+    lines += ["", *(f"- {label}" for label in SPEED_LABELS.values()),
               "- seconds are real-scale (simulated paths: divided by their time scale)",
-              "- a run that is not `complete` is not a result"]
+              "- a run that is not `complete` is not a result: it is kept out of every metric"]
     return "\n".join(lines)
 
 
@@ -45,6 +49,8 @@ def run_warnings(con) -> list[str]:
     rows = suspect_runs(con)
     out = [f"{run_id}: {n} call(s) answered by another server (contaminated; kept, never "
            "counted in any metric)" for run_id, n in rows["contaminated"]]
+    out += [f"{run_id}: {problem}; calls after the last good check are contaminated"
+            for run_id, problem in rows["identity"]]
     out += [f"{run_id}: up to {mx} busy slot(s) were not dualpath's ({polls} poll(s)): another "
             "client shared the server; its timings are suspect"
             for run_id, mx, polls in rows["external_load"]]

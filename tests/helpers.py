@@ -8,8 +8,10 @@ from pathlib import Path
 from dualpath.config import dump_toml, load_config
 from dualpath.demo import demo_config_data, demo_market
 from dualpath.sim.fleet import SimFleet
-from flows import runner
+from flows import inputs, runner
 from warehouse.db import writer
+from warehouse.ingest import ingest_journals
+from warehouse.journal import read_journal
 from warehouse.prices import import_prices, validate_prices
 
 
@@ -30,31 +32,34 @@ def make_project(root: Path, tickers: int = 6, draws: int = 2, nights: int = 2,
 
 
 def score_night_plain(cfg, night, urls, stop_after_units: int | None = None):
-    """Plan, score into journals (optionally cut short), return the plans."""
-    plans = runner.plan_night(cfg, night)
-    for p in plans:
-        p.base_url, p.how = urls[p.path], "simulated"
-    asyncio.run(runner.check_identities(cfg, plans))
-    history = runner.price_history(cfg)
+    """Plan and score every path into its journal (optionally cut short); returns the works."""
+    works = runner.plan_night(cfg, night)
+    history = inputs.price_history(cfg)
+    missing = inputs.missing_inputs(cfg, history, night)
 
     async def go():
-        task = asyncio.create_task(runner.score_plans(cfg, night, history,
-                                                      [p for p in plans if p.units]))
+        tasks = [asyncio.create_task(runner.run_path(cfg, night, w, history, missing,
+                                                     override_url=urls[w.path]))
+                 for w in works]
         if stop_after_units is None:
-            return await task
+            return await asyncio.gather(*tasks)
         while True:
             await asyncio.sleep(0.005)
-            done = sum(len(runner.read_journal(p.journal).units) for p in plans)
+            done = sum(len(read_journal(w.journal).units) for w in works)
             if done >= stop_after_units:
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
                 return None
 
     asyncio.run(go())
-    return plans
+    return works
 
 
-__all__ = ["make_project", "score_night_plain", "SimFleet"]
+def ingest(cfg, works):
+    """Ingest the works' journals as the flow does."""
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        return ingest_journals(con, [w.journal for w in works if w.journal.exists()])
+
+
+__all__ = ["make_project", "score_night_plain", "ingest", "SimFleet"]

@@ -1,4 +1,4 @@
-"""End to end through the real Prefect flow: 10 tickers x 2 draws x 2 nights on both paths."""
+"""End to end through the real Prefect flow on simulated paths (main speaks vLLM's dialect)."""
 
 import asyncio
 import os
@@ -19,42 +19,64 @@ def prefect_harness(tmp_path_factory):
         yield
 
 
-def test_small_demo_end_to_end(tmp_path, prefect_harness):
+def run_night(cfg_path, night, endpoints=None):
+    """The flow's final state and its result (the data even when the state is Failed)."""
     from flows.nightly import nightly
 
+    async def go():
+        state = await nightly(str(cfg_path), night, endpoints=endpoints, return_state=True)
+        return state, await state.result(raise_on_failure=False)
+    return asyncio.run(go())
+
+
+def statuses(result) -> dict:
+    return {row["path"]: row["status"] for row in result["runs"]}
+
+
+def test_small_demo_end_to_end(tmp_path, prefect_harness):
     cfg_path, cfg, nights = make_project(tmp_path, tickers=10, draws=2, nights=2)
     with SimFleet(cfg) as fleet:
-        async def go():
-            return [await nightly(str(cfg_path), n, endpoints=fleet.urls) for n in nights]
-        results = asyncio.run(go())
+        results = [run_night(cfg_path, n, fleet.urls) for n in nights]
         # a rerun of a finished night schedules nothing and duplicates nothing
-        again = asyncio.run(nightly(str(cfg_path), nights[0], endpoints=fleet.urls))
-    assert [r["night"] for r in results] == [n.isoformat() for n in nights]
-    for r in results + [again]:
-        assert {row["path"]: row["status"] for row in r["runs"]} == {"main": "complete",
-                                                                      "backup": "complete"}
+        again = run_night(cfg_path, nights[0], fleet.urls)
+    for state, r in results + [again]:
+        assert state.is_completed() and statuses(r) == {"main": "complete", "backup": "complete"}
+    assert [r["night"] for _, r in results] == [n.isoformat() for n in nights]
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         q = lambda s: con.execute(s).fetchall()
         # scheduled: 2 nights x 2 paths x 10 tickers x 2 draws units, 17 calls each
         assert q("SELECT count(*) FROM units") == [(2 * 2 * 10 * 2,)]
         assert q("SELECT count(*) FROM calls") == [(2 * 2 * 10 * 2 * 17,)]
         assert q("SELECT count(*) FROM runs WHERE status = 'complete'") == [(4,)]
-        # every call carries client clocks and the server's timings
-        assert q("""SELECT count(*) FROM calls WHERE latency_s IS NULL OR latency_s <= 0
-                    OR prompt_n IS NULL OR predicted_n IS NULL OR prompt_ms IS NULL
-                    OR predicted_ms IS NULL OR system_fingerprint IS NULL""") == [(0,)]
-        assert q("SELECT count(*) FROM calls WHERE contaminated IS NOT NULL") == [(0,)]
+        # every call carries client clocks; llama-server's timings and build where it sends
+        # them; vLLM sends neither (system_fingerprint null) and must not be contaminated
+        assert q("SELECT count(*) FROM calls WHERE latency_s IS NULL OR latency_s <= 0 "
+                 "OR prompt_tokens IS NULL OR completion_tokens IS NULL") == [(0,)]
+        assert q("""SELECT count(*) FROM calls WHERE path = 'backup' AND (prompt_n IS NULL
+                    OR predicted_ms IS NULL OR system_fingerprint IS NULL)""") == [(0,)]
+        assert q("SELECT count(*), count(system_fingerprint), count(prompt_ms) FROM calls "
+                 "WHERE path = 'main'") == [(680, 0, 0)]
+        assert q("SELECT path, count(contaminated) FROM calls GROUP BY 1 ORDER BY 1") == [
+            ("backup", 0), ("main", 0)]
         per_unit = q("SELECT DISTINCT n FROM (SELECT count(*) n FROM calls "
                      "GROUP BY run_id, ticker, draw)")
         assert per_unit == [(17,)]
-        sessions = q("SELECT DISTINCT path, how, model, slots FROM server_sessions ORDER BY path")
-        assert sessions == [("backup", "simulated", "qwen3.6-35b-a3b", 4),
-                            ("main", "simulated", "qwen-27b-dense", 8)]
+        sessions = q("SELECT DISTINCT path, dialect, how, model, slots, build "
+                     "FROM server_sessions ORDER BY path")
+        assert sessions == [
+            ("backup", "llama.cpp", "simulated", "qwen3.6-35b-a3b", 4, "sim-b9251-e2b129e1b"),
+            ("main", "vllm", "simulated", "qwen-27b-dense", None, "vllm-0.11.0")]
         assert q("SELECT count(*) FROM run_segments") == [(4,)]
+        # speed counts the main path too, from vLLM's usage and the client's clocks
+        assert q("SELECT path, count(*) FROM (" + RUN_SUMMARY + ") WHERE throughput_s > 0 "
+                 "GROUP BY 1 ORDER BY 1") == [("backup", 2), ("main", 2)]
 
 
-def test_identity_mismatch_stops_that_path_only(tmp_path, prefect_harness):
-    from flows.nightly import nightly
+from warehouse.queries import RUN_SUMMARY  # noqa: E402
+
+
+def test_flow_runs_are_named_and_publish_status_and_reason(tmp_path, prefect_harness):
+    from prefect.client.orchestration import get_client
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=3, draws=1, nights=1)
     text = cfg_path.read_text().replace('[paths.backup.sim]',
@@ -62,24 +84,82 @@ def test_identity_mismatch_stops_that_path_only(tmp_path, prefect_harness):
                                         '[paths.backup.sim]')
     cfg_path.write_text(text)
     with SimFleet(cfg) as fleet:
-        result = asyncio.run(nightly(str(cfg_path), nights[0], endpoints=fleet.urls))
-    status = {r["path"]: r["status"] for r in result["runs"]}
-    assert status == {"main": "complete", "backup": "failed"}
-    problems = " ".join(result["identity_problems"]["backup"])
-    assert "slots: expected 6, server reports 4" in problems
-    assert "model: expected 'other'" in problems
+        state, result = run_night(cfg_path, nights[0], fleet.urls)
+    assert state.is_failed()
+    assert statuses(result) == {"main": "complete", "backup": "failed"}
+    detail = {r["path"]: r["status_detail"] for r in result["runs"]}["backup"]
+    assert "slots: expected 6, server reports 4" in detail
+    assert "model: expected 'other'" in detail
+
+    async def look():
+        async with get_client() as c:
+            run = await c.read_flow_run(state.state_details.flow_run_id)
+            arts = await c.read_artifacts()
+            return run, [a for a in arts if a.flow_run_id == run.id]
+    run, arts = asyncio.run(look())
+    assert run.name == f"demo/{nights[0].isoformat()}"
+    assert run.state.is_failed() and "backup failed" in run.state.message
+    md = arts[0].data
+    assert "| backup | **failed** |" in md and "| main | **complete** |" in md
+    assert "slots: expected 6, server reports 4" in md
 
 
 def test_unreachable_server_fails_its_path_and_a_rerun_resumes(tmp_path, prefect_harness):
-    from flows.nightly import nightly
-
     cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
     with SimFleet(cfg) as fleet:
         down = {"main": fleet.urls["main"], "backup": "http://127.0.0.1:9"}   # nothing there
-        first = asyncio.run(nightly(str(cfg_path), nights[0], endpoints=down))
-        again = asyncio.run(nightly(str(cfg_path), nights[0], endpoints=fleet.urls))
-    assert {r["path"]: r["status"] for r in first["runs"]} == {"main": "complete",
-                                                                "backup": "failed"}
-    assert "server unreachable" in first["identity_problems"]["backup"][0]
-    assert {r["path"]: r["status"] for r in again["runs"]} == {"main": "complete",
-                                                                "backup": "complete"}
+        first_state, first = run_night(cfg_path, nights[0], down)
+        again_state, again = run_night(cfg_path, nights[0], fleet.urls)
+    assert first_state.is_failed() and statuses(first) == {"main": "complete",
+                                                           "backup": "failed"}
+    assert "server unreachable" in first["outcomes"]["backup"]["reason"]
+    assert again_state.is_completed()
+    assert statuses(again) == {"main": "complete", "backup": "complete"}
+
+
+def test_a_night_without_prices_fails_and_a_rerun_after_import_completes(tmp_path,
+                                                                          prefect_harness):
+    """Every unit input_failed: a failed run (never 'complete'), no call made, no speed."""
+    from dualpath.market import SyntheticMarket
+    from warehouse.db import writer
+    from warehouse.prices import import_prices, validate_prices
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=6, draws=1, nights=1)
+    early = SyntheticMarket(7, start=cfg.market.synthetic_start.replace(year=2026), n_days=30)
+    night = early.dates[-1]                      # before the imported market begins
+    with SimFleet(cfg) as fleet:
+        state, result = run_night(cfg_path, night, fleet.urls)
+        assert state.is_failed() and set(statuses(result).values()) == {"failed"}
+        assert sorted(result["missing_inputs"]) == cfg.tickers()
+        with reader(cfg.resolve(cfg.warehouse.path)) as con:
+            rows = con.execute("SELECT DISTINCT outcome FROM units").fetchall()
+            calls = con.execute("SELECT count(*) FROM calls").fetchone()[0]
+            speed = con.execute("SELECT count(throughput_s) FROM (" + RUN_SUMMARY + ")").fetchone()
+        assert rows == [("input_failed",)] and calls == 0 and speed == (0,)
+        with writer(cfg.resolve(cfg.warehouse.path)) as con:
+            raw = early.prices()
+            import_prices(con, validate_prices(raw[raw.ticker.isin(cfg.tickers())],
+                                               cfg.tickers())[0])
+        state2, result2 = run_night(cfg_path, night, fleet.urls)
+    assert state2.is_completed() and set(statuses(result2).values()) == {"complete"}
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        per_unit = con.execute("""SELECT outcome, count(*) FROM v_units GROUP BY 1
+                                  ORDER BY 1""").fetchall()
+    # the failed attempts stay, marked; each unit is measured exactly once, on attempt 2
+    counts = dict(per_unit)
+    assert counts.pop("input_failed") == 12 and sum(counts.values()) == 12
+    assert set(counts) <= {"graded", "parse_failed"}
+
+
+def test_a_launch_that_fails_is_recorded_and_the_other_path_still_runs(tmp_path,
+                                                                        prefect_harness):
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    text = cfg_path.read_text().replace(
+        '[paths.backup]\nengine = "sim"',
+        '[paths.backup]\nengine = "sim"\nbase_url = "http://127.0.0.1:9"\n'
+        'launch = ["false"]\nready_timeout_s = 5')
+    cfg_path.write_text(text)
+    state, result = run_night(cfg_path, nights[0])          # main's server started by the flow
+    assert state.is_failed()
+    assert statuses(result) == {"main": "complete", "backup": "failed"}
+    assert "ServerStartError" in result["outcomes"]["backup"]["reason"]

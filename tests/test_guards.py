@@ -9,7 +9,7 @@ from dualpath.identity import sampling_differences
 from dualpath.locks import EndpointBusy, endpoint_lock
 from dualpath.sim.fleet import SimFleet
 from flows import runner
-from tests.helpers import make_project, score_night_plain
+from tests.helpers import ingest, make_project, score_night_plain
 from warehouse.db import reader
 from flows.report import run_warnings
 
@@ -59,7 +59,7 @@ def test_external_load_is_recorded_and_warned(tmp_path):
         finally:
             stop = True
             t.join()
-    runner.ingest_plans(cfg, plans)
+    ingest(cfg, plans)
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         loads = dict(con.execute("SELECT path, external_load_max FROM server_sessions").fetchall())
         warnings = run_warnings(con)
@@ -74,7 +74,7 @@ def test_contaminated_units_are_kept_but_never_counted(tmp_path):
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=3, draws=1, nights=1)
     with SimFleet(cfg) as fleet:
-        runner.ingest_plans(cfg, score_night_plain(cfg, nights[0], fleet.urls))
+        ingest(cfg, score_night_plain(cfg, nights[0], fleet.urls))
     with writer(cfg.resolve(cfg.warehouse.path)) as con:   # as if one answer came from elsewhere
         con.execute("""UPDATE calls SET contaminated = 'model ''gemma-other'' != ''gemma-a'''
                        WHERE call_id = (SELECT min(call_id) FROM calls WHERE path = 'backup')""")

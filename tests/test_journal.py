@@ -1,7 +1,7 @@
 import pytest
 
 from dualpath.errors import DataError
-from dualpath.records import CallRecord, UnitResult, UnitStart
+from dualpath.records import CallRecord, RunBegin, UnitResult, UnitStart
 from warehouse.journal import JournalWriter, read_journal
 
 
@@ -12,12 +12,17 @@ def call(i: int, ticker="AAA", draw=1) -> CallRecord:
 
 
 def unit(ticker="AAA", draw=1, grade=3) -> UnitResult:
-    return UnitResult("r", "p", ticker, draw, 1, 1.0, 1.0, 2.0, 2.0, 17, grade)
+    return UnitResult("r", "p", ticker, draw, 1, 1.0, 1.0, 2.0, 2.0, 17,
+                      "graded" if grade else "parse_failed", grade)
+
+
+def begin() -> RunBegin:
+    return RunBegin("r", "e", "2027-01-04", "p", "sim", "h", 1, 1, 1, 4, 1.0, 1, 1.0)
 
 
 def test_group_commit_syncs_per_unit_not_per_call(tmp_path):
     w = JournalWriter(tmp_path / "j.jsonl", max_delay_s=60)
-    w.write_event("begin", run_id="r")
+    w.write(begin())
     for i in range(2000):
         w.write(call(i))
     w.write(unit())
@@ -46,7 +51,7 @@ def test_torn_last_line_is_ignored_damage_elsewhere_is_an_error(tmp_path):
     data = p.read_bytes()
     p.write_bytes(data + b'{"k":"call","call_id":"half')   # crash mid-write
     jc = read_journal(p)
-    assert jc.torn_tail and len(jc.calls) == 1 and jc.finished_units() == {("AAA", 1)}
+    assert jc.torn_tail and len(jc.calls) == 1 and jc.measured_units() == {("AAA", 1)}
     lines = data.splitlines(keepends=True)
     p.write_bytes(lines[0] + b"garbage\n" + b"".join(lines[1:]))
     with pytest.raises(DataError, match="line 2 is damaged"):
@@ -65,7 +70,7 @@ def test_attempts_count_unit_starts(tmp_path):
 def test_fast_reader_agrees_with_the_line_reader(tmp_path):
     p = tmp_path / "j.jsonl"
     with JournalWriter(p) as w:
-        w.write_event("begin", run_id="r")
+        w.write(begin())
         for i in range(50):
             w.write(call(i))
         w.write(unit())

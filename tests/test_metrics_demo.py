@@ -5,7 +5,7 @@ import math
 from dualpath.sim.fleet import SimFleet
 from evals.report import compute_metrics
 from flows import runner
-from tests.helpers import make_project, score_night_plain
+from tests.helpers import ingest, make_project, score_night_plain
 from warehouse.db import reader
 from warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
 
@@ -14,8 +14,8 @@ def test_metrics_from_a_warehouse_with_a_partial_run(tmp_path):
     cfg_path, cfg, nights = make_project(tmp_path, tickers=8, draws=2, nights=3)
     with SimFleet(cfg) as fleet:
         for n in nights[:2]:
-            runner.ingest_plans(cfg, score_night_plain(cfg, n, fleet.urls))
-        runner.ingest_plans(cfg, score_night_plain(cfg, nights[2], fleet.urls, stop_after_units=6))
+            ingest(cfg, score_night_plain(cfg, n, fleet.urls))
+        ingest(cfg, score_night_plain(cfg, nights[2], fleet.urls, stop_after_units=6))
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         units = units_frame(con, cfg.experiment.name)
         calls = calls_frame(con, cfg.experiment.name)
@@ -30,7 +30,7 @@ def test_metrics_from_a_warehouse_with_a_partial_run(tmp_path):
     # speed: partial runs are shown but are not results
     assert m.speed_runs["is_result"].sum() == 4 and (~m.speed_runs["is_result"]).sum() == 2
     sp = m.speed.set_index("path")
-    assert (sp["partial_runs_excluded"] == 1).all()
+    assert (sp["not_complete_excluded"] == 1).all() and (sp["runs"] == 2).all()
     assert sp.loc["main", "calls_per_ticker"] == 17
     assert sp.loc["backup", "throughput_s_per_ticker"] > sp.loc["main", "throughput_s_per_ticker"]
     assert not math.isnan(sp.loc["backup", "server_decode_tps"])

@@ -82,7 +82,7 @@ async def test_streaming_against_real_http_records_first_token(sim_server):
     calls = [r for r in records if isinstance(r, CallRecord)]
     assert len(calls) == 17
     assert all(c.start_mono < c.first_token_mono <= c.end_mono for c in calls)
-    assert run.units_graded == 1
+    assert run.outcomes == {"graded": 1}
 
 
 async def test_json_grades_are_requested_and_parsed(sim_server):
@@ -90,16 +90,16 @@ async def test_json_grades_are_requested_and_parsed(sim_server):
     run, records = await run_path(srv.url, [Unit("SYN001", 1)], slots=2, grade_format="json")
     pm = [r for r in records if isinstance(r, CallRecord) and r.agent == "portfolio_manager"]
     assert '"json_schema"' in pm[0].request_json and pm[0].output_text.startswith("{")
-    assert run.units_graded == 1
+    assert run.outcomes == {"graded": 1}
 
 
 async def test_malformed_answers_are_parse_failures_with_raw_text(sim_server):
     srv = sim_server(slots=2, malformed_share=1.0, runaway_share=0.0)
     run, records = await run_path(srv.url, [Unit("SYN000", 1), Unit("SYN001", 1)], slots=2)
     results = [r for r in records if isinstance(r, UnitResult)]
-    assert [r.failure_kind for r in results] == ["parse_failure"] * 2
+    assert [r.outcome for r in results] == ["parse_failed"] * 2
     assert all(r.grade is None and "lean" in r.final_text for r in results)
-    assert run.units_failed == 2 and run.complete
+    assert run.outcomes == {"parse_failed": 2} and run.complete  # answered: measured
 
 
 async def test_a_failing_user_pipeline_fails_its_unit_not_the_run(sim_server):
@@ -113,15 +113,15 @@ async def test_a_failing_user_pipeline_fails_its_unit_not_the_run(sim_server):
 
     run, records = await run_path(srv.url, draw_major(["SYN000", "SYN001", "SYN002"], 1), 2, flaky)
     results = {r.ticker: r for r in records if isinstance(r, UnitResult)}
-    assert results["SYN001"].failure_kind == "pipeline_error"
+    assert results["SYN001"].outcome == "pipeline_failed"
     assert "bug in user code" in results["SYN001"].failure_detail
     assert results["SYN000"].grade == results["SYN002"].grade == 3
-    assert run.calls == 3 and run.complete
+    assert run.calls == 3 and run.units_done == 3 and not run.complete
 
 
 async def test_server_errors_fail_the_unit_as_server_error(sim_server):
     srv = sim_server(slots=2, context_tokens=10**6)   # every prompt exceeds the context
     run, records = await run_path(srv.url, [Unit("SYN000", 1)], slots=2)
     res = [r for r in records if isinstance(r, UnitResult)][0]
-    assert res.failure_kind == "server_error" and "exceed_context_size_error" in res.failure_detail
+    assert res.outcome == "call_failed" and "exceed_context_size_error" in res.failure_detail
     assert run.calls == 1 and run.calls_failed == 1

@@ -8,7 +8,7 @@ import duckdb
 
 from dualpath.sim.fleet import SimFleet
 from flows import runner
-from tests.helpers import make_project, score_night_plain
+from tests.helpers import ingest, make_project, score_night_plain
 from warehouse.db import reader, writer
 from warehouse.migrations import MIGRATIONS, migrate
 
@@ -31,9 +31,9 @@ def test_ingest_twice_changes_nothing(tmp_path):
     cfg_path, cfg, nights = make_project(tmp_path, tickers=4, draws=2, nights=1)
     with SimFleet(cfg) as fleet:
         plans = score_night_plain(cfg, nights[0], fleet.urls)
-    first = runner.ingest_plans(cfg, plans)
+    first = ingest(cfg, plans)
     c1 = counts(cfg)
-    second = runner.ingest_plans(cfg, plans)
+    second = ingest(cfg, plans)
     assert counts(cfg) == c1
     assert [s.new_calls for s in first] == [4 * 2 * 17] * 2
     assert [s.new_calls for s in second] == [0, 0] and [s.new_units for s in second] == [0, 0]
@@ -51,7 +51,7 @@ def test_resume_a_half_finished_night(tmp_path):
     night = nights[0]
     with SimFleet(cfg) as fleet:
         plans = score_night_plain(cfg, night, fleet.urls, stop_after_units=8)
-        runner.ingest_plans(cfg, plans)
+        ingest(cfg, plans)
         with reader(cfg.resolve(cfg.warehouse.path)) as con:
             st = dict(con.execute("SELECT path, status FROM runs").fetchall())
             abandoned = con.execute("SELECT count(*) FROM v_calls WHERE abandoned").fetchone()[0]
@@ -64,14 +64,18 @@ def test_resume_a_half_finished_night(tmp_path):
         assert all(0 < len(p.units) < 12 for p in replans)
         assert all(p.segment == 2 for p in replans)
         plans2 = score_night_plain(cfg, night, fleet.urls)
-    runner.ingest_plans(cfg, plans2)
+    ingest(cfg, plans2)
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
-        units = con.execute("SELECT path, count(*), count(DISTINCT (ticker, draw)) FROM units "
+        # every unit measured exactly once; the attempts cut off by the stop stay, abandoned
+        units = con.execute("SELECT path, count(*) FILTER (WHERE measured), "
+                            "count(DISTINCT (ticker, draw)) FROM v_units WHERE is_final "
                             "GROUP BY path").fetchall()
+        cut = con.execute("SELECT DISTINCT outcome FROM v_units WHERE NOT is_final").fetchall()
         st = dict(con.execute("SELECT path, status FROM runs").fetchall())
         live = con.execute("SELECT count(*) FROM v_calls WHERE NOT abandoned").fetchone()[0]
         segs = con.execute("SELECT count(*) FROM run_segments").fetchone()[0]
-    assert sorted(units) == [("backup", 12, 12), ("main", 12, 12)]   # each unit exactly once
+    assert sorted(units) == [("backup", 12, 12), ("main", 12, 12)]
+    assert cut == [("abandoned",)]
     assert set(st.values()) == {"complete"}
     assert live == 2 * 12 * 17 and segs == 4
 

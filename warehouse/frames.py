@@ -22,9 +22,10 @@ def _where(experiment: str, since: date | None, paths: list[str] | None, alias: 
 def units_frame(con, experiment: str, since: date | None = None,
                 paths: list[str] | None = None) -> pd.DataFrame:
     where, params = _where(experiment, since, paths)
+    # the latest attempt of each unit is its outcome (earlier failed attempts were re-scored)
     df = con.execute(f"""SELECT run_id, path, night, ticker, draw, unit_attempt, start_wall,
-                                end_wall, seconds, grade, failure_kind, run_status, clean
-                         FROM v_units WHERE {where}""", params).df()
+                                end_wall, seconds, grade, outcome, run_status, clean
+                         FROM v_units WHERE {where} AND is_final""", params).df()
     df["night"] = pd.to_datetime(df["night"])
     df["grade"] = df["grade"].astype("Int64")
     return df
@@ -48,8 +49,8 @@ def calls_frame(con, experiment: str, since: date | None = None,
 def runs_frame(con, experiment: str, since: date | None = None,
                paths: list[str] | None = None) -> pd.DataFrame:
     where, params = _where(experiment, since, paths)
-    df = con.execute(f"""SELECT run_id, path, night, status, wall_s, units_done AS units, slots,
-                                time_scale, segments
+    df = con.execute(f"""SELECT run_id, path, night, status, wall_s, units_done AS units,
+                                units_planned, tickers_planned, slots, time_scale, segments
                          FROM runs WHERE {where}""", params).df()
     df["night"] = pd.to_datetime(df["night"])
     return df

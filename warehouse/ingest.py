@@ -18,10 +18,13 @@ import duckdb
 import pandas as pd
 
 from dualpath.errors import DataError
-from dualpath.records import CallRecord
+from dualpath.records import MEASURED, CallRecord
 from warehouse.journal import JournalContents, read_journal
 
 _SQL_TYPE = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE"}
+_UNIT_COLUMNS = ("run_id", "path", "night", "ticker", "draw", "unit_attempt", "start_wall",
+                 "end_wall", "seconds", "n_calls", "outcome", "grade", "failure_detail",
+                 "final_text")
 CALL_COLUMNS = {"k": "VARCHAR", **{
     f.name: _SQL_TYPE[str(f.type).split(" | ")[0]] for f in fields(CallRecord)}}
 _COLUMNS_SQL = "{" + ", ".join(f"'{k}': '{v}'" for k, v in CALL_COLUMNS.items()) + "}"
@@ -51,32 +54,47 @@ def _segments(jc: JournalContents, run_id: str) -> pd.DataFrame:
                      "wall_s": end and end["ended_wall"] - end.get("started_wall",
                                                                     b["started_wall"]),
                      "units_done": end and end["units_done"], "calls": end and end["calls"],
+                     "units_measured": end and end.get("units_measured"),
+                     "detail": end and end.get("detail"),
                      "status": end["status"] if end else "interrupted"})
     return pd.DataFrame(rows)
 
 
 def run_status(jc: JournalContents, running: bool) -> tuple[str, str | None]:
-    """complete: every planned unit has a result; partial: some do not; failed: none could run."""
+    """complete: every planned unit's latest attempt is a measurement (graded or
+    parse_failed); failed: none is; partial: some are. The detail says what the others are."""
     if running:
         return "running", None
-    last_end = jc.ends[-1] if jc.ends else None
     planned = jc.begins[-1]["units_planned"] if jc.begins else 0
-    done = len(jc.finished_units())
-    if last_end and last_end["status"] == "failed" and done == 0:
-        return "failed", last_end.get("detail")
-    if done >= planned and planned > 0:
+    final = jc.final_units()
+    counts: dict[str, int] = {}
+    for u in final.values():
+        counts[u["outcome"]] = counts.get(u["outcome"], 0) + 1
+    measured = sum(counts.get(k, 0) for k in MEASURED)
+    if planned > 0 and measured >= planned:
         return "complete", None
-    why = "interrupted (no end record)" if not last_end else last_end.get("detail")
-    return "partial", f"{done} of {planned} units finished" + (f"; {why}" if why else "")
+    parts = [f"{measured} of {planned} units measured"]
+    parts += [f"{n} {k}" for k, n in sorted(counts.items()) if k not in MEASURED]
+    if planned > len(final):
+        parts.append(f"{planned - len(final)} never started")
+    last_end = jc.ends[-1] if jc.ends else None
+    if not last_end or len(jc.ends) < len(jc.begins):
+        parts.append("last segment interrupted (no end record)")
+    elif last_end.get("detail"):
+        parts.append(last_end["detail"])
+    return ("failed" if measured == 0 else "partial"), "; ".join(parts)
 
 
 def _run_row(jc: JournalContents, status: str, detail: str | None, segs: pd.DataFrame) -> pd.DataFrame:
     meta = jc.begins[-1]
+    final = jc.final_units()
     return pd.DataFrame([{
         "run_id": meta["run_id"], "experiment": meta["experiment"],
         "night": date.fromisoformat(meta["night"]), "path": meta["path"],
         "engine": meta["engine"], "config_hash": meta["config_hash"], "status": status,
-        "units_planned": meta["units_planned"], "units_done": len(jc.finished_units()),
+        "units_planned": meta["units_planned"], "units_done": len(final),
+        "units_measured": sum(u["outcome"] in MEASURED for u in final.values()),
+        "tickers_planned": meta.get("tickers_planned"),
         "slots": meta["slots"], "time_scale": meta["time_scale"],
         "started_at": _ts(jc.begins[0]["started_wall"]),
         "ended_at": _ts(jc.ends[-1]["ended_wall"]) if jc.ends else None,
@@ -108,6 +126,13 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]
                         "a damaged line in the middle of the journal")
     con.execute("DELETE FROM stage_calls WHERE call_id IN (SELECT call_id FROM calls "
                 "WHERE run_id IN (SELECT run_id FROM stage_runs))")
+    for jc in contents:
+        # the identity watcher found another server: calls since its last good check are
+        # suspect, though each looked right when it arrived
+        for (lo, hi), problem in jc.identity_lost_windows():
+            con.execute("UPDATE stage_calls SET contaminated = ? WHERE run_id = ? AND "
+                        "contaminated IS NULL AND end_wall > ? AND end_wall <= ?",
+                        [problem, jc.begins[-1]["run_id"], lo, hi])
 
 
 def _insert_texts(con: duckdb.DuckDBPyConnection, table: str, hash_col: str, text_col: str) -> None:
@@ -143,18 +168,21 @@ def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
         seg = _segments(jc, meta["run_id"])
         segs.append(seg)
         runs.append(_run_row(jc, status, detail, seg))
-        if jc.units:
-            u = pd.DataFrame.from_records(jc.units)
+        results = jc.unit_results(running)
+        if results:
+            u = pd.DataFrame.from_records(results)
             u["night"] = date.fromisoformat(meta["night"])
-            u["seconds"] = u["end_mono"] - u["start_mono"]
-            units.append(u.drop(columns=["start_mono", "end_mono"]))
+            if "end_mono" in u:
+                u["seconds"] = u["end_mono"] - u["start_mono"]
+            keep = [c for c in _UNIT_COLUMNS if c in u]
+            units.append(u[keep])
         if jc.sessions:
             # a session is recorded at its start and completed at its end: merge by id
             merged: dict[str, dict] = {}
             for rec in jc.sessions:
                 merged.setdefault(rec["session_id"], {}).update(rec)
             sessions.append(pd.DataFrame.from_records(list(merged.values())))
-        stats.append(IngestStats(meta["run_id"], status, jc.call_lines, len(jc.units), 0, 0,
+        stats.append(IngestStats(meta["run_id"], status, jc.call_lines, len(results), 0, 0,
                                  jc.torn_tail))
     frames = {"run_rows": pd.concat(runs), "segs": pd.concat(segs)}
     if units:
@@ -179,16 +207,20 @@ def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
                       ("stage_calls", "request_hash", "request_json")]
         new_units: dict[str, int] = {}
         if "units_df" in frames:
+            # Upsert: an outcome can change after a unit was first stored (a later identity
+            # check contaminates it; an attempt seen running is later abandoned).
             con.execute("""CREATE OR REPLACE TEMP TABLE stage_units AS
                            SELECT * EXCLUDE (final_text), hash(final_text) AS final_hash,
-                                  final_text
-                           FROM units_df u WHERE NOT EXISTS (
+                                  final_text, NOT EXISTS (
                                SELECT 1 FROM units x WHERE x.run_id = u.run_id AND
                                x.ticker = u.ticker AND x.draw = u.draw AND
-                               x.unit_attempt = u.unit_attempt)""")
+                               x.unit_attempt = u.unit_attempt) AS is_new
+                           FROM units_df u""")
             texts.append(("stage_units", "final_hash", "final_text"))
-            new_units = dict(con.execute("SELECT run_id, count(*) FROM stage_units GROUP BY 1").fetchall())
-            con.execute("INSERT INTO units BY NAME SELECT * EXCLUDE (final_text) FROM stage_units")
+            new_units = dict(con.execute("SELECT run_id, count(*) FROM stage_units WHERE is_new "
+                                         "GROUP BY 1").fetchall())
+            con.execute("INSERT OR REPLACE INTO units BY NAME SELECT * EXCLUDE (final_text, "
+                        "is_new) FROM stage_units")
         for table, hash_col, text_col in texts:
             _insert_texts(con, table, hash_col, text_col)
         new_calls: dict[str, int] = {}

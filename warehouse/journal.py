@@ -2,12 +2,12 @@
 
 One JSON object per line, each with a kind `k`:
 
-    begin    a scoring session started (run meta: config hash, slots, planned units, ...)
-    session  the server identity seen for that session
+    begin    a scoring segment started           (dualpath.records.RunBegin)
+    session  the server seen for that segment    (ServerSession; SessionEnd at its end)
     ustart   a unit started                      (dualpath.records.UnitStart)
     call     one LLM call                        (dualpath.records.CallRecord)
-    unit     a unit finished, graded or failed   (dualpath.records.UnitResult)
-    end      the session ended: status complete | partial, wall seconds, counts
+    unit     a unit ended, with its outcome      (dualpath.records.UnitResult)
+    end      the segment ended: status, counts   (dualpath.records.RunEnd)
 
 Durability is group commit: a writer thread appends lines and fsyncs when a unit has ended
 and at least every `max_delay_s` otherwise, so a crash loses at most about a second of
@@ -29,11 +29,15 @@ from typing import Any, Iterator
 import orjson
 
 from dualpath.errors import DataError
-from dualpath.records import CallRecord, UnitResult, UnitStart
+from dualpath.records import (MEASURED, CallRecord, RunBegin, RunEnd, ServerSession,
+                              SessionEnd, UnitResult, UnitStart)
 
 log = logging.getLogger(__name__)
 
-_KIND = {CallRecord: b"call", UnitStart: b"ustart", UnitResult: b"unit"}
+_KIND = {CallRecord: b"call", UnitStart: b"ustart", UnitResult: b"unit", RunBegin: b"begin",
+         ServerSession: b"session", SessionEnd: b"session", RunEnd: b"end"}
+# synced at once: a unit's end, and the run-level records
+_URGENT = frozenset({UnitResult, RunBegin, ServerSession, SessionEnd, RunEnd})
 _STOP = object()
 
 
@@ -61,15 +65,10 @@ class JournalWriter:
         self._thread.start()
 
     def write(self, record: Any) -> None:
-        """Queue a CallRecord / UnitStart / UnitResult (the scheduler's sink)."""
+        """Queue a record (the scheduler's sink); raises if the writer thread has failed."""
         if self._error is not None:
             raise self._error
-        urgent = type(record) is UnitResult
-        self._q.put((encode(record), urgent))
-
-    def write_event(self, kind: str, **fields: Any) -> None:
-        """Queue a run-level event (begin, session, end); synced promptly."""
-        self._q.put((b'{"k":"' + kind.encode() + b'",' + orjson.dumps(fields)[1:] + b"\n", True))
+        self._q.put((encode(record), type(record) in _URGENT))
 
     def _run(self) -> None:
         dirty_since: float | None = None
@@ -157,9 +156,50 @@ class JournalContents:
     call_lines: int = 0
     torn_tail: bool = False
 
-    def finished_units(self) -> set[tuple[str, int]]:
-        """(ticker, draw) of every unit with a result: a resumed night skips these."""
-        return {(u["ticker"], u["draw"]) for u in self.units}
+    def unit_results(self, running: bool = False) -> list[dict]:
+        """Every unit attempt with its outcome: the recorded results, plus each started
+        attempt that has none (`abandoned`, unless the run is still going), and with
+        `contaminated` for results the server-identity watcher later put in doubt."""
+        results = {(u["ticker"], u["draw"], u["unit_attempt"]): dict(u) for u in self.units}
+        for u in results.values():
+            u["outcome"] = unit_outcome(u)
+        for (lo, hi), problem in self.identity_lost_windows():
+            for u in results.values():
+                if u["outcome"] in MEASURED and lo < u["end_wall"] <= hi:
+                    u["outcome"], u["grade"] = "contaminated", None
+                    u["failure_detail"] = problem
+        if not running:
+            for s in self.ustarts:
+                key = (s["ticker"], s["draw"], s["unit_attempt"])
+                if key not in results:
+                    results[key] = {**s, "outcome": "abandoned", "end_wall": None,
+                                    "n_calls": None, "grade": None,
+                                    "failure_detail": "started, never finished (the run "
+                                                      "stopped or crashed)"}
+        return list(results.values())
+
+    def identity_lost_windows(self) -> list[tuple[tuple[float, float], str]]:
+        """(after, until) wall windows in which responses may be from another server."""
+        out = []
+        for s in self.sessions:
+            if s.get("identity_lost_after_wall") is not None:
+                out.append(((s["identity_lost_after_wall"], s.get("stopped_wall") or 1e18),
+                            s.get("identity_problem") or "server identity changed"))
+        return out
+
+    def final_units(self, running: bool = False) -> dict[tuple[str, int], dict]:
+        """The latest attempt of each (ticker, draw), with its outcome."""
+        out: dict[tuple[str, int], dict] = {}
+        for u in self.unit_results(running):
+            key = (u["ticker"], u["draw"])
+            if key not in out or u["unit_attempt"] >= out[key]["unit_attempt"]:
+                out[key] = u
+        return out
+
+    def measured_units(self) -> set[tuple[str, int]]:
+        """(ticker, draw) whose latest attempt is a measurement: a rerun skips only these,
+        and scores failed, contaminated and abandoned units again."""
+        return {k for k, u in self.final_units().items() if u["outcome"] in MEASURED}
 
     def attempts(self) -> dict[tuple[str, int], int]:
         """How often each unit was started: the next start is attempt + 1."""
@@ -168,6 +208,16 @@ class JournalContents:
             key = (s["ticker"], s["draw"])
             out[key] = max(out.get(key, 0), s["unit_attempt"])
         return out
+
+
+def unit_outcome(u: dict) -> str:
+    """A journal unit's outcome (journals written before outcomes existed: from the grade)."""
+    if "outcome" in u:
+        return u["outcome"]
+    if u.get("grade") is not None:
+        return "graded"
+    return {"parse_failure": "parse_failed", "server_error": "call_failed"}.get(
+        u.get("failure_kind"), "pipeline_failed")
 
 
 _CALL_PREFIX = b'{"k":"call",'

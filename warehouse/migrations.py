@@ -93,10 +93,69 @@ ALTER TABLE server_sessions ADD COLUMN external_load_polls INTEGER;
 ALTER TABLE server_sessions ADD COLUMN load_polls INTEGER;
 """
 
+M004_OUTCOMES = """
+-- Every unit attempt has an explicit outcome; only graded and parse_failed are measurements.
+-- A run is complete only when every planned unit's latest attempt is one.
+ALTER TABLE units ADD COLUMN outcome VARCHAR;
+UPDATE units SET outcome = CASE
+    WHEN grade IS NOT NULL THEN 'graded'
+    WHEN failure_kind = 'parse_failure' THEN 'parse_failed'
+    WHEN failure_kind = 'server_error' THEN 'call_failed'
+    ELSE 'pipeline_failed' END;
+ALTER TABLE runs ADD COLUMN units_measured INTEGER;
+ALTER TABLE runs ADD COLUMN tickers_planned INTEGER;
+ALTER TABLE run_segments ADD COLUMN units_measured INTEGER;
+ALTER TABLE run_segments ADD COLUMN detail VARCHAR;
+ALTER TABLE server_sessions ADD COLUMN dialect VARCHAR;
+ALTER TABLE server_sessions ADD COLUMN identity_checks INTEGER;
+ALTER TABLE server_sessions ADD COLUMN identity_lost_after_wall DOUBLE;
+ALTER TABLE server_sessions ADD COLUMN identity_problem VARCHAR;
+-- Runs stored 'complete' by earlier versions although some units never got a measurement
+-- (e.g. every unit failed): not results. Re-label them and say why.
+UPDATE runs SET
+    units_measured = m.measured,
+    status = CASE WHEN m.measured = 0 THEN 'failed' ELSE 'partial' END,
+    status_detail = 'relabelled by m004: ' || m.measured || ' of ' || runs.units_planned
+                    || ' units measured'
+FROM (SELECT run_id, count(*) FILTER (WHERE outcome IN ('graded', 'parse_failed')) AS measured
+      FROM units GROUP BY run_id) m
+WHERE m.run_id = runs.run_id AND runs.status = 'complete' AND m.measured < runs.units_planned;
+UPDATE runs SET status = 'failed', units_measured = 0,
+    status_detail = 'relabelled by m004: no unit measured'
+WHERE status = 'complete' AND run_id NOT IN (SELECT run_id FROM units);
+UPDATE runs SET units_measured = units_done WHERE units_measured IS NULL;
+
+-- The latest attempt of each unit is its outcome; earlier attempts stay, marked not final.
+CREATE OR REPLACE VIEW v_units AS
+SELECT u.*, r.status AS run_status, r.experiment,
+       u.unit_attempt = max(u.unit_attempt) OVER (PARTITION BY u.run_id, u.ticker, u.draw)
+           AS is_final,
+       u.outcome IN ('graded', 'parse_failed') AS measured,
+       NOT EXISTS (SELECT 1 FROM calls c WHERE c.run_id = u.run_id AND c.ticker = u.ticker
+                   AND c.draw = u.draw AND c.unit_attempt = u.unit_attempt
+                   AND c.contaminated IS NOT NULL) AND u.outcome <> 'contaminated' AS clean
+FROM units u JOIN runs r USING (run_id);
+
+-- Calls with the flags every metric filters on. A call is abandoned when its unit attempt
+-- never finished (crash, cut-short night): it used server time but belongs to no result.
+CREATE OR REPLACE VIEW v_calls AS
+SELECT c.*,
+       c.finish_reason = 'length' AS runaway,
+       c.contaminated IS NOT NULL AS is_contaminated,
+       (u.run_id IS NULL OR u.outcome = 'abandoned') AND r.status <> 'running' AS abandoned,
+       u.outcome AS unit_outcome,
+       r.status AS run_status, r.experiment
+FROM calls c
+JOIN runs r USING (run_id)
+LEFT JOIN units u ON u.run_id = c.run_id AND u.ticker = c.ticker AND u.draw = c.draw
+                 AND u.unit_attempt = c.unit_attempt;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
     ("m003_server_evidence", M003_SERVER_EVIDENCE),
+    ("m004_outcomes", M004_OUTCOMES),
 ]
 
 

@@ -7,9 +7,12 @@ import pandas as pd
 
 RUN_SUMMARY = """
 WITH u AS (
-    SELECT run_id, count(*) AS units, count(grade) AS graded,
-           count(*) - count(grade) AS failed, avg(seconds) AS unit_seconds
-    FROM units GROUP BY run_id),
+    SELECT run_id, count(*) AS units,
+           count(*) FILTER (WHERE outcome = 'graded') AS graded,
+           count(*) FILTER (WHERE outcome = 'parse_failed') AS parse_failed,
+           count(*) FILTER (WHERE NOT measured) AS not_measured,
+           avg(seconds) FILTER (WHERE measured) AS unit_seconds
+    FROM v_units WHERE is_final GROUP BY run_id),
 c AS (
     SELECT run_id, count(*) AS calls, count(*) FILTER (WHERE finish_reason = 'length') AS runaway,
            count(*) FILTER (WHERE error_kind IS NOT NULL) AS call_errors,
@@ -19,17 +22,38 @@ c AS (
            sum((prompt_ms + predicted_ms) / 1000) AS server_busy_s
     FROM calls GROUP BY run_id)
 SELECT r.run_id, r.night, r.path, r.status, r.status_detail, r.units_planned, r.units_done,
-       coalesce(u.graded, 0) AS graded, coalesce(u.failed, 0) AS failed,
+       r.tickers_planned,
+       coalesce(u.graded, 0) AS graded, coalesce(u.parse_failed, 0) AS parse_failed,
+       coalesce(u.not_measured, 0) AS failed,
        coalesce(c.calls, 0) AS calls, coalesce(c.runaway, 0) AS runaway,
        coalesce(c.call_errors, 0) AS call_errors, coalesce(c.contaminated, 0) AS contaminated,
        coalesce(c.retries, 0) AS retries, r.segments, r.slots, r.time_scale,
-       r.wall_s / nullif(r.units_done, 0) / r.time_scale AS throughput_s,
-       u.unit_seconds / r.time_scale AS slot_latency_s,
+       -- Speed is measured only on complete runs scored in one segment: a failed night's
+       -- instant "seconds", or a resumed run's missing wall clock, are not speeds.
+       r.status = 'complete' AND r.segments = 1 AS speed_measured,
+       CASE WHEN r.status = 'complete' AND r.segments = 1 THEN
+           r.wall_s / nullif(coalesce(r.tickers_planned, r.units_planned), 0) / r.time_scale
+       END AS throughput_s,
+       CASE WHEN r.status = 'complete' AND r.segments = 1 THEN
+           r.wall_s / nullif(r.units_planned, 0) / r.time_scale
+       END AS throughput_s_per_unit,
+       CASE WHEN r.status = 'complete' AND r.segments = 1 THEN u.unit_seconds / r.time_scale
+       END AS slot_latency_s,
        -- share of the client-side call time not explained by the server's own timings:
        -- HTTP and harness overhead (and queueing); large only when the clock is compressed
        1 - c.server_busy_s * r.time_scale / nullif(c.client_busy_s, 0) AS overhead_share
 FROM runs r LEFT JOIN u USING (run_id) LEFT JOIN c USING (run_id)
 """
+
+# What each per-ticker second means; printed beside every table that shows them.
+SPEED_LABELS = {
+    "throughput_s": "s/ticker, throughput basis: run wall clock ÷ tickers (all draws of a "
+                    "ticker); complete one-segment runs only",
+    "throughput_s_per_unit": "s/unit, throughput basis: run wall clock ÷ units (one ticker × "
+                             "one draw: the basis of a single-pass replay)",
+    "slot_latency_s": "s/unit, slot-latency basis: one ticker-draw's first call start to last "
+                      "call end (≈ throughput per unit × slots)",
+}
 
 
 def run_summaries(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = None) -> pd.DataFrame:
@@ -46,16 +70,21 @@ def run_summaries(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = No
 
 def path_totals(con: duckdb.DuckDBPyConnection, experiment: str | None = None) -> pd.DataFrame:
     """Per path over complete runs: nights, units, calls, runaways, both per-ticker bases."""
-    where = "WHERE status = 'complete'" + (" AND run_id LIKE ?" if experiment else "")
+    where = "WHERE true" + (" AND run_id LIKE ?" if experiment else "")
     params = [f"{experiment}/%"] if experiment else []
     return con.execute(f"""
-        SELECT path, count(*) AS nights, sum(units_done)::BIGINT AS units,
-               sum(graded)::BIGINT AS graded, sum(failed)::BIGINT AS failed,
-               sum(calls)::BIGINT AS calls, sum(runaway)::BIGINT AS runaway,
-               sum(retries)::BIGINT AS retries,
+        SELECT path, count(*) FILTER (WHERE status = 'complete') AS complete_runs,
+               count(*) FILTER (WHERE status <> 'complete') AS runs_not_complete,
+               sum(units_done) FILTER (WHERE status = 'complete')::BIGINT AS units,
+               sum(graded) FILTER (WHERE status = 'complete')::BIGINT AS graded,
+               sum(parse_failed) FILTER (WHERE status = 'complete')::BIGINT AS parse_failed,
+               sum(calls) FILTER (WHERE status = 'complete')::BIGINT AS calls,
+               sum(runaway) FILTER (WHERE status = 'complete')::BIGINT AS runaway,
+               sum(contaminated)::BIGINT AS contaminated_calls,
                median(throughput_s) AS throughput_s_median,
+               median(throughput_s_per_unit) AS throughput_s_per_unit_median,
                median(slot_latency_s) AS slot_latency_s_median,
-               median(overhead_share) AS overhead_share
+               median(overhead_share) FILTER (WHERE speed_measured) AS overhead_share
         FROM ({RUN_SUMMARY}) {where} GROUP BY path ORDER BY path""", params).df()
 
 
@@ -69,6 +98,8 @@ def suspect_runs(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
     return {
         "contaminated": con.execute("""SELECT run_id, count(*) FROM calls
                                        WHERE contaminated IS NOT NULL GROUP BY 1 ORDER BY 1""").fetchall(),
+        "identity": con.execute("""SELECT run_id, identity_problem FROM server_sessions
+                                   WHERE identity_problem IS NOT NULL ORDER BY 1""").fetchall(),
         "external_load": con.execute("""SELECT run_id, max(external_load_max), sum(external_load_polls)
                                         FROM server_sessions WHERE external_load_max > 0
                                         GROUP BY 1 ORDER BY 1""").fetchall(),
@@ -85,18 +116,25 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     and slot occupancy (sum of call time / (slots x wall)). Sessions without /metrics: NaN."""
     return con.execute("""
         WITH c AS (
-            SELECT run_id, sum(prompt_n) AS prompt_n, sum(predicted_n) AS predicted_n,
+            -- llama-server counts processed prompt tokens (prompt_n); vLLM's counters
+            -- count every prompt token and every generated one (no per-call timings)
+            SELECT run_id, coalesce(sum(prompt_n), sum(prompt_tokens)) AS prompt_n,
+                   coalesce(sum(predicted_n), sum(completion_tokens)) AS predicted_n,
                    sum(latency_s) AS busy_s
             FROM calls GROUP BY run_id)
         SELECT s.session_id, s.path, s.how, s.slots,
                c.prompt_n::BIGINT AS calls_prompt_tokens,
-               (json_extract(s.metrics_after_json, '$."llamacpp:prompt_tokens_total"')::DOUBLE
-                 - json_extract(s.metrics_before_json, '$."llamacpp:prompt_tokens_total"')::DOUBLE)::BIGINT
-                 AS server_prompt_tokens,
+               (coalesce(json_extract(s.metrics_after_json, '$."llamacpp:prompt_tokens_total"'),
+                         json_extract(s.metrics_after_json, '$."vllm:prompt_tokens_total"'))::DOUBLE
+                 - coalesce(json_extract(s.metrics_before_json, '$."llamacpp:prompt_tokens_total"'),
+                            json_extract(s.metrics_before_json, '$."vllm:prompt_tokens_total"'))::DOUBLE
+               )::BIGINT AS server_prompt_tokens,
                c.predicted_n::BIGINT AS calls_predicted_tokens,
-               (json_extract(s.metrics_after_json, '$."llamacpp:tokens_predicted_total"')::DOUBLE
-                 - json_extract(s.metrics_before_json, '$."llamacpp:tokens_predicted_total"')::DOUBLE)::BIGINT
-                 AS server_predicted_tokens,
+               (coalesce(json_extract(s.metrics_after_json, '$."llamacpp:tokens_predicted_total"'),
+                         json_extract(s.metrics_after_json, '$."vllm:generation_tokens_total"'))::DOUBLE
+                 - coalesce(json_extract(s.metrics_before_json, '$."llamacpp:tokens_predicted_total"'),
+                            json_extract(s.metrics_before_json, '$."vllm:generation_tokens_total"'))::DOUBLE
+               )::BIGINT AS server_predicted_tokens,
                c.busy_s / nullif(r.slots * r.wall_s, 0) AS occupancy,
                s.external_load_max
         FROM server_sessions s JOIN runs r USING (run_id) JOIN c USING (run_id)

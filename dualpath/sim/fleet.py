@@ -1,60 +1,75 @@
-"""Start the simulated servers of a config, each in its own process, and stop them after."""
+"""Start simulated servers, each in its own process, and stop them after.
+
+`sim_process` starts one path's server; `SimFleet` starts every simulated path of a config
+(the demo and tests keep them up across nights). The processes die with their parent even
+when it is killed with SIGKILL (`dualpath.procs.die_with_parent`).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import select
 import subprocess
 import sys
 import time
-from datetime import date
+from typing import Iterator
 
 from dualpath.config import Config
-from dualpath.errors import DualpathError
+from dualpath.errors import ServerStartError
+from dualpath.procs import child_guard, stop_process
+
+
+def _command(cfg: Config, name: str) -> list[str]:
+    sp = cfg.paths[name]
+    return [sys.executable, "-m", "dualpath.sim", "--slots", str(sp.slots),
+            "--market-start", cfg.market.synthetic_start.isoformat(),
+            "--profile", sp.sim.model_dump_json()]
+
+
+def _wait_ready(name: str, proc: subprocess.Popen, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.1)
+        if ready:
+            line = proc.stdout.readline()
+            if line.startswith("listening on "):
+                return line.split()[-1]
+        if proc.poll() is not None:
+            break
+    raise ServerStartError(f"simulated server for path '{name}' did not start "
+                           f"(exit code {proc.poll()})")
+
+
+@contextlib.contextmanager
+def sim_process(cfg: Config, name: str, startup_timeout_s: float = 30.0) -> Iterator[str]:
+    """One path's simulated server in a child process; yields its base URL."""
+    proc = subprocess.Popen(_command(cfg, name), stdout=subprocess.PIPE, text=True,
+                            preexec_fn=child_guard())
+    try:
+        yield _wait_ready(name, proc, startup_timeout_s)
+    finally:
+        stop_process(proc)
 
 
 class SimFleet:
-    """Context manager: one `python -m dualpath.sim` process per 'sim' path without a base_url."""
+    """Context manager: one simulated server per 'sim' path without a base_url."""
 
     def __init__(self, cfg: Config, startup_timeout_s: float = 30.0):
         self.cfg = cfg
         self.timeout = startup_timeout_s
-        self.procs: dict[str, subprocess.Popen] = {}
         self.urls: dict[str, str] = {}
+        self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> "SimFleet":
-        start: date = self.cfg.market.synthetic_start
         try:
             for name, sp in self.cfg.paths.items():
                 if sp.engine == "sim" and sp.base_url is None:
-                    self.procs[name] = subprocess.Popen(
-                        [sys.executable, "-m", "dualpath.sim", "--slots", str(sp.slots),
-                         "--market-start", start.isoformat(), "--profile", sp.sim.model_dump_json()],
-                        stdout=subprocess.PIPE, text=True)
-            for name, proc in self.procs.items():
-                self.urls[name] = self._wait_ready(name, proc)
+                    self.urls[name] = self._stack.enter_context(
+                        sim_process(self.cfg, name, self.timeout))
         except BaseException:
-            self.__exit__()
+            self._stack.close()
             raise
         return self
 
-    def _wait_ready(self, name: str, proc: subprocess.Popen) -> str:
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stdout], [], [], 0.1)
-            if ready:
-                line = proc.stdout.readline()
-                if line.startswith("listening on "):
-                    return line.split()[-1]
-            if proc.poll() is not None:
-                break
-        raise DualpathError(f"simulated server for path '{name}' did not start "
-                            f"(exit code {proc.poll()})")
-
     def __exit__(self, *exc) -> None:
-        for proc in self.procs.values():
-            proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        self._stack.close()

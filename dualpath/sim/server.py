@@ -1,11 +1,18 @@
-"""A simulated llama-server: the same HTTP API, a modelled clock, a synthetic answer model.
+"""A simulated serving engine: the same HTTP API, a modelled clock, a synthetic answer model.
 
-Endpoints, shaped like llama-server's: `POST /v1/chat/completions` (streaming and not, with
-`timings`, `usage`, `system_fingerprint`), `GET /props`, `/slots`, `/health`, `/v1/models`,
-`/metrics`. At most `slots` requests are processed at once; the rest wait (counted as
-deferred), as llama-server does. Like llama-server in single-model mode it accepts any
-`model` name without complaint and answers with its own alias, so a client must check
-identity itself.
+It speaks one of two dialects (`SimProfile.dialect`):
+
+- llama.cpp: `POST /v1/chat/completions` (streaming and not, with `timings`, `usage`,
+  `system_fingerprint` = build), `GET /props`, `/slots`, `/health`, `/v1/models`, `/metrics`
+  (`llamacpp:` names). Like llama-server in single-model mode it accepts any `model` name
+  and answers with its own alias, so a client must check identity itself.
+- vllm: the same chat endpoint with `usage.prompt_tokens_details.cached_tokens`, no
+  `timings`, `system_fingerprint: null`, 404 for an unknown model name; `GET /version`,
+  `/v1/models` (with `root` and `max_model_len`), `/health` (empty 200), `/metrics` (`vllm:`
+  names with a `model_name` label); no `/props` or `/slots`. Sampling arrives under vLLM's
+  names (`repetition_penalty`, `response_format` for JSON schemas).
+
+At most `slots` requests are processed at once; the rest wait (counted as deferred).
 
 The server answers with short texts: token counts and timings follow the time model, not the
 length of the text on the wire (documented in the response's `timings` as usual).
@@ -101,7 +108,25 @@ class SimServer:
                  "is_processing": self._busy[i], "params": self._params[i]}
                 for i in range(self.slots)]
 
+    @property
+    def vllm(self) -> bool:
+        return self.profile.dialect == "vllm"
+
+    def vllm_metrics_text(self) -> str:
+        c, label = self.counters, f'{{model_name="{self.profile.model_alias}"}}'
+        rows = [("num_requests_running", "gauge", c.processing),
+                ("num_requests_waiting", "gauge", c.deferred),
+                ("prompt_tokens_total", "counter", c.prompt_tokens),
+                ("generation_tokens_total", "counter", c.predicted_tokens),
+                ("request_success_total", "counter", c.requests)]
+        out = []
+        for name, kind, value in rows:
+            out += [f"# TYPE vllm:{name} {kind}", f"vllm:{name}{label} {float(value)}"]
+        return "\n".join(out) + "\n"
+
     def metrics_text(self) -> str:
+        if self.vllm:
+            return self.vllm_metrics_text()
         c = self.counters
         rows = [("prompt_tokens_total", "counter", c.prompt_tokens),
                 ("prompt_seconds_total", "counter", round(c.prompt_seconds, 6)),
@@ -141,7 +166,8 @@ class SimServer:
         """The completion text: a grade for the final-grade call, a short note otherwise."""
         header = _HEADER.search(text)
         ticker = header[1] if header else "?"
-        if not text.endswith(GRADE_INSTRUCTION) and "json_schema" not in body:
+        constrained = "json_schema" in body or "response_format" in body
+        if not text.endswith(GRADE_INSTRUCTION) and not constrained:
             stance = ("bullish", "neutral", "bearish")[rng.randrange(3)]
             return f"Synthetic analysis of {ticker}: the evidence looks {stance}. " * (1 + runaway)
         if runaway:
@@ -150,7 +176,7 @@ class SimServer:
         grade = self.model.grade(rng, ticker, night)
         if rng.random() < self.profile.malformed_share:
             return f"On balance I would lean {LABELS[grade].lower()} on {ticker}."
-        if "json_schema" in body:
+        if constrained:
             return orjson.dumps({"grade": grade}).decode()
         return f"Weighing the desks' views on {ticker}.\nFINAL GRADE: {grade} ({LABELS[grade]})"
 
@@ -182,9 +208,17 @@ def build_app(sim: SimServer) -> Starlette:
         return _json(sim.slot_list())
 
     async def models(_: Request) -> Response:
+        if sim.vllm:
+            return _json({"object": "list", "data": [{
+                "id": sim.profile.model_alias, "object": "model", "created": int(sim.started),
+                "owned_by": "vllm", "root": f"/models/{sim.profile.model_alias}",
+                "parent": None, "max_model_len": sim.n_ctx_slot, "permission": []}]})
         return _json({"object": "list", "data": [{
             "id": sim.profile.model_alias, "object": "model", "owned_by": "llamacpp",
             "meta": {"n_ctx_train": sim.profile.n_ctx}}]})
+
+    async def version(_: Request) -> Response:
+        return _json({"version": sim.profile.build.removeprefix("vllm-")})
 
     async def metrics(_: Request) -> Response:
         return PlainTextResponse(sim.metrics_text())
@@ -200,6 +234,9 @@ def build_app(sim: SimServer) -> Starlette:
         if text is None:
             return _error(400, "invalid_request_error", "'messages' must be a list of "
                           "{role, content} objects with string content")
+        if sim.vllm and body.get("model") != sim.profile.model_alias:
+            return _json({"object": "error", "type": "NotFoundError", "param": None, "code": 404,
+                          "message": f"The model `{body.get('model')}` does not exist."}, 404)
         rln = body.get("repeat_last_n", 64)
         if not isinstance(rln, int) or rln < 0:   # as llama-server validates it
             return _error(400, "invalid_request_error", "Field 'repeat_last_n': Value must be "
@@ -216,24 +253,31 @@ def build_app(sim: SimServer) -> Starlette:
         n_out, runaway = sim.model.output_tokens(rng, max_tokens)
         meta = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
                 "model": sim.profile.model_alias,   # llama-server answers with its own alias
-                "system_fingerprint": sim.profile.build}
+                "system_fingerprint": None if sim.vllm else sim.profile.build}
         content = sim.answer(body, text, rng, runaway)
         if body.get("stream"):
             return StreamingResponse(
                 _stream(sim, body, text, prompt_n, n_out, runaway, content, meta),
                 media_type="text/event-stream")
         timings, usage = await _process(sim, body, text, prompt_n, n_out)
-        return _json({**meta, "object": "chat.completion", "choices": [{
+        reply = {**meta, "object": "chat.completion", "choices": [{
             "index": 0, "finish_reason": "length" if runaway else "stop",
-            "message": {"role": "assistant", "content": content}}],
-            "usage": usage, "timings": timings})
+            "message": {"role": "assistant", "content": content}}], "usage": usage}
+        if not sim.vllm:
+            reply["timings"] = timings
+        return _json(reply)
 
+    async def vllm_health(_: Request) -> Response:
+        return Response(b"", status_code=503 if sim.loading else 200)
+
+    common = [Route("/v1/models", models), Route("/metrics", metrics),
+              Route("/v1/chat/completions", chat, methods=["POST"])]
+    if sim.vllm:
+        return Starlette(routes=[Route("/health", vllm_health), Route("/version", version),
+                                 *common])
     return Starlette(routes=[
         Route("/health", health), Route("/props", props), Route("/slots", slots),
-        Route("/v1/models", models), Route("/models", models), Route("/metrics", metrics),
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/chat/completions", chat, methods=["POST"]),
-    ])
+        Route("/models", models), Route("/chat/completions", chat, methods=["POST"]), *common])
 
 
 def _begin(sim: SimServer, slot: int, body: dict, text: str, prompt_n: int,
@@ -299,11 +343,12 @@ async def _stream(sim, body, text, prompt_n, n_out, runaway, content, meta):
     # As llama-server does: timings ride on the usage chunk when one is asked for.
     finish = {"choices": [{"index": 0, "finish_reason": "length" if runaway else "stop",
                            "delta": {}}]}
+    extra = {} if sim.vllm else {"timings": timings}
     if (body.get("stream_options") or {}).get("include_usage"):
         yield event(**finish)
-        yield event(choices=[], usage=usage, timings=timings)
+        yield event(choices=[], usage=usage, **extra)
     else:
-        yield event(**finish, timings=timings)
+        yield event(**finish, **extra)
     yield b"data: [DONE]\n\n"
 
 

@@ -1,0 +1,66 @@
+"""Where each path's server is tonight: given, simulated, launched or attached, and locked.
+
+`connect` is an async context manager for one path: it obtains the endpoint, takes the
+machine-wide endpoint lock, launches the server if the path says how (in a worker thread:
+a launch waits minutes for /health and must not stall the other path), and yields an
+`Endpoint` describing what it did. Anything that prevents it raises a `PathUnavailable` or
+`EndpointBusy`, which the caller records as that path's failure; other paths go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator
+
+from dualpath.config import Config
+from dualpath.launcher import LaunchedServer, expand_argv, gpu_state, redact_argv, redact_env
+from dualpath.locks import endpoint_lock
+from dualpath.sim.fleet import sim_process
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A live server for one path tonight, and how dualpath obtained it."""
+
+    base_url: str
+    how: str                         # attached | launched | simulated
+    command: str | None = None       # launch argv, secrets redacted
+    env: dict[str, str] | None = None  # launch environment overrides, secrets redacted
+    log_path: str | None = None
+    launched_wall: float | None = None
+    gpu_state: str | None = None
+
+
+@contextlib.asynccontextmanager
+async def connect(cfg: Config, path: str, run_id: str, log_dir: Path,
+                  override_url: str | None = None) -> AsyncIterator[Endpoint]:
+    """The path's endpoint, locked (and launched or simulated) for as long as the block runs."""
+    sp = cfg.paths[path]
+    async with contextlib.AsyncExitStack() as stack:
+        if override_url:
+            url, how = override_url, "simulated" if sp.engine == "sim" else "attached"
+        elif sp.engine == "sim" and sp.base_url is None:
+            sim = sim_process(cfg, path)
+            url = await asyncio.to_thread(sim.__enter__)
+            stack.push(sim.__exit__)
+            how = "simulated"
+        else:
+            url, how = sp.base_url, "attached"
+        stack.enter_context(endpoint_lock(url, run_id))
+        launch: dict = {}
+        if sp.launch and not override_url:
+            argv = await asyncio.to_thread(expand_argv, sp.launch,
+                                           cfg.resolve(Path(".dualpath/models")))
+            server = LaunchedServer(argv, url, log_dir / "server.log", dict(sp.launch_env),
+                                    sp.ready_timeout_s)
+            await asyncio.to_thread(server.__enter__)
+            stack.push(server.__exit__)
+            how = "launched"
+            launch = {"command": " ".join(redact_argv(argv)),
+                      "env": redact_env(dict(sp.launch_env)),
+                      "log_path": str(server.log_path), "launched_wall": server.started_wall}
+        yield Endpoint(base_url=url, how=how, gpu_state=await asyncio.to_thread(gpu_state),
+                       **launch)
