@@ -393,5 +393,8 @@ def main() -> None:
     except click.ClickException as e:   # usage errors: shown the way click does
         e.show()
         sys.exit(e.exit_code)
-    # without standalone mode click returns the exit code of a typer.Exit instead of raising
+    # without standalone mode typer returns an exit code instead of raising: 130 is its
+    # answer to a KeyboardInterrupt inside a command
+    if code == 130:
+        err_console.print(INTERRUPTED)
     sys.exit(code if isinstance(code, int) else 0)

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from dualpath.errors import ServerStartError, UserError
-from dualpath.procs import child_guard
+from dualpath.procs import spawn
 
 
 def llama_server_binary() -> str:
@@ -86,9 +86,8 @@ class LaunchedServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.started_wall = time.time()
-        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **self.env_overrides},
-                                     start_new_session=True, preexec_fn=child_guard())
+        self.proc = spawn(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                          env={**os.environ, **self.env_overrides}, start_new_session=True)
         log.close()
         try:
             self._wait_ready()

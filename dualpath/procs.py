@@ -4,8 +4,9 @@ A harness killed with SIGKILL runs no cleanup, and its children (simulated serve
 servers, Prefect's temporary API server) would keep running, holding ports and GPUs. Two
 guards:
 
-* `die_with_parent` (a `preexec_fn`) asks the Linux kernel to send SIGTERM to a child we
-  start when the thread that started it dies;
+* `spawn` starts our own children (simulated and launched servers) with `die_with_parent`:
+  the Linux kernel sends them SIGTERM when the thread that forked them ends, so they are
+  forked from one long-lived thread that ends only with the process;
 * `start_reaper` starts a small watchdog that notes this process's descendants (including
   those started by libraries, e.g. Prefect's server) and terminates them once this process
   is gone.
@@ -18,19 +19,24 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
 
 
-def child_guard():
-    """The `preexec_fn` for a child started now: `die_with_parent` from the main thread.
+_spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dualpath-spawn")
 
-    The kernel ties the signal to the *thread* that forked, so a child started from a worker
-    thread would be killed when that thread ends; those rely on the reaper alone."""
-    return die_with_parent if threading.current_thread() is threading.main_thread() else None
+
+def spawn(argv: list[str], **popen_kw) -> subprocess.Popen:
+    """`subprocess.Popen` for a child that dies with this process, even on SIGKILL.
+
+    The kernel ties the parent-death signal to the *thread* that forked, and the callers run
+    in short-lived worker threads (a launch must not block the event loop): fork from one
+    thread that lives as long as the process."""
+    return _spawner.submit(subprocess.Popen, argv, preexec_fn=die_with_parent,
+                           **popen_kw).result()
 
 
 def die_with_parent() -> None:

@@ -190,7 +190,8 @@ async def score_path(cfg: Config, night: date, work: PathWork, ep: Endpoint,
         todo = [u for u in work.units if u.ticker not in missing]
         async with watch_server(cfg, work, ep, ident, http, runner.client, w):
             await runner.run_units(todo)
-        detail = None
+        # a swap seen only at the end still puts the calls since the last good check in doubt
+        detail = runner.client.identity_problem
     except asyncio.CancelledError:
         raise
     except Exception as e:
@@ -209,8 +210,8 @@ def _close(w: JournalWriter, work: PathWork, runner, began: float, detail: str |
     measured = run.units_measured if run else 0
     calls = run.calls if run else 0
     reason = None
-    if measured == len(work.units):
-        status, detail = "complete", None
+    if measured == len(work.units) and detail is None:
+        status = "complete"
     else:
         status = "failed" if measured == 0 else "partial"
         why = _outcome_counts(run.outcomes if run else {}, blocked)

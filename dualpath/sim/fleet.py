@@ -16,7 +16,7 @@ from typing import Iterator
 
 from dualpath.config import Config
 from dualpath.errors import ServerStartError
-from dualpath.procs import child_guard, stop_process
+from dualpath.procs import spawn, stop_process
 
 
 def _command(cfg: Config, name: str) -> list[str]:
@@ -43,8 +43,7 @@ def _wait_ready(name: str, proc: subprocess.Popen, timeout_s: float) -> str:
 @contextlib.contextmanager
 def sim_process(cfg: Config, name: str, startup_timeout_s: float = 30.0) -> Iterator[str]:
     """One path's simulated server in a child process; yields its base URL."""
-    proc = subprocess.Popen(_command(cfg, name), stdout=subprocess.PIPE, text=True,
-                            preexec_fn=child_guard())
+    proc = spawn(_command(cfg, name), stdout=subprocess.PIPE, text=True)
     try:
         yield _wait_ready(name, proc, startup_timeout_s)
     finally:
