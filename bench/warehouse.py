@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from dualpath.pipeline import AGENTS
-from dualpath.records import CallRecord, UnitResult, UnitStart
+from dualpath.records import CallRecord, RunBegin, RunEnd, UnitResult, UnitStart
 from warehouse.db import writer
 from warehouse.ingest import ingest_journal, ingest_journals
 from warehouse.journal import JournalWriter
@@ -60,10 +60,11 @@ def write_journals(root: Path, nights: int, tickers: int, draws: int, seed: int)
             run_id = f"bench/{night}/{path}"
             jp = root / f"{night}-{path}.jsonl"
             w = JournalWriter(jp, max_delay_s=5)
-            w.write_event("begin", run_id=run_id, experiment="bench", night=night.isoformat(),
-                          path=path, engine="sim", config_hash="x", units_planned=tickers * draws,
-                          units_remaining=tickers * draws, slots=4, time_scale=1.0, segment=1,
-                          started_wall=time.time())
+            w.write(RunBegin(run_id=run_id, experiment="bench", night=night.isoformat(),
+                             path=path, engine="sim", config_hash="x",
+                             units_planned=tickers * draws, units_remaining=tickers * draws,
+                             tickers_planned=tickers, slots=4, time_scale=1.0, segment=1,
+                             started_wall=time.time()))
             t0 = time.time()
             for d in range(1, draws + 1):
                 for t in range(tickers):
@@ -84,11 +85,11 @@ def write_journals(root: Path, nights: int, tickers: int, draws: int, seed: int)
                             request_json='{"temperature":0.7,"top_p":0.8,"top_k":20}',
                             prompt_text=prompt, output_text=text(rng, 90)))
                     w.write(UnitResult(run_id, path, f"SYN{t:03d}", d, 1, t0, 1.0, t0 + 600,
-                                       601.0, 17, int(rng.integers(1, 6)), None, None,
+                                       601.0, 17, "graded", int(rng.integers(1, 6)), None,
                                        "FINAL GRADE: 3 (HOLD)"))
-            w.write_event("end", run_id=run_id, segment=1, started_wall=t0,
-                          ended_wall=t0 + 17000, status="complete", detail=None,
-                          units_done=tickers * draws, calls=tickers * draws * 17)
+            w.write(RunEnd(run_id=run_id, segment=1, started_wall=t0, ended_wall=t0 + 17000,
+                           status="complete", detail=None, units_done=tickers * draws,
+                           units_measured=tickers * draws, calls=tickers * draws * 17))
             w.close()
             journals.append(jp)
     return journals

@@ -75,9 +75,13 @@ async def nightly(config_path: str, night: date | None = None,
     if missing:
         log.warning(inputs.describe_missing(missing, night))
     works = runner.plan_night(cfg, night, paths)
-    outcomes = await asyncio.gather(*(
+    # one path's crash must not stop the other, nor the ingest of what both recorded
+    done = await asyncio.gather(*(
         score_path(cfg, night, w, history, missing, (endpoints or {}).get(w.path), progress)
-        for w in works))
+        for w in works), return_exceptions=True)
+    outcomes = [d if isinstance(d, runner.PathOutcome) else
+                runner.PathOutcome(w.path, w.run_id, "failed", f"{type(d).__name__}: {d}")
+                for w, d in zip(works, done)]
     for o in outcomes:
         if o.status in ("failed", "partial"):
             log.error("path %s: %s: %s", o.path, o.status, o.reason)

@@ -22,7 +22,7 @@ import httpx
 import orjson
 
 from dualpath.config import Config
-from dualpath.errors import IdentityError, PathUnavailable, UserError
+from dualpath.errors import HarnessError, IdentityError, PathUnavailable, UserError
 from dualpath.identity import auth_headers, differences, read_identity
 from dualpath.night import PriceHistory, api_key, run_id_for, units_for
 from dualpath.records import INPUT_FAILED, RunBegin, RunEnd, ServerIdentity, ServerSession
@@ -128,6 +128,9 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
         log.error("path %s was not scored: %s", work.path, reason)
         record_failure(cfg, night, work, reason)
         return PathOutcome(work.path, work.run_id, "failed", reason)
+    except HarnessError as e:      # already in the journal's end record, when it could be
+        log.error("path %s stopped: dualpath failed while scoring: %s", work.path, e)
+        return PathOutcome(work.path, work.run_id, "failed", f"HarnessError: {e}")
 
 
 def _begin(cfg: Config, night: date, work: PathWork, started_wall: float) -> RunBegin:
