@@ -151,11 +151,28 @@ LEFT JOIN units u ON u.run_id = c.run_id AND u.ticker = c.ticker AND u.draw = c.
                  AND u.unit_attempt = c.unit_attempt;
 """
 
+M005_PREREGISTRATION = """
+-- A frozen plan: its canonical SHA-256, when it was frozen, and whether the freeze was forced
+-- (after nights of its window already existed; every report says so).
+CREATE TABLE plans (
+    plan_hash VARCHAR PRIMARY KEY, experiment VARCHAR NOT NULL, frozen_at TIMESTAMPTZ NOT NULL,
+    forced BOOLEAN NOT NULL, nights_before_freeze INTEGER, plan_path VARCHAR,
+    plan_json VARCHAR NOT NULL
+);
+-- What happened that the plan did not foresee: a night run with another config, a refused
+-- night, a missed or failed night (recorded when the report is built), a rule change.
+CREATE TABLE deviations (
+    experiment VARCHAR NOT NULL, night DATE, kind VARCHAR NOT NULL, detail VARCHAR,
+    plan_hash VARCHAR, recorded_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
     ("m003_server_evidence", M003_SERVER_EVIDENCE),
     ("m004_outcomes", M004_OUTCOMES),
+    ("m005_preregistration", M005_PREREGISTRATION),
 ]
 
 
