@@ -22,6 +22,8 @@ from dualpath.procs import start_reaper
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 prices_app = typer.Typer(no_args_is_help=True, help="Price data in the warehouse.")
 app.add_typer(prices_app, name="prices")
+prereg_app = typer.Typer(no_args_is_help=True, help="The preregistered comparison plan.")
+app.add_typer(prereg_app, name="prereg")
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -365,6 +367,59 @@ def prices_import(file: Path, config: Path = CONFIG_OPT) -> None:
         n = import_prices(con, frame)
     console.print(f"imported {n:,} price rows for {frame['ticker'].nunique()} tickers "
                   f"({frame['date'].min().date()} .. {frame['date'].max().date()})")
+
+
+@prereg_app.command("draft")
+def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan file to write."),
+                 config: Path = CONFIG_OPT,
+                 first_night: str = typer.Option(..., help="First night of the window (YYYY-MM-DD)."),
+                 nights: int = typer.Option(30, min=2, max=500, help="Trading nights in the window."),
+                 force: bool = typer.Option(False, help="Overwrite an existing file.")) -> None:
+    """Write a plan from the config: fingerprints and universe hash filled in; edit, then freeze."""
+    from dualpath.prereg import draft_plan, plan_toml
+
+    if plan.exists() and not force:
+        raise UserError(f"{plan} exists; pass --force to overwrite it")
+    p = draft_plan(load_config(config), _parse_date(first_night), nights)
+    plan.write_text(plan_toml(p))
+    console.print(f"wrote {plan} (sha256 {p.sha256()[:12]}); review the hypotheses, then "
+                  f"`dualpath prereg freeze {plan} -c {config}`")
+
+
+@prereg_app.command("freeze")
+def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
+                  config: Path = CONFIG_OPT,
+                  force: bool = typer.Option(False, help="Freeze although nights of the window "
+                                             "exist (marked as forced in every report).")) -> None:
+    """Validate the plan and record its canonical SHA-256 and freeze time in the warehouse."""
+    from flows.prereg import freeze_plan
+
+    frozen = freeze_plan(load_config(config), plan, force)
+    console.print(f"frozen: {frozen.plan_hash} at {frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
+                  + (" [yellow](forced)[/yellow]" if frozen.forced else ""))
+
+
+@prereg_app.command("status")
+def prereg_status(config: Path = CONFIG_OPT) -> None:
+    """The frozen plan, nights collected against its window, and the deviation log."""
+    from flows.prereg import plan_status
+
+    st = plan_status(load_config(config))
+    if st.frozen is None:
+        console.print("no frozen plan: results are exploratory (`dualpath prereg draft`, "
+                      "then `dualpath prereg freeze`)")
+        return
+    p = st.frozen.plan
+    console.print(f"plan {st.frozen.plan_hash[:12]} frozen {st.frozen.frozen_at:%Y-%m-%d}"
+                  + (" (forced)" if st.frozen.forced else "")
+                  + ("" if st.frozen.intact else " [red]EDITED AFTER FREEZING[/red]"))
+    console.print(f"primary: {p.candidate} vs {p.baseline}, {p.primary.test} at "
+                  f"h={p.primary.horizon}, δ={p.primary.margin}, α={p.primary.alpha}")
+    console.print(f"window: {len(st.nights)} of {p.window.nights} nights from "
+                  f"{p.window.first_night}"
+                  + ("" if st.window_complete else " — interim: no decision"))
+    for d in st.deviations:
+        console.print(f"[yellow]deviation[/yellow] {d['night'] or '-'} {d['kind']}: {d['detail']}")
 
 
 INTERRUPTED = "interrupted; rerun the night to resume"

@@ -22,6 +22,7 @@ from prefect.states import Failed
 from dualpath.config import Config, load_config
 from dualpath.scheduler import Progress
 from flows import inputs, runner
+from flows.prereg import hold_night_to_plan
 from flows.report import night_summary, summary_markdown
 from warehouse.db import writer
 from warehouse.ingest import IngestStats, ingest_journals
@@ -70,6 +71,10 @@ async def nightly(config_path: str, night: date | None = None,
     cfg = load_config(config_path)
     night = night_of(night)
     inputs.ensure_prices(cfg)
+    off_plan = hold_night_to_plan(cfg, night)
+    if off_plan:
+        log.warning("tonight deviates from the frozen plan (logged; left out of the "
+                    "confirmatory result): %s", "; ".join(off_plan))
     history = inputs.price_history(cfg)
     missing = inputs.missing_inputs(cfg, history, night)
     if missing:

@@ -1,0 +1,201 @@
+"""The preregistered comparison: what must be fixed before night 1, and its canonical hash.
+
+A plan file (TOML, see deploy/prereg.example.toml) names the primary hypothesis as one
+explicit test, the exploratory secondaries, the universe (its hash), the draws, the config
+fingerprint of each path, the window, the exclusion rules, the inference method and the
+interim rule. Its hash is SHA-256 over the canonical JSON of the *validated* plan, so
+reformatting the file does not change it and any change of content does.
+
+`dualpath prereg draft` writes a plan from a config (fingerprints and universe hash filled in);
+`dualpath prereg freeze` records the hash in the warehouse; every night and every report then
+compares the running config with the frozen plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from datetime import date
+from pathlib import Path
+from typing import Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from dualpath.config import Config, dump_toml, format_validation_error
+from dualpath.errors import ConfigError
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Hypothesis(_Model):
+    """One test of candidate vs baseline RankIC at one horizon."""
+
+    horizon: int = Field(ge=1, le=260, description="Forward-return horizon in sessions.")
+    test: Literal["non-inferiority", "equivalence", "difference"] = Field(
+        "non-inferiority", description="non-inferiority: the one-sided lower confidence bound "
+        "of ΔIC = IC(candidate) − IC(baseline) lies above −margin; equivalence: TOST within "
+        "±margin; difference: ΔIC ≠ 0 (two-sided).")
+    margin: float = Field(0.03, gt=0, le=1, description="δ on the RankIC scale.")
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="One-sided level (two-sided for "
+                         "'difference').")
+
+
+class Window(_Model):
+    """When the comparison runs."""
+
+    first_night: date = Field(description="The first session of the window.")
+    nights: int = Field(ge=2, le=500, description="Trading nights in the window.")
+
+
+class PathFingerprint(_Model):
+    """What must not change on a path during the window."""
+
+    engine: str
+    model: str
+    slots: int
+    build: str | None = None
+    sha256: str = Field(description="Hash of the path's engine, model, expected identity, "
+                        "slots, launch argv and the sampling parameters.")
+
+
+class Exclusions(_Model):
+    """What is left out of the primary analysis (fixed before night 1)."""
+
+    incomplete_runs: Literal["exclude"] = "exclude"
+    contaminated_calls: Literal["exclude"] = "exclude"
+    parse_failures: Literal["failed draw"] = Field(
+        "failed draw", description="A unit without a grade counts as a failed draw: it is "
+        "left out of the ticker's mean score and counted in the failed share.")
+    runaways: Literal["keep, flagged"] = "keep, flagged"
+
+
+class Plan(_Model):
+    """A preregistered comparison."""
+
+    experiment: str = Field(description="The experiment name the plan governs.")
+    title: str = Field("", description="One line saying what is compared.")
+    baseline: str = Field(description="The reference path.")
+    candidate: str = Field(description="The cheaper path judged against the baseline.")
+    primary: Hypothesis = Field(description="The one confirmatory test.")
+    secondary: list[Hypothesis] = Field(default_factory=list,
+                                        description="Exploratory tests (Holm-adjusted).")
+    universe_sha256: str = Field(description="SHA-256 of the universe, one ticker per line.")
+    tickers: int = Field(ge=2, description="Tickers in the universe.")
+    draws: int = Field(ge=1, le=50, description="Draws per ticker per night.")
+    window: Window
+    paths: dict[str, PathFingerprint] = Field(description="Fingerprint per path.")
+    exclusions: Exclusions = Field(default_factory=Exclusions)
+    inference: str = Field(
+        "ΔIC paired on the tickers graded on both paths each night; lower confidence bound "
+        "from the calibrated method of `dualpath metrics` (see its ci_method column)",
+        description="How the primary interval is computed.")
+    interim: Literal["descriptive"] = Field(
+        "descriptive", description="Weekly looks are descriptive: no early decision.")
+    on_deviation: Literal["record", "refuse"] = Field(
+        "record", description="A night whose config differs from the plan: recorded as a "
+        "deviation (and left out of the confirmatory result), or refused.")
+
+    @model_validator(mode="after")
+    def _paths(self) -> "Plan":
+        for name in (self.baseline, self.candidate):
+            if name not in self.paths:
+                raise ValueError(f"path '{name}' has no fingerprint under [paths.{name}]")
+        if self.baseline == self.candidate:
+            raise ValueError("baseline and candidate must be different paths")
+        return self
+
+    def sha256(self) -> str:
+        """The canonical hash: the validated plan as sorted JSON."""
+        data = self.model_dump(mode="json")
+        return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def universe_sha256(tickers: list[str]) -> str:
+    return hashlib.sha256("\n".join(tickers).encode()).hexdigest()
+
+
+def path_fingerprint(cfg: Config, name: str) -> PathFingerprint:
+    """What a night on this path measures, as a hash (sampling included: it changes grades)."""
+    sp = cfg.paths[name]
+    data = {"engine": sp.engine, "model": sp.model, "slots": sp.slots,
+            "expect": sp.expect.model_dump(mode="json"), "launch": sp.launch,
+            "grade_format": sp.grade_format, "sim": sp.sim.model_dump(mode="json")
+            if sp.engine == "sim" else None,
+            "sampling": cfg.sampling.model_dump(mode="json"), "pipeline": cfg.pipeline.name}
+    digest = hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return PathFingerprint(engine=sp.engine, model=sp.model, slots=sp.slots,
+                           build=sp.expect.build, sha256=digest)
+
+
+def load_plan(path: Path) -> Plan:
+    """Read and validate a plan file; problems are `ConfigError`s naming the field."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"plan file {path} not found; write one with `dualpath prereg draft`")
+    except (UnicodeDecodeError, IsADirectoryError):
+        raise ConfigError(f"plan file {path} is not a UTF-8 text file")
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path} is not valid TOML: {e}")
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, str(path))) from None
+
+
+def draft_plan(cfg: Config, first_night: date, nights: int) -> Plan:
+    """A plan from the config as it is now: the user edits hypotheses and window, then freezes."""
+    c = cfg.comparison
+    names = list(cfg.paths)
+    baseline = c.baseline or ("main" if "main" in names else names[0])
+    candidate = c.candidate or ("backup" if "backup" in names else names[-1])
+    horizons = cfg.experiment.horizons
+    primary_h = c.primary_horizon or next((h for h in sorted(horizons) if h > 1), horizons[0])
+    tickers = cfg.tickers()
+    return Plan(
+        experiment=cfg.experiment.name, title=f"Is {candidate} as good as {baseline}?",
+        baseline=baseline, candidate=candidate,
+        primary=Hypothesis(horizon=primary_h, margin=c.margin, alpha=c.alpha),
+        secondary=[Hypothesis(horizon=h, margin=c.margin, alpha=c.alpha)
+                   for h in horizons if h != primary_h],
+        universe_sha256=universe_sha256(tickers), tickers=len(tickers),
+        draws=cfg.experiment.draws, window=Window(first_night=first_night, nights=nights),
+        paths={n: path_fingerprint(cfg, n) for n in names})
+
+
+def plan_toml(plan: Plan) -> str:
+    """A plan as a TOML file a person can read and edit."""
+    data = plan.model_dump(mode="json", exclude_none=True)
+    data["window"]["first_night"] = plan.window.first_night
+    secondary = data.pop("secondary")
+    text = dump_toml(data)
+    for h in secondary:
+        text += "\n\n[[secondary]]\n" + dump_toml(h)
+    return ("# dualpath preregistration: fix this before night 1, then "
+            "`dualpath prereg freeze` it.\n" + text + "\n")
+
+
+def deviations(plan: Plan, cfg: Config) -> list[str]:
+    """Each way the running config differs from the plan (empty: it is the planned one)."""
+    out = []
+    if cfg.experiment.name != plan.experiment:
+        out.append(f"experiment {cfg.experiment.name!r} is not the plan's {plan.experiment!r}")
+    tickers = cfg.tickers()
+    if universe_sha256(tickers) != plan.universe_sha256:
+        out.append(f"universe changed ({len(tickers)} tickers; the plan's hash differs)")
+    if cfg.experiment.draws != plan.draws:
+        out.append(f"draws {cfg.experiment.draws} (plan: {plan.draws})")
+    for name, fp in plan.paths.items():
+        if name not in cfg.paths:
+            out.append(f"path {name} is missing from the config")
+            continue
+        now = path_fingerprint(cfg, name)
+        if now.sha256 != fp.sha256:
+            what = [k for k in ("engine", "model", "slots", "build")
+                    if getattr(now, k) != getattr(fp, k)]
+            out.append(f"path {name} config changed" + (f" ({', '.join(what)})" if what else
+                                                        " (sampling, launch or expectations)"))
+    return out

@@ -1,0 +1,90 @@
+"""Frozen plans and the deviation log, in the warehouse."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+
+import duckdb
+import orjson
+
+from dualpath.errors import UserError
+from dualpath.prereg import Plan
+
+
+@dataclass(frozen=True)
+class FrozenPlan:
+    """A plan as frozen: the hash recorded then, and whether the freeze was forced."""
+
+    plan: Plan
+    plan_hash: str
+    frozen_at: datetime
+    forced: bool
+    nights_before_freeze: int
+
+    @property
+    def intact(self) -> bool:
+        """The stored plan still hashes to what was frozen."""
+        return self.plan.sha256() == self.plan_hash
+
+
+def nights_in_window(con: duckdb.DuckDBPyConnection, plan: Plan) -> list[date]:
+    """Nights of the plan's experiment from the first night on that have any run."""
+    rows = con.execute("SELECT DISTINCT night FROM runs WHERE experiment = ? AND night >= ? "
+                       "ORDER BY night", [plan.experiment, plan.window.first_night]).fetchall()
+    return [r[0] for r in rows]
+
+
+def freeze(con: duckdb.DuckDBPyConnection, plan: Plan, plan_path: str,
+           force: bool = False) -> FrozenPlan:
+    """Record the plan's hash; refused when nights of its window exist, unless forced."""
+    existing = current(con, plan.experiment)
+    if existing is not None and existing.plan_hash == plan.sha256():
+        return existing
+    if existing is not None and not force:
+        raise UserError(f"experiment {plan.experiment!r} already has a frozen plan "
+                        f"({existing.plan_hash[:12]}, {existing.frozen_at:%Y-%m-%d}); a new "
+                        "plan mid-study is a deviation: pass --force to record it as one")
+    before = nights_in_window(con, plan)
+    if before and not force:
+        raise UserError(f"{len(before)} night(s) of the window already exist (from "
+                        f"{before[0]}); a plan frozen after seeing data is not a "
+                        "preregistration. Pass --force to freeze anyway: every report will "
+                        "say it was forced")
+    now = datetime.now(timezone.utc)
+    con.execute("INSERT INTO plans VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [plan.sha256(), plan.experiment, now, bool(existing or before), len(before),
+                 plan_path, orjson.dumps(plan.model_dump(mode="json")).decode()])
+    if existing is not None:
+        record_deviation(con, plan.experiment, None, "plan replaced",
+                         f"plan {existing.plan_hash[:12]} replaced by {plan.sha256()[:12]}",
+                         plan.sha256())
+    return current(con, plan.experiment)
+
+
+def current(con: duckdb.DuckDBPyConnection, experiment: str) -> FrozenPlan | None:
+    """The experiment's latest frozen plan, if any."""
+    row = con.execute("SELECT plan_json, plan_hash, frozen_at, forced, nights_before_freeze "
+                      "FROM plans WHERE experiment = ? ORDER BY frozen_at DESC LIMIT 1",
+                      [experiment]).fetchone()
+    if row is None:
+        return None
+    return FrozenPlan(Plan.model_validate(orjson.loads(row[0])), row[1], row[2], row[3],
+                      row[4] or 0)
+
+
+def record_deviation(con: duckdb.DuckDBPyConnection, experiment: str, night: date | None,
+                     kind: str, detail: str, plan_hash: str | None) -> None:
+    """Log a deviation once (the same night, kind and detail are not logged twice)."""
+    seen = con.execute("SELECT count(*) FROM deviations WHERE experiment = ? AND night IS NOT "
+                       "DISTINCT FROM ? AND kind = ? AND detail = ?",
+                       [experiment, night, kind, detail]).fetchone()[0]
+    if not seen:
+        con.execute("INSERT INTO deviations (experiment, night, kind, detail, plan_hash) "
+                    "VALUES (?, ?, ?, ?, ?)", [experiment, night, kind, detail, plan_hash])
+
+
+def deviation_log(con: duckdb.DuckDBPyConnection, experiment: str):
+    """Every logged deviation, oldest first, as a frame."""
+    return con.execute("SELECT night, kind, detail, recorded_at FROM deviations WHERE "
+                       "experiment = ? ORDER BY recorded_at", [experiment]).df()
