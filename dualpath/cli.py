@@ -215,6 +215,7 @@ def demo(nights: int = typer.Option(20, min=1, max=120, help="Synthetic nights t
     print_metrics(m, "table", only=["rank_ic", "comparison", "self_agreement"])
     from evals.plots import plot_comparison
     console.print(f"\nplot: {plot_comparison(m, result.config.parent / 'comparison.png')}")
+    console.print(f"weekly report (preregistered demo plan): {result.report}")
     db = result.warehouse
     console.print(f"\nwarehouse: {db}  (config: {result.config})")
     console.print("try:")
@@ -420,6 +421,26 @@ def prereg_status(config: Path = CONFIG_OPT) -> None:
                   + ("" if st.window_complete else " — interim: no decision"))
     for d in st.deviations:
         console.print(f"[yellow]deviation[/yellow] {d['night'] or '-'} {d['kind']}: {d['detail']}")
+
+
+@app.command()
+def report(config: Path = CONFIG_OPT,
+           week: Optional[str] = typer.Option(None, help="ISO week, e.g. 2027-W19: everything "
+                                              "from the window's start to that week's end."),
+           since: Optional[str] = typer.Option(None, help="First night (YYYY-MM-DD)."),
+           until: Optional[str] = typer.Option(None, help="Last night (YYYY-MM-DD)."),
+           out: Path = typer.Option(Path("reports"), help="Folder for the HTML and Markdown.")) -> None:
+    """The weekly comparison report: one self-contained HTML file and one Markdown file."""
+    from flows.weekly import metrics_for, week_range, write_report
+
+    cfg = load_config(config)
+    lo, hi = (_parse_date(since) if since else None), (_parse_date(until) if until else None)
+    if week:
+        if since or until:
+            raise UserError("give --week or --since/--until, not both")
+        lo, hi = None, week_range(week)[1]
+    html, md, data = write_report(cfg, out, metrics_for(cfg), lo, hi)
+    console.print(f"report ({data.plan.label}): {html}\n                      {md}")
 
 
 INTERRUPTED = "interrupted; rerun the night to resume"

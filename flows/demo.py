@@ -15,7 +15,10 @@ from dualpath.demo import demo_config_data, demo_market
 from dualpath.errors import UserError
 from dualpath.sim.fleet import SimFleet
 from flows.nightly import nightly
+from dualpath.prereg import draft_plan, plan_toml
+from flows.prereg import freeze_plan
 from flows.runner import plan_night
+from flows.weekly import metrics_for, write_report
 from warehouse.db import reader, writer
 from warehouse.prices import import_prices, validate_prices
 from warehouse.queries import path_totals
@@ -28,6 +31,7 @@ class DemoResult:
     totals: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     not_complete: list[str] = field(default_factory=list)
+    report: Path | None = None
 
 
 MARKER = ".dualpath-demo"
@@ -64,6 +68,10 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
         import_prices(con, prices)
     nights_list = market.nights(nights, max(cfg.experiment.horizons))
+    # preregistered before night 1, as the real study is
+    plan_path = root / "prereg.toml"
+    plan_path.write_text(plan_toml(draft_plan(cfg, nights_list[0], len(nights_list))))
+    freeze_plan(cfg, plan_path)
     overall = bars.add_task("nights", total=nights, what="") if bars else None
     t0 = time.monotonic()
 
@@ -85,4 +93,6 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
         not_complete = asyncio.run(all_nights())
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         totals = path_totals(con, cfg.experiment.name)
-    return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals, warnings, not_complete)
+    html, _, _ = write_report(cfg, root / "reports", metrics_for(cfg))
+    return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals, warnings, not_complete,
+                      html)

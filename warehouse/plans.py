@@ -7,6 +7,7 @@ from datetime import date, datetime, timezone
 
 import duckdb
 import orjson
+import pandas as pd
 
 from dualpath.errors import UserError
 from dualpath.prereg import Plan
@@ -62,8 +63,16 @@ def freeze(con: duckdb.DuckDBPyConnection, plan: Plan, plan_path: str,
     return current(con, plan.experiment)
 
 
+def _has_tables(con: duckdb.DuckDBPyConnection) -> bool:
+    # a read-only connection to a warehouse written before m005 has no plan tables yet
+    return con.execute("SELECT count(*) FROM information_schema.tables "
+                       "WHERE table_name = 'plans'").fetchone()[0] > 0
+
+
 def current(con: duckdb.DuckDBPyConnection, experiment: str) -> FrozenPlan | None:
     """The experiment's latest frozen plan, if any."""
+    if not _has_tables(con):
+        return None
     row = con.execute("SELECT plan_json, plan_hash, frozen_at, forced, nights_before_freeze "
                       "FROM plans WHERE experiment = ? ORDER BY frozen_at DESC LIMIT 1",
                       [experiment]).fetchone()
@@ -86,5 +95,7 @@ def record_deviation(con: duckdb.DuckDBPyConnection, experiment: str, night: dat
 
 def deviation_log(con: duckdb.DuckDBPyConnection, experiment: str):
     """Every logged deviation, oldest first, as a frame."""
+    if not _has_tables(con):
+        return pd.DataFrame(columns=["night", "kind", "detail", "recorded_at"])
     return con.execute("SELECT night, kind, detail, recorded_at FROM deviations WHERE "
                        "experiment = ? ORDER BY recorded_at", [experiment]).df()

@@ -1,0 +1,65 @@
+"""The weekly comparison report: frames in, a self-contained HTML file and a Markdown file out.
+
+Pure functions (no warehouse, no Prefect): `flows.weekly` gathers a `ReportData` and calls
+`render`. Figures are PNGs embedded as data URIs, so the HTML has no network reference.
+
+Sections: plan integrity, primary result, quality, speed, data and run hygiene.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+import pandas as pd
+
+
+@dataclass
+class PlanInfo:
+    """What the report says about the preregistered plan."""
+
+    plan_hash: str | None = None          # None: no frozen plan
+    file_matches: bool | None = None      # the plan file still hashes to the frozen hash
+    forced: bool = False
+    nights_before_freeze: int = 0
+    window_nights: int | None = None
+    nights_collected: int = 0
+    primary: dict | None = None           # horizon, test, margin, alpha
+    baseline: str | None = None
+    candidate: str | None = None
+
+    @property
+    def window_complete(self) -> bool:
+        return self.window_nights is not None and self.nights_collected >= self.window_nights
+
+    @property
+    def label(self) -> str:
+        """'confirmatory' only with an intact plan and a complete window."""
+        if self.plan_hash is None:
+            return "exploratory — no frozen plan"
+        if self.file_matches is False:
+            return "exploratory — the plan was edited after freezing (hash mismatch)"
+        if not self.window_complete:
+            return "interim — no decision"
+        return "confirmatory" + (" (plan frozen late, forced)" if self.forced else "")
+
+
+@dataclass
+class ReportData:
+    """Everything one report shows; each frame as `evals` documents it."""
+
+    experiment: str
+    since: date
+    until: date
+    generated_at: datetime
+    metrics: object                       # evals.report.Metrics
+    runs: pd.DataFrame                    # warehouse run summaries (status, detail, seconds)
+    calls: pd.DataFrame                   # the `calls` frame (complete and partial runs)
+    units: pd.DataFrame                   # the `units` frame
+    sessions: pd.DataFrame                # server identity per path and night
+    deviations: pd.DataFrame              # night, kind, detail
+    plan: PlanInfo = field(default_factory=PlanInfo)
+    config_hashes: list[str] = field(default_factory=list)
+    freshness: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    tickers: int = 100

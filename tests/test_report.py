@@ -1,0 +1,74 @@
+"""The weekly report: plan integrity labels, exclusions listed, deviations shown."""
+
+from dualpath.config import load_config
+from dualpath.prereg import draft_plan, plan_toml
+from flows.prereg import freeze_plan
+from flows.weekly import metrics_for, write_report
+from tests.helpers import SimFleet, ingest, make_project, score_night_plain
+
+
+def study(tmp_path, nights=3, window=3, cut_last=False, change_after=None):
+    cfg_path, cfg, all_nights = make_project(tmp_path, tickers=6, draws=2, nights=nights)
+    plan = tmp_path / "prereg.toml"
+    plan.write_text(plan_toml(draft_plan(cfg, all_nights[0], window)))
+    freeze_plan(cfg, plan)
+    with SimFleet(cfg) as fleet:
+        for i, n in enumerate(all_nights):
+            if change_after is not None and i == change_after:
+                cfg_path.write_text(cfg_path.read_text().replace("temperature = 0.7",
+                                                                 "temperature = 0.6"))
+                cfg = load_config(cfg_path)
+                from flows.prereg import hold_night_to_plan
+                hold_night_to_plan(cfg, n)
+            stop = 5 if cut_last and i == len(all_nights) - 1 else None
+            ingest(cfg, score_night_plain(cfg, n, fleet.urls, stop_after_units=stop))
+    return cfg, plan
+
+
+def report(cfg, tmp_path):
+    html, md, data = write_report(cfg, tmp_path / "out", metrics_for(cfg))
+    return html.read_text(), md.read_text(), data
+
+
+def test_a_complete_window_with_an_intact_plan_is_confirmatory(tmp_path):
+    cfg, plan = study(tmp_path)
+    html, md, data = report(cfg, tmp_path)
+    assert data.plan.label == "confirmatory"
+    assert "**confirmatory**" in md and "the plan file matches the frozen hash" in md
+    assert "http://" not in html and "https://" not in html      # self-contained
+    assert html.count("data:image/png;base64,") >= 4
+
+
+def test_an_edited_plan_is_a_hash_mismatch_and_never_confirmatory(tmp_path):
+    cfg, plan = study(tmp_path)
+    plan.write_text(plan.read_text().replace("margin = 0.03", "margin = 0.1", 1))
+    html, md, data = report(cfg, tmp_path)
+    assert data.plan.file_matches is False
+    assert "hash mismatch" in data.plan.label and "confirmatory" not in data.plan.label
+    assert "edited after freezing" in md
+
+
+def test_a_partial_run_is_excluded_listed_and_keeps_the_label_interim(tmp_path):
+    cfg, plan = study(tmp_path, cut_last=True)
+    html, md, data = report(cfg, tmp_path)
+    assert data.plan.label == "interim — no decision"          # 2 of 3 nights complete
+    assert data.plan.nights_collected == 2
+    excluded = md.split("Excluded from every metric")[1]
+    assert "partial" in excluded
+    assert "night not complete" in html
+
+
+def test_the_interim_label_holds_until_the_window_is_complete(tmp_path):
+    cfg, plan = study(tmp_path, nights=2, window=5)
+    html, md, data = report(cfg, tmp_path)
+    assert data.plan.label == "interim — no decision"
+    assert "Nights collected: 2 of 5" in md
+
+
+def test_a_config_change_mid_window_appears_as_a_deviation(tmp_path):
+    cfg, plan = study(tmp_path, nights=2, window=2, change_after=1)
+    html, md, data = report(cfg, tmp_path)
+    assert "config differs from plan" in md
+    assert len(data.config_hashes) == 2 and "more than one config" in html
+    assert set(data.metrics.nightly_ic["night"].dt.date) == {data.since}   # never pooled
+    assert any("differs from the frozen plan were left out" in n for n in data.metrics.notes)
