@@ -12,8 +12,11 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pandas as pd
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+from prefect.runtime import flow_run
 
-from dualpath.config import Config
+from dualpath.config import Config, load_config
 from dualpath.errors import UserError
 from dualpath.prereg import load_plan
 from evals.weekly import PlanInfo, ReportData
@@ -146,3 +149,22 @@ def metrics_for(cfg: Config):
         return compute_metrics(units, calls, runs, prices, cfg.experiment.horizons, pair,
                                seed=cfg.sampling.base_seed)
     return compute
+
+
+def _report_run_name() -> str:
+    p = flow_run.parameters
+    return f"report/{p.get('week') or 'latest'}"
+
+
+@flow(name="dualpath-weekly-report", flow_run_name=_report_run_name, log_prints=False)
+async def weekly_report(config_path: str = "dualpath.toml", week: str | None = None,
+                        out: str = "reports") -> str:
+    """Write the report (cumulative to the end of `week`; default: every night so far) and
+    publish its Markdown as an artifact."""
+    cfg = load_config(config_path)
+    until = week_range(week)[1] if week else None
+    html, md, data = write_report(cfg, cfg.resolve(Path(out)), metrics_for(cfg), None, until)
+    await create_markdown_artifact(
+        key=f"report-{cfg.experiment.name}".lower().replace("_", "-").replace(".", "-"),
+        markdown=md.read_text(), description=f"dualpath report: {data.plan.label}")
+    return str(html)

@@ -33,3 +33,13 @@ def sim_server():
     yield make
     for srv in started:
         srv.stop()
+
+
+@pytest.fixture(scope="session")
+def prefect_harness(tmp_path_factory):
+    """One temporary Prefect API for the session's flow tests."""
+    os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "90"
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    from prefect.testing.utilities import prefect_test_harness
+    with prefect_test_harness(server_startup_timeout=90):
+        yield

@@ -1,22 +1,10 @@
 """End to end through the real Prefect flow on simulated paths (main speaks vLLM's dialect)."""
 
 import asyncio
-import os
-
-import pytest
 
 from dualpath.sim.fleet import SimFleet
 from tests.helpers import make_project
 from warehouse.db import reader
-
-
-@pytest.fixture(scope="session")
-def prefect_harness(tmp_path_factory):
-    os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "90"
-    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-    from prefect.testing.utilities import prefect_test_harness
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
 
 
 def run_night(cfg_path, night, endpoints=None):

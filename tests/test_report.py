@@ -72,3 +72,25 @@ def test_a_config_change_mid_window_appears_as_a_deviation(tmp_path):
     assert len(data.config_hashes) == 2 and "more than one config" in html
     assert set(data.metrics.nightly_ic["night"].dt.date) == {data.since}   # never pooled
     assert any("differs from the frozen plan were left out" in n for n in data.metrics.notes)
+
+
+def test_the_weekly_flow_publishes_the_markdown_as_an_artifact(tmp_path, prefect_harness):
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+
+    from flows.weekly import weekly_report
+    cfg, plan = study(tmp_path, nights=2, window=2)
+    cfg_path = tmp_path / "dualpath.toml"
+
+    async def go():
+        state = await weekly_report(str(cfg_path), out=str(tmp_path / "weekly"),
+                                    return_state=True)
+        async with get_client() as c:
+            run = await c.read_flow_run(state.state_details.flow_run_id)
+            arts = [a for a in await c.read_artifacts() if a.flow_run_id == run.id]
+        return state, run, arts
+    state, run, arts = asyncio.run(go())
+    assert state.is_completed() and run.name == "report/latest"
+    assert "# dualpath weekly comparison" in arts[0].data and "**confirmatory**" in arts[0].data
+    assert list((tmp_path / "weekly").glob("*.html"))
