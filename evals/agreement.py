@@ -84,30 +84,46 @@ def spearman_brown(r: float, k: int) -> float:
     return k * r / (1 + (k - 1) * r)
 
 
+def cohen_chance(a: np.ndarray, b: np.ndarray, labels: np.ndarray = SCALE) -> float:
+    """Cohen's chance agreement p_e = sum_c p_a(c) p_b(c) of two raters' marginals."""
+    pa = pd.Series(a).value_counts(normalize=True).reindex(labels, fill_value=0).to_numpy()
+    pb = pd.Series(b).value_counts(normalize=True).reindex(labels, fill_value=0).to_numpy()
+    return float(pa @ pb)
+
+
 def self_agreement(units: pd.DataFrame) -> dict:
-    """Agreement between draws of one path over ticker-nights (grades pivoted by draw)."""
+    """Agreement between draws of one path over ticker-nights (grades pivoted by draw).
+
+    Exact and chance agreement are means over draw pairs; chance agreement is each pair's
+    Cohen p_e (the one the QWK beside it uses), and kappa_exact the mean pairwise unweighted
+    Cohen kappa (exact agreement corrected for chance).
+    """
     g = units[units["grade"].notna()]
     wide = g.pivot_table(index=["night", "ticker"], columns="draw", values="grade",
                          aggfunc="first").astype(float)
     draws = list(wide.columns)
     out = {"ticker_nights": len(wide), "draws": len(draws), "exact_agreement": math.nan,
-           "chance_agreement": math.nan, "mean_qwk": math.nan, "krippendorff_alpha": math.nan,
-           "icc_1_1": math.nan, "icc_1_k": math.nan, "spearman_brown_k": math.nan, "note": ""}
+           "chance_agreement": math.nan, "kappa_exact": math.nan, "mean_qwk": math.nan,
+           "krippendorff_alpha": math.nan, "icc_1_1": math.nan, "icc_1_k": math.nan,
+           "spearman_brown_k": math.nan, "note": ""}
     if len(draws) < 2 or len(wide) < 2:
         out["note"] = "needs >= 2 draws of >= 2 ticker-nights"
         return out
-    shares = g["grade"].astype(int).value_counts(normalize=True).reindex(SCALE, fill_value=0)
-    out["chance_agreement"] = float((shares ** 2).sum())
-    exact, kappas = [], []
+    exact, chance, kappas, qwks = [], [], [], []
     for a, b in itertools.combinations(draws, 2):
         pair = wide[[a, b]].dropna()
         if len(pair) == 0:
             continue
-        exact.append((pair[a] == pair[b]).mean())
-        kappas.append(quadratic_kappa(pair[a].astype(int), pair[b].astype(int)))
+        po = float((pair[a] == pair[b]).mean())
+        pe = cohen_chance(pair[a].astype(int), pair[b].astype(int))
+        exact.append(po)
+        chance.append(pe)
+        kappas.append((po - pe) / (1 - pe) if pe < 1 else math.nan)
+        qwks.append(quadratic_kappa(pair[a].astype(int), pair[b].astype(int)))
     out["exact_agreement"] = float(np.mean(exact)) if exact else math.nan
-    finite = [k for k in kappas if math.isfinite(k)]
-    out["mean_qwk"] = float(np.mean(finite)) if finite else math.nan
+    out["chance_agreement"] = float(np.mean(chance)) if chance else math.nan
+    out["kappa_exact"] = _finite_mean(kappas)
+    out["mean_qwk"] = _finite_mean(qwks)
     out["krippendorff_alpha"] = krippendorff_alpha_ordinal(wide.to_numpy().T)
     complete = wide.dropna()
     out["icc_1_1"], out["icc_1_k"] = icc_oneway(complete.to_numpy())
@@ -117,9 +133,25 @@ def self_agreement(units: pd.DataFrame) -> dict:
     return out
 
 
+def _finite_mean(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
+def grade_labels(grade: pd.Series) -> pd.Series:
+    """'1'..'5', or 'failed' for a draw without a grade (<NA>/NaN, any dtype)."""
+    g = pd.to_numeric(grade, errors="coerce").astype(float)
+    # not Int64.astype(str): pandas 3 writes 'nan' for <NA>, and the failures vanished
+    return pd.Series(np.where(g.isna(), "failed", g.fillna(0).astype(int).astype(str)),
+                     index=grade.index)
+
+
 def grade_distribution(units: pd.DataFrame) -> pd.DataFrame:
-    """Share of each grade (and of failures) per path."""
-    g = units.assign(label=units["grade"].astype("Int64").astype(str).replace("<NA>", "failed"))
+    """path, units, share of each grade 1-5 and of failed draws (no grade), per path."""
+    g = units.assign(label=grade_labels(units["grade"]))
     table = pd.crosstab(g["path"], g["label"], normalize="index")
     cols = [str(v) for v in SCALE] + ["failed"]
-    return table.reindex(columns=cols, fill_value=0.0).reset_index()
+    table = table.reindex(columns=cols, fill_value=0.0)
+    table.insert(0, "units", g.groupby("path").size())
+    table.columns.name = None
+    return table.reset_index()

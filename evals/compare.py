@@ -1,6 +1,8 @@
-"""Path comparison on the nights both paths have: nightly ΔIC = IC(a) - IC(b).
+"""Path comparison paired on the common cross-section, and the non-inferiority verdict.
 
-Takes the output of `evals.rankic.nightly_rank_ic` and a ``scores`` frame.
+Per night and horizon, ΔIC = IC(candidate) − IC(baseline) with both ICs over the same tickers:
+those scored on both paths with a matured return. A ticker or night present on one path only
+is left out and counted. Takes a ``scores`` frame and `evals.returns.forward_returns` output.
 """
 
 from __future__ import annotations
@@ -11,40 +13,89 @@ import numpy as np
 import pandas as pd
 
 from evals.agreement import quadratic_kappa
-from evals.inference import (circular_block_bootstrap_ci, iid_t, newey_west_t,
-                             newey_west_variance, power_of_mean)
-from evals.rankic import spearman
+from evals.inference import holm, noninferiority, verdict
+from evals.rankic import MIN_TICKERS, grouped_spearman, spearman
+from evals.returns import OK
+
+PAIRED = ["night", "horizon", "ic_baseline", "ic_candidate", "delta", "n_common", "start_pos"]
 
 
-def compare_ic(nightly: pd.DataFrame, a: str, b: str, horizon: int, *, seed: int,
-               delta: float = 0.02, n_boot: int = 2000) -> dict:
-    """ΔIC statistics for one horizon: mean, sd, ρ, paired/NW t, block-bootstrap CI, power."""
-    ok = nightly[(nightly["horizon"] == horizon) & (nightly["status"] == "ok")]
-    wide = ok.pivot(index="night", columns="path", values="ic").sort_index()
-    lags = max(horizon - 1, 1)
-    out = {"a": a, "b": b, "horizon": horizon, "nights": 0, "mean_delta": math.nan,
-           "sd_delta": math.nan, "rho_ic": math.nan, "t_paired": math.nan, "p_paired": math.nan,
-           "t_newey_west": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-           "block": max(horizon, 1), "mde": math.nan, "power_at_delta": math.nan,
-           "delta": delta}
-    if a not in wide or b not in wide:
-        return out
-    both = wide[[a, b]].dropna()
-    d = (both[a] - both[b]).to_numpy()
-    out["nights"] = len(d)
-    if len(d) == 0:
-        return out
-    out["mean_delta"] = float(d.mean())
-    if len(d) >= 2:
-        out["sd_delta"] = float(d.std(ddof=1))
-        if both[a].std() > 0 and both[b].std() > 0:
-            out["rho_ic"] = float(np.corrcoef(both[a], both[b])[0, 1])
-        out["t_paired"], out["p_paired"] = iid_t(d)
-        out["t_newey_west"] = newey_west_t(lags)(d)
-        out["ci_low"], out["ci_high"] = circular_block_bootstrap_ci(d, out["block"], seed, n_boot)
-        se = math.sqrt(max(newey_west_variance(d, lags), 0) / len(d))
-        p = power_of_mean(se, delta)
-        out["mde"], out["power_at_delta"] = p.mde, p.power_at_delta
+def _wide(scores: pd.DataFrame, baseline: str, candidate: str) -> pd.DataFrame:
+    s = scores[(scores["n_draws"] > 0) & scores["path"].isin([baseline, candidate])]
+    s = s.assign(night=pd.to_datetime(s["night"]))
+    return s.pivot_table(index=["night", "ticker"], columns="path", values="score")
+
+
+def unpaired_counts(scores: pd.DataFrame, baseline: str, candidate: str) -> dict:
+    """Nights scored on one path only, and ticker-nights scored on one path only."""
+    wide = _wide(scores, baseline, candidate).reindex(columns=[baseline, candidate])
+    has = wide.notna()
+    per_night = has.groupby(level="night").any()
+    one_night = int((per_night[baseline] != per_night[candidate]).sum())
+    both_nights = per_night.index[per_night.all(axis=1)]
+    on_both_nights = has[has.index.get_level_values("night").isin(both_nights)]
+    one_ticker = int((on_both_nights[baseline] != on_both_nights[candidate]).sum())
+    return {"unpaired_nights": one_night, "unpaired_ticker_nights": one_ticker}
+
+
+def paired_delta_ic(scores: pd.DataFrame, returns: pd.DataFrame, baseline: str,
+                    candidate: str) -> pd.DataFrame:
+    """night, horizon, ic_baseline, ic_candidate, delta, n_common, start_pos (matured only)."""
+    wide = _wide(scores, baseline, candidate)
+    if baseline not in wide or candidate not in wide:
+        return pd.DataFrame(columns=PAIRED)
+    both = wide[[baseline, candidate]].dropna().reset_index()
+    r = returns[returns["status"] == OK].assign(night=lambda f: pd.to_datetime(f["night"]))
+    j = both.merge(r[["night", "ticker", "horizon", "fwd_return", "start_pos"]],
+                   on=["night", "ticker"])
+    if j.empty:
+        return pd.DataFrame(columns=PAIRED)
+    keys = ["night", "horizon"]
+    ib = grouped_spearman(j, keys, baseline, "fwd_return")
+    ic = grouped_spearman(j, keys, candidate, "fwd_return")
+    pos = j.groupby(keys, sort=True)["start_pos"].first().reset_index()
+    out = ib.rename(columns={"ic": "ic_baseline", "n": "n_common"}).merge(
+        ic[keys + ["ic"]].rename(columns={"ic": "ic_candidate"}), on=keys).merge(pos, on=keys)
+    out = out[out["n_common"] >= MIN_TICKERS]
+    return out.assign(delta=out["ic_candidate"] - out["ic_baseline"])[PAIRED]
+
+
+def compare_ic(paired: pd.DataFrame, baseline: str, candidate: str, horizon: int, *,
+               margin: float, alpha: float) -> dict:
+    """ΔIC summary and the non-inferiority/TOST test for one horizon (see `evals.inference`)."""
+    p = paired[paired["horizon"] == horizon].dropna(subset=["delta"]).sort_values("night")
+    d = p["delta"].to_numpy(dtype=float)
+    out = {"baseline": baseline, "candidate": candidate, "horizon": horizon, "nights": len(d),
+           "mean_common_tickers": float(p["n_common"].mean()) if len(p) else math.nan,
+           "mean_delta": float(d.mean()) if len(d) else math.nan,
+           "sd_delta": float(d.std(ddof=1)) if len(d) > 1 else math.nan,
+           "rho_ic": math.nan, "margin": margin, "alpha": alpha}
+    if len(d) > 2 and p["ic_baseline"].std() > 0 and p["ic_candidate"].std() > 0:
+        out["rho_ic"] = float(np.corrcoef(p["ic_baseline"], p["ic_candidate"])[0, 1])
+    return {**out, **noninferiority(d, horizon, margin, alpha, p["start_pos"].to_numpy())}
+
+
+def compare_paths(scores: pd.DataFrame, returns: pd.DataFrame, baseline: str, candidate: str,
+                  horizons: list[int], primary: int, margin: float, alpha: float) -> pd.DataFrame:
+    """One row per horizon: the primary is confirmatory; the others exploratory, Holm-adjusted.
+
+    Holm adjusts each one-sided p-value over the exploratory horizons; their verdicts use the
+    adjusted p-values.
+    """
+    paired = paired_delta_ic(scores, returns, baseline, candidate)
+    counts = unpaired_counts(scores, baseline, candidate)
+    rows = [{**compare_ic(paired, baseline, candidate, h, margin=margin, alpha=alpha),
+             "role": "primary" if h == primary else "exploratory", **counts} for h in horizons]
+    out = pd.DataFrame(rows)
+    out["p_noninferior_holm"] = math.nan
+    out["p_inferior_holm"] = math.nan
+    sec = out["role"] == "exploratory"
+    if sec.any():
+        out.loc[sec, "p_noninferior_holm"] = holm(out.loc[sec, "p_noninferior"].tolist())
+        out.loc[sec, "p_inferior_holm"] = holm(out.loc[sec, "p_inferior"].tolist())
+        out.loc[sec, "verdict"] = [verdict(a, b, alpha) for a, b in
+                                   zip(out.loc[sec, "p_noninferior_holm"],
+                                       out.loc[sec, "p_inferior_holm"])]
     return out
 
 

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import pandas as pd
 
 from evals.agreement import grade_distribution, self_agreement
-from evals.compare import compare_ic, cross_path_agreement
-from evals.rankic import nightly_rank_ic, rank_ic_summary
-from evals.returns import forward_returns
+from evals.compare import compare_paths, cross_path_agreement
+from evals.rankic import NIGHTLY, nightly_rank_ic, rank_ic_summary
+from evals.returns import COLUMNS, forward_returns
 from evals.scores import ticker_scores, usable_units
+from evals.signal import by_grade, draws_analysis, signal_shape
 from evals.speed import path_speed, run_speed
 
 
 @dataclass
 class Metrics:
-    """All tables; each a DataFrame ready to print."""
+    """All tables; each a DataFrame ready to print (verdicts, methods and labels are columns)."""
 
     nightly_ic: pd.DataFrame
     rank_ic: pd.DataFrame
@@ -28,12 +30,28 @@ class Metrics:
     speed_runs: pd.DataFrame
     speed: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    draws: pd.DataFrame = field(default_factory=pd.DataFrame)
+    signal_shape: pd.DataFrame = field(default_factory=pd.DataFrame)
+    by_grade: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def default_primary(horizons: list[int]) -> int:
+    """The shortest horizon > 1, else the first."""
+    return next((h for h in sorted(horizons) if h > 1), horizons[0])
 
 
 def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame,
                     prices: pd.DataFrame, horizons: list[int], pair: tuple[str, str] | None,
-                    seed: int = 20260101, delta: float = 0.02) -> Metrics:
-    """Metrics over usable units (complete runs, uncontaminated); partial runs only in speed."""
+                    seed: int = 20260101, *, margin: float = 0.03, alpha: float = 0.05,
+                    primary_horizon: int | None = None,
+                    sessions: Sequence | None = None) -> Metrics:
+    """Metrics over usable units (complete runs, uncontaminated); partial runs only in speed.
+
+    ``pair``: (baseline, candidate); ΔIC = IC(candidate) − IC(baseline), judged non-inferior
+    at ``primary_horizon`` when its one-sided (1-alpha) lower bound exceeds −margin.
+    ``sessions``: exchange session dates for forward returns (else dates with any price).
+    ``seed`` is kept for callers; no table draws random numbers.
+    """
     notes = []
     usable = usable_units(units)
     dropped = len(units) - len(usable)
@@ -42,22 +60,28 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
                      "were left out of every quality metric")
     scores = ticker_scores(usable)
     nights = sorted(scores["night"].unique()) if len(scores) else []
-    returns = forward_returns(prices, nights, horizons) if nights and len(prices) else \
-        pd.DataFrame(columns=["night", "ticker", "horizon", "fwd_return", "status"])
-    nightly = nightly_rank_ic(scores, returns) if len(scores) else \
-        pd.DataFrame(columns=["night", "path", "horizon", "ic", "n_tickers", "status"])
-    summary = rank_ic_summary(nightly) if len(nightly) else pd.DataFrame()
+    returns = forward_returns(prices, nights, horizons, sessions) if nights and len(prices) \
+        else pd.DataFrame(columns=COLUMNS)
+    if returns.attrs.get("off_session_rows"):
+        notes.append(f"{returns.attrs['off_session_rows']} price row(s) on non-session dates "
+                     "were ignored")
+    nightly = nightly_rank_ic(scores, returns) if len(scores) else pd.DataFrame(columns=NIGHTLY)
+    summary = rank_ic_summary(nightly, alpha) if len(nightly) else pd.DataFrame()
     comparison, cross = pd.DataFrame(), pd.DataFrame()
     if pair and len(nightly):
-        comparison = pd.DataFrame([compare_ic(nightly, pair[0], pair[1], h, seed=seed, delta=delta)
-                                   for h in horizons])
-        cross = pd.DataFrame([{"a": pair[0], "b": pair[1],
+        primary = primary_horizon if primary_horizon in horizons else default_primary(horizons)
+        comparison = compare_paths(scores, returns, pair[0], pair[1], horizons, primary,
+                                   margin, alpha)
+        cross = pd.DataFrame([{"baseline": pair[0], "candidate": pair[1],
                                **cross_path_agreement(scores, *pair)}])
     agree = pd.DataFrame([{"path": p, **self_agreement(g)} for p, g in usable.groupby("path")])
     agree_n = pd.DataFrame([{"path": p, "night": n, **self_agreement(g)}
                             for (p, n), g in usable.groupby(["path", "night"])])
     grades = grade_distribution(usable) if len(usable) else pd.DataFrame()
+    draws = draws_analysis(usable, returns) if len(returns) else pd.DataFrame()
+    shape = signal_shape(scores, returns) if len(returns) else pd.DataFrame()
+    grade_ret = by_grade(scores, returns) if len(returns) else pd.DataFrame()
     per_run = run_speed(calls, units, runs) if len(runs) and len(calls) else pd.DataFrame()
     speed = path_speed(per_run) if len(per_run) else pd.DataFrame()
     return Metrics(nightly, summary, comparison, cross, agree, agree_n, grades, per_run, speed,
-                   notes)
+                   notes, draws, shape, grade_ret)

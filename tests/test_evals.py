@@ -13,8 +13,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from evals.agreement import (grade_distribution, icc_oneway, krippendorff_alpha_ordinal,
                              quadratic_kappa, self_agreement, spearman_brown)
-from evals.compare import compare_ic, cross_path_agreement
-from evals.inference import circular_block_bootstrap_ci, newey_west_variance, power_of_mean
+from evals.compare import cross_path_agreement
 from evals.rankic import nightly_rank_ic, rank_ic_summary, spearman, summarize_ic
 from evals.returns import forward_returns
 from evals.scores import ticker_scores, usable_units
@@ -65,16 +64,6 @@ def test_krippendorff_alpha_matches_the_package_with_missing_draws(seed):
     assert abs(krippendorff_alpha_ordinal(data) - ref) < 1e-12
 
 
-@pytest.mark.parametrize("seed", RNG_SEEDS)
-@pytest.mark.parametrize("lags", [1, 4, 19])
-def test_newey_west_matches_statsmodels_hac(seed, lags):
-    rng = np.random.default_rng(seed)
-    x = np.convolve(rng.normal(size=60), np.ones(5) / 5, mode="same") + 0.03
-    fit = sm.OLS(x, np.ones_like(x)).fit(cov_type="HAC",
-                                         cov_kwds={"maxlags": lags, "use_correction": False})
-    assert abs(newey_west_variance(x, lags) / len(x) - fit.bse[0] ** 2) < 1e-12
-
-
 # ---- hand-built inputs ----------------------------------------------------------------------
 
 def test_quadratic_kappa_hand_values():
@@ -101,7 +90,8 @@ def test_summary_hand_values():
     assert s["sd_ic"] == pytest.approx(math.sqrt(0.0325 / 3))
     assert s["icir"] == pytest.approx(0.075 / math.sqrt(0.0325 / 3))
     assert s["share_positive"] == 0.75
-    assert s["t_iid"] == pytest.approx(0.075 / (math.sqrt(0.0325 / 3) / 2))
+    # h=1: all 4 nights are independent, t = mean / (sd / sqrt 4) with 3 df
+    assert s["t"] == pytest.approx(0.075 / (math.sqrt(0.0325 / 3) / 2)) and s["df"] == 3
 
 
 def day(s):
@@ -164,7 +154,7 @@ def test_self_agreement_constant_ratings_give_nan_with_reason():
                           "grade": 3})
     out = self_agreement(units)
     assert out["exact_agreement"] == 1.0 and out["chance_agreement"] == 1.0
-    assert math.isnan(out["mean_qwk"]) and math.isnan(out["krippendorff_alpha"])
+    assert math.isnan(out["kappa_exact"]) and math.isnan(out["mean_qwk"]) and math.isnan(out["krippendorff_alpha"])
     assert math.isnan(out["icc_1_1"]) and "undefined" in out["note"]
 
 
@@ -175,41 +165,15 @@ def test_self_agreement_hand_values():
                           "grade": [1, 1, 2, 2, 4, 4, 5, 4]})
     out = self_agreement(units)
     assert out["exact_agreement"] == 0.75
-    # chance: shares 1:2/8, 2:2/8, 4:3/8, 5:1/8 -> (4+4+9+1)/64
-    assert out["chance_agreement"] == pytest.approx(18 / 64)
+    # Cohen p_e of the pair: draw 1 has 1,2,4,5 (1/4 each), draw 2 has 1,2,4,4 (1/4,1/4,1/2)
+    # -> 1/16 + 1/16 + 1/8 = 1/4; kappa = (3/4 - 1/4) / (1 - 1/4) = 2/3
+    assert out["chance_agreement"] == pytest.approx(0.25)
+    assert out["kappa_exact"] == pytest.approx(cohen_kappa_score([1, 2, 4, 5], [1, 2, 4, 4]))
+    assert out["kappa_exact"] == pytest.approx(2 / 3)
     ref = cohen_kappa_score([1, 2, 4, 5], [1, 2, 4, 4], weights="quadratic", labels=[1, 2, 3, 4, 5])
     assert out["mean_qwk"] == pytest.approx(ref, abs=1e-12)
     dist = grade_distribution(units.assign(grade=units["grade"].astype("Int64")))
     assert dist.loc[0, "4"] == 3 / 8 and dist.loc[0, "3"] == 0
-
-
-def test_compare_paired_statistics_and_bootstrap_is_seeded():
-    nights = pd.date_range("2027-01-04", periods=30, freq="B")
-    rng = np.random.default_rng(5)
-    a = rng.normal(0.05, 0.1, 30)
-    b = a - 0.02 + rng.normal(0, 0.02, 30)
-    nightly = pd.concat([pd.DataFrame({"night": nights, "path": "main", "horizon": 1, "ic": a,
-                                       "n_tickers": 100, "status": "ok"}),
-                         pd.DataFrame({"night": nights, "path": "backup", "horizon": 1, "ic": b,
-                                       "n_tickers": 100, "status": "ok"})])
-    out = compare_ic(nightly, "main", "backup", 1, seed=11)
-    d = a - b
-    assert out["nights"] == 30 and out["mean_delta"] == pytest.approx(d.mean())
-    assert out["t_paired"] == pytest.approx(stats.ttest_rel(a, b).statistic)
-    assert out["rho_ic"] == pytest.approx(np.corrcoef(a, b)[0, 1])
-    assert out["ci_low"] < d.mean() < out["ci_high"]
-    assert compare_ic(nightly, "main", "backup", 1, seed=11)["ci_low"] == out["ci_low"]
-    assert 0 < out["power_at_delta"] <= 1 and out["mde"] > 0
-
-
-def test_block_bootstrap_and_power_basics():
-    x = np.full(10, 0.3)
-    assert circular_block_bootstrap_ci(x, 3, seed=0) == (pytest.approx(0.3), pytest.approx(0.3))
-    # fewer than two blocks: a bootstrap cannot vary, so there is no interval
-    assert all(math.isnan(v) for v in circular_block_bootstrap_ci(np.arange(5.0), 20, seed=0))
-    p = power_of_mean(se=0.01, delta=0.0)
-    assert p.power_at_delta == pytest.approx(0.05)          # power at zero effect = alpha
-    assert p.mde == pytest.approx((1.959964 + 0.841621) * 0.01, rel=1e-5)
 
 
 def test_cross_path_agreement():

@@ -1,0 +1,128 @@
+"""What the grades carry besides the IC: how many draws pay for themselves, and signal shape.
+
+``draws_analysis``: the IC of the mean of k draws for k = 1..draws (averaged over every
+k-subset of draws), and its Spearman-Brown projection beyond the draws taken. Draw noise
+attenuates a correlation by sqrt(reliability) (Spearman 1904), and the reliability of a mean
+of k draws is SB(ICC(1,1), k) (Spearman-Brown), so IC_k ≈ IC_∞ · sqrt(SB(r1, k)).
+``signal_shape``: mean forward return by grade, top-minus-bottom spread, and the rank
+autocorrelation of scores night to night (what alphalens tear sheets show beside the IC).
+Takes a ``units`` frame (usable units) and `evals.returns.forward_returns` output.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+
+from evals.agreement import icc_oneway, spearman_brown
+from evals.rankic import MIN_TICKERS, grouped_spearman
+from evals.returns import OK
+
+
+def _graded(units: pd.DataFrame) -> pd.DataFrame:
+    g = units.assign(grade=pd.to_numeric(units["grade"], errors="coerce").astype(float),
+                     night=pd.to_datetime(units["night"]))
+    return g[g["grade"].notna()]
+
+
+def _ok(returns: pd.DataFrame) -> pd.DataFrame:
+    r = returns[returns["status"] == OK]
+    return r.assign(night=pd.to_datetime(r["night"]))[["night", "ticker", "horizon", "fwd_return"]]
+
+
+def subset_ics(units: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame:
+    """path, horizon, k, subsets, nights, mean_ic: IC of the mean of k draws, k = 1..draws."""
+    g = _graded(units)
+    wide = g.pivot_table(index=["path", "night", "ticker"], columns="draw", values="grade",
+                         aggfunc="first")
+    draws = list(wide.columns)
+    frames = []
+    for k in range(1, len(draws) + 1):
+        for i, sub in enumerate(itertools.combinations(draws, k)):
+            # a ticker's score from this subset: the mean of its graded draws in the subset
+            s = wide[list(sub)].mean(axis=1).dropna().rename("score").reset_index()
+            frames.append(s.assign(k=k, subset=i))
+    if not frames:
+        return pd.DataFrame(columns=["path", "horizon", "k", "subsets", "nights", "mean_ic"])
+    j = pd.concat(frames, ignore_index=True).merge(_ok(returns), on=["night", "ticker"])
+    keys = ["path", "horizon", "k", "subset", "night"]
+    ic = grouped_spearman(j, keys, "score", "fwd_return")
+    ic = ic[ic["n"] >= MIN_TICKERS].dropna(subset=["ic"])
+    per_subset = ic.groupby(["path", "horizon", "k", "subset"])["ic"].mean()
+    out = per_subset.groupby(["path", "horizon", "k"]).agg(subsets="size", mean_ic="mean")
+    nights = ic.groupby(["path", "horizon", "k"])["night"].nunique().rename("nights")
+    return out.join(nights).reset_index()
+
+
+def draws_analysis(units: pd.DataFrame, returns: pd.DataFrame, project_to: int = 10) -> pd.DataFrame:
+    """path, horizon, k, basis ('measured' | 'projected'), mean_ic, reliability, attenuation,
+    projected_ic: what each extra draw buys, measured for k <= draws and projected beyond."""
+    measured = subset_ics(units, returns)
+    rows = []
+    for path, g in _graded(units).groupby("path"):
+        wide = g.pivot_table(index=["night", "ticker"], columns="draw", values="grade",
+                             aggfunc="first").dropna()
+        r1 = icc_oneway(wide.to_numpy())[0] if wide.shape[1] >= 2 else math.nan
+        m = measured[measured["path"] == path]
+        for h, mh in m.groupby("horizon"):
+            top = mh.loc[mh["k"].idxmax()]
+            rel_top = spearman_brown(r1, int(top["k"]))
+            ic_inf = top["mean_ic"] / math.sqrt(rel_top) if rel_top > 0 else math.nan
+            ks = sorted(set(mh["k"].astype(int)) | set(range(int(top["k"]) + 1, project_to + 1)))
+            for k in ks:
+                rel = spearman_brown(r1, k)
+                att = math.sqrt(rel) if rel > 0 else math.nan
+                got = mh[mh["k"] == k]
+                rows.append({"path": path, "horizon": int(h), "k": k,
+                             "basis": "measured" if len(got) else "projected",
+                             "nights": int(got["nights"].iloc[0]) if len(got) else 0,
+                             "mean_ic": float(got["mean_ic"].iloc[0]) if len(got) else math.nan,
+                             "reliability": rel, "attenuation": att,
+                             "projected_ic": ic_inf * att})
+    return pd.DataFrame(rows)
+
+
+def by_grade(scores: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame:
+    """path, horizon, grade (mean score rounded half up), ticker_nights, mean_fwd_return."""
+    s = scores[scores["n_draws"] > 0].assign(night=lambda f: pd.to_datetime(f["night"]))
+    j = s.merge(_ok(returns), on=["night", "ticker"])
+    j = j.assign(grade=np.floor(j["score"] + 0.5).astype(int))
+    return j.groupby(["path", "horizon", "grade"]).agg(
+        ticker_nights=("fwd_return", "size"), mean_fwd_return=("fwd_return", "mean")).reset_index()
+
+
+def rank_autocorrelation(scores: pd.DataFrame) -> pd.DataFrame:
+    """path, nights, rank_autocorr: mean Spearman of scores on consecutive nights (common
+    tickers). Near 1: the grades barely move, so nightly ICs are far from independent."""
+    s = scores[scores["n_draws"] > 0].assign(night=lambda f: pd.to_datetime(f["night"]))
+    rows = []
+    for path, g in s.groupby("path"):
+        wide = g.pivot_table(index="ticker", columns="night", values="score").sort_index(axis=1)
+        prev = wide.iloc[:, :-1].to_numpy()
+        cur = wide.iloc[:, 1:].to_numpy()
+        pairs = pd.DataFrame({"pair": np.tile(np.arange(prev.shape[1]), prev.shape[0]),
+                              "a": prev.ravel(), "b": cur.ravel()}).dropna()
+        ic = grouped_spearman(pairs, ["pair"], "a", "b") if len(pairs) else pd.DataFrame()
+        ic = ic[ic["n"] >= MIN_TICKERS]["ic"].dropna() if len(ic) else pd.Series(dtype=float)
+        rows.append({"path": path, "night_pairs": len(ic),
+                     "rank_autocorr": float(ic.mean()) if len(ic) else math.nan})
+    return pd.DataFrame(rows)
+
+
+def signal_shape(scores: pd.DataFrame, returns: pd.DataFrame, quantile: float = 0.2) -> pd.DataFrame:
+    """path, horizon, nights, top_minus_bottom (mean over nights of the mean forward return of
+    the top score quantile minus the bottom one), rank_autocorr."""
+    s = scores[scores["n_draws"] > 0].assign(night=lambda f: pd.to_datetime(f["night"]))
+    j = s.merge(_ok(returns), on=["night", "ticker"])
+    keys = ["path", "horizon", "night"]
+    pct = j.groupby(keys)["score"].rank(pct=True, method="average")
+    j = j.assign(top=pct > 1 - quantile, bottom=pct <= quantile)
+    top = j[j["top"]].groupby(keys)["fwd_return"].mean()
+    bot = j[j["bottom"]].groupby(keys)["fwd_return"].mean()
+    spread = (top - bot).dropna().rename("spread").reset_index()
+    out = spread.groupby(["path", "horizon"]).agg(nights=("spread", "size"),
+                                                  top_minus_bottom=("spread", "mean")).reset_index()
+    return out.merge(rank_autocorrelation(scores)[["path", "rank_autocorr"]], on="path", how="left")
