@@ -86,7 +86,7 @@ def compare_paths(scores: pd.DataFrame, returns: pd.DataFrame, baseline: str, ca
     counts = unpaired_counts(scores, baseline, candidate)
     rows = [{**compare_ic(paired, baseline, candidate, h, margin=margin, alpha=alpha),
              "role": "primary" if h == primary else "exploratory", **counts} for h in horizons]
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(rows).astype({"df": "Int64"})
     out["p_noninferior_holm"] = math.nan
     out["p_inferior_holm"] = math.nan
     sec = out["role"] == "exploratory"

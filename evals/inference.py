@@ -25,7 +25,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 MIN_INDEPENDENT = 4        # df >= 3: t-intervals stay calibrated under heavy-tailed ICs
-METHOD = "Student t on non-overlapping nights"
+METHOD = "t on non-overlapping nights"
 
 
 def nights_needed(horizon: int, m: int = MIN_INDEPENDENT) -> int:

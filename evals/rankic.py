@@ -114,4 +114,5 @@ def rank_ic_summary(nightly: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         rows.append({"path": path, "horizon": int(h),
                      **summarize_ic(ok["ic"].to_numpy(), int(h), pos, alpha),
                      "pending_nights": int((g["status"] == PENDING).sum())})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    return out.astype({"df": "Int64"}) if len(out) else out
