@@ -97,6 +97,8 @@ def _cell(v) -> str:
     if isinstance(v, pd.Timestamp) and v == v.normalize():
         return v.date().isoformat()
     if isinstance(v, float):
+        if v != 0 and abs(v) < 1e-3:
+            return f"{v:.2e}"      # a small p-value is not 0.000
         return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
     return str(v)
 
@@ -281,25 +283,45 @@ def load_metrics(cfg, paths: list[str] | None = None, since: date | None = None)
         args = (con, cfg.experiment.name, since, paths)
         units, calls, runs, prices = units_frame(*args), calls_frame(*args), runs_frame(*args), prices_frame(con)
     names = paths or list(cfg.paths)
-    pair = ("main", "backup") if {"main", "backup"} <= set(names) else (
-        tuple(names[:2]) if len(names) >= 2 else None)
-    return compute_metrics(units, calls, runs, prices, cfg.experiment.horizons, pair,
-                           seed=cfg.sampling.base_seed)
+    c = cfg.comparison
+    base = c.baseline if c.baseline in names else ("main" if "main" in names else names[0])
+    rest = [n for n in names if n != base]
+    cand = c.candidate if c.candidate in rest else ("backup" if "backup" in rest else
+                                                    (rest[0] if rest else None))
+    horizons = cfg.experiment.horizons
+    primary = c.primary_horizon or next((h for h in sorted(horizons) if h > 1), horizons[0])
+    return compute_metrics(units, calls, runs, prices, horizons,
+                           (base, cand) if cand else None, seed=cfg.sampling.base_seed,
+                           margin=c.margin, alpha=c.alpha, primary_horizon=primary,
+                           sessions=None)
 
 
 METRIC_TABLES = {
-    "rank_ic": ("RankIC per path x horizon (matured nights; Newey-West lag >= h-1)",
+    "rank_ic": ("RankIC per path x horizon (matured nights; t, p and CI on non-overlapping "
+                "nights, or why not)",
                 ["path", "horizon", "nights", "mean_ic", "sd_ic", "icir", "share_positive",
-                 "skew", "excess_kurtosis", "t_iid", "p_iid", "t_newey_west", "pending_nights"]),
-    "comparison": ("Path comparison: nightly ΔIC = IC(a) − IC(b)",
-                   ["a", "b", "horizon", "nights", "mean_delta", "sd_delta", "rho_ic", "t_paired",
-                    "t_newey_west", "ci_low", "ci_high", "mde", "power_at_delta", "delta"]),
+                 "skew", "excess_kurtosis", "n_independent", "t", "df", "p", "ci_low", "ci_high",
+                 "ci_level", "ci_method", "note", "pending_nights"]),
+    "comparison": ("Non-inferiority: ΔIC = IC(candidate) − IC(baseline) on common tickers; "
+                   "non-inferior when the lower bound > −margin (exploratory rows Holm-adjusted)",
+                   ["baseline", "candidate", "horizon", "role", "nights", "unpaired_nights",
+                    "unpaired_ticker_nights", "mean_common_tickers", "mean_delta", "sd_delta",
+                    "rho_ic", "n_independent", "df", "ci_low", "ci_high", "ci_level",
+                    "ci_method", "margin", "alpha", "p_noninferior", "p_noninferior_holm",
+                    "verdict", "p_equivalent", "equivalence", "mde", "power_at_zero", "note"]),
     "cross_path": ("Cross-path agreement of mean scores", None),
-    "self_agreement": ("Self-reproducibility between draws (pooled over nights)",
+    "self_agreement": ("Self-reproducibility between draws (pooled over nights; chance = "
+                       "mean pairwise Cohen p_e)",
                        ["path", "ticker_nights", "draws", "exact_agreement", "chance_agreement",
-                        "mean_qwk", "krippendorff_alpha", "icc_1_1", "icc_1_k",
+                        "kappa_exact", "mean_qwk", "krippendorff_alpha", "icc_1_1", "icc_1_k",
                         "spearman_brown_k", "note"]),
-    "grades": ("Grade distribution (share of units)", None),
+    "draws": ("What each draw buys: IC of the mean of k draws (measured), Spearman-Brown "
+              "projection beyond", ["path", "horizon", "k", "basis", "nights", "mean_ic",
+                                    "reliability", "attenuation", "projected_ic"]),
+    "signal_shape": ("Signal shape: top-minus-bottom quintile forward return, score rank "
+                     "autocorrelation night to night", None),
+    "by_grade": ("Mean forward return by grade (mean score rounded)", None),
+    "grades": ("Grade distribution (share of units; failed = no grade)", None),
     "speed": ("Speed per path, median over complete runs (real-scale; s/ticker labelled by basis)",
               ["path", "runs", "partial_runs_excluded", "throughput_s_per_ticker",
                "slot_latency_s_per_ticker", "calls_per_ticker", "server_prefill_tps",
