@@ -14,7 +14,7 @@ from dualpath.config import dump_toml, load_config
 from dualpath.demo import demo_config_data, demo_market
 from dualpath.errors import UserError
 from dualpath.sim.fleet import SimFleet
-from flows.nightly import nightly
+from flows.nightly import nightly_local
 from dualpath.prereg import draft_plan, plan_toml
 from flows.prereg import freeze_plan
 from flows.runner import plan_night
@@ -81,7 +81,7 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
             if path_bars is not None:
                 path_bars.reset(str(night), list(cfg.paths),
                                 {p.path: p.units_planned for p in plan_night(cfg, night)})
-            state = await nightly(str(cfg_path), night, endpoints=fleet.urls,
+            state = await nightly_local(str(cfg_path), night, endpoints=fleet.urls,
                                   progress=path_bars, return_state=True)
             if not state.is_completed():
                 not_complete.append(f"{night}: {state.message}")

@@ -22,6 +22,7 @@ from prefect.states import Failed
 from dualpath.config import Config, load_config
 from dualpath.scheduler import Progress
 from flows import inputs, runner
+from flows.progress import LoggedProgress
 from flows.prereg import hold_night_to_plan
 from flows.report import night_summary, summary_markdown
 from warehouse.db import writer
@@ -43,6 +44,33 @@ def ingest(cfg: Config, journals: list[Path]) -> list[IngestStats]:
         return ingest_journals(con, [j for j in journals if j.exists()])
 
 
+async def _ingest_while_running(cfg: Config, works: list, stop: asyncio.Event,
+                                first_s: float = 3.0, every_s: float = 60.0) -> None:
+    """Ingest the journals as they grow, so `dualpath runs` shows tonight as `running` and
+    `dualpath sql` sees calls mid-night. A failed look is logged; the final ingest decides."""
+    log = get_run_logger()
+    wait = first_s
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), wait)
+            return
+        except asyncio.TimeoutError:
+            pass
+        wait = every_s
+        journals = [w.journal for w in works if w.journal.exists()]
+        if not journals:
+            continue
+        try:
+            await asyncio.to_thread(_ingest_running, cfg, journals)
+        except Exception as e:   # the warehouse busy, a torn write: the next look retries
+            log.warning("mid-night ingest skipped: %s: %s", type(e).__name__, e)
+
+
+def _ingest_running(cfg: Config, journals: list[Path]) -> None:
+    with writer(cfg.resolve(cfg.warehouse.path), wait_s=10.0) as con:
+        ingest_journals(con, journals, running=True)
+
+
 def night_of(night: date | str | None) -> date:
     if night is None:
         return date.today()
@@ -59,14 +87,27 @@ def _run_name() -> str:
 
 
 @flow(name="dualpath-nightly", flow_run_name=_run_name, log_prints=False)
-async def nightly(config_path: str, night: date | None = None,
-                  endpoints: dict[str, str] | None = None, paths: list[str] | None = None,
-                  progress: Progress | None = None):
-    """Score one night on every path (or `paths`), ingest, publish a summary artifact.
+async def nightly(config_path: str = "dualpath.toml", night: date | None = None):
+    """Score one night on every path, ingest, publish a summary artifact (the deployment's
+    entry point: what a user sets is the config and, optionally, the night)."""
+    return await score_night(config_path, night)
 
-    `endpoints` overrides base URLs (e.g. simulated servers started by the caller);
-    `progress(path, units done, units total, calls)` is called as units finish.
-    """
+
+@flow(name="dualpath-nightly", flow_run_name=_run_name, log_prints=False)
+async def nightly_local(config_path: str, night: date | None = None,
+                        endpoints: dict[str, str] | None = None,
+                        paths: list[str] | None = None, progress: Progress | None = None):
+    """The same night run from this process (CLI, demo, tests), with what only a caller
+    here can give: `endpoints` overriding base URLs (e.g. simulated servers it started),
+    a subset of `paths`, and `progress(path, units done, units total, calls)`."""
+    return await score_night(config_path, night, endpoints, paths, progress)
+
+
+async def score_night(config_path: str, night: date | None = None,
+                      endpoints: dict[str, str] | None = None, paths: list[str] | None = None,
+                      progress: Progress | None = None):
+    """The body of both flows: plan, score every path concurrently, ingest, summarise; a
+    `Failed` state (after ingest and the artifact) when any run is not complete."""
     log = get_run_logger()
     cfg = load_config(config_path)
     night = night_of(night)
@@ -80,10 +121,17 @@ async def nightly(config_path: str, night: date | None = None,
     if missing:
         log.warning(inputs.describe_missing(missing, night))
     works = runner.plan_night(cfg, night, paths)
+    progress = LoggedProgress(log, every_s=30.0, forward=progress)
     # one path's crash must not stop the other, nor the ingest of what both recorded
-    done = await asyncio.gather(*(
-        score_path(cfg, night, w, history, missing, (endpoints or {}).get(w.path), progress)
-        for w in works), return_exceptions=True)
+    stop = asyncio.Event()
+    live = asyncio.create_task(_ingest_while_running(cfg, [w for w in works if w.units], stop))
+    try:
+        done = await asyncio.gather(*(
+            score_path(cfg, night, w, history, missing, (endpoints or {}).get(w.path), progress)
+            for w in works), return_exceptions=True)
+    finally:
+        stop.set()
+        await live
     outcomes = [d if isinstance(d, runner.PathOutcome) else
                 runner.PathOutcome(w.path, w.run_id, "failed", f"{type(d).__name__}: {d}")
                 for w, d in zip(works, done)]
@@ -112,8 +160,8 @@ def run_nightly(config_path: Path, night: date | None = None,
 
     An exception that ended the flow (a config or data mistake) is raised here."""
     async def go():
-        state = await nightly(str(config_path), night, endpoints, progress=progress,
-                              return_state=True)
+        state = await nightly_local(str(config_path), night, endpoints, progress=progress,
+                                    return_state=True)
         data = await state.result(raise_on_failure=False)
         if isinstance(data, BaseException):
             raise data

@@ -9,10 +9,10 @@ from warehouse.db import reader
 
 def run_night(cfg_path, night, endpoints=None):
     """The flow's final state and its result (the data even when the state is Failed)."""
-    from flows.nightly import nightly
+    from flows.nightly import nightly_local
 
     async def go():
-        state = await nightly(str(cfg_path), night, endpoints=endpoints, return_state=True)
+        state = await nightly_local(str(cfg_path), night, endpoints=endpoints, return_state=True)
         return state, await state.result(raise_on_failure=False)
     return asyncio.run(go())
 
@@ -151,3 +151,44 @@ def test_a_launch_that_fails_is_recorded_and_the_other_path_still_runs(tmp_path,
     assert state.is_failed()
     assert statuses(result) == {"main": "complete", "backup": "failed"}
     assert "ServerStartError" in result["outcomes"]["backup"]["reason"]
+
+
+WATCHER = """
+import sys, time, duckdb
+seen = set()
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    try:
+        with duckdb.connect(sys.argv[1], read_only=True) as con:
+            for (s,) in con.execute("SELECT status FROM runs").fetchall():
+                if s not in seen:
+                    seen.add(s)
+                    print(s, flush=True)
+    except duckdb.Error:
+        pass                                   # the writer holds it for a moment
+    time.sleep(0.2)
+"""
+
+
+def test_a_night_in_progress_shows_as_running(tmp_path, prefect_harness):
+    """The flow ingests as the journals grow: another process sees `running`, then the end."""
+    import subprocess
+    import sys
+
+    from flows import nightly as nightly_mod
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=6, draws=2, nights=1, clock=0.3)
+    watcher = subprocess.Popen([sys.executable, "-c", WATCHER,
+                                str(cfg.resolve(cfg.warehouse.path)), "60"],
+                               stdout=subprocess.PIPE, text=True)
+    original = nightly_mod._ingest_while_running.__defaults__
+    nightly_mod._ingest_while_running.__defaults__ = (0.5, 1.0)   # look often in a short night
+    try:
+        with SimFleet(cfg) as fleet:
+            state, result = run_night(cfg_path, nights[0], fleet.urls)
+    finally:
+        nightly_mod._ingest_while_running.__defaults__ = original
+        watcher.terminate()
+    seen = set(watcher.communicate()[0].split())
+    assert state.is_completed()
+    assert "running" in seen and set(statuses(result).values()) == {"complete"}

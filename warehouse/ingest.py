@@ -10,6 +10,7 @@ and paths.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, fields
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -130,9 +131,10 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]
         # the identity watcher found another server: calls since its last good check are
         # suspect, though each looked right when it arrived
         for (lo, hi), problem in jc.identity_lost_windows():
-            con.execute("UPDATE stage_calls SET contaminated = ? WHERE run_id = ? AND "
-                        "contaminated IS NULL AND end_wall > ? AND end_wall <= ?",
-                        [problem, jc.begins[-1]["run_id"], lo, hi])
+            for table in ("stage_calls", "calls"):   # calls stored by a mid-night ingest too
+                con.execute(f"UPDATE {table} SET contaminated = ? WHERE run_id = ? AND "
+                            "contaminated IS NULL AND end_wall > ? AND end_wall <= ?",
+                            [problem, jc.begins[-1]["run_id"], lo, hi])
 
 
 def _insert_texts(con: duckdb.DuckDBPyConnection, table: str, hash_col: str, text_col: str) -> None:
@@ -151,12 +153,30 @@ def ingest_journal(con: duckdb.DuckDBPyConnection, journal: Path, *, running: bo
     return ingest_journals(con, [journal], running=running)[0]
 
 
+def _snapshot(journal: Path, folder: Path) -> Path:
+    """A copy of a journal being written, cut at its last complete line: DuckDB and the
+    line scanner must read the same bytes."""
+    data = journal.read_bytes()
+    copy = folder / f"{len(list(folder.iterdir()))}-{journal.name}"
+    copy.write_bytes(data[:data.rfind(b"\n") + 1])
+    return copy
+
+
 def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
                     running: bool = False) -> list[IngestStats]:
     """Ingest run journals in one transaction; safe to repeat. Each run's identity comes from
-    its begin record."""
+    its begin record. With `running`, the journals are still being written: their runs are
+    stored as `running`, from snapshots, and unfinished units are not yet abandoned."""
     if not journals:
         return []
+    if running:
+        with tempfile.TemporaryDirectory() as tmp:
+            return _ingest(con, [_snapshot(j, Path(tmp)) for j in journals], running)
+    return _ingest(con, journals, running)
+
+
+def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
+            running: bool) -> list[IngestStats]:
     contents = [read_journal(j, skip_calls=True) for j in journals]
     for jc in contents:
         if not jc.begins:
