@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from dualpath.config import dump_toml, load_config
-from flows.weekly import metrics_for, write_report
+from flows.weekly import write_report
 
 
 def bench_config(db: Path, root: Path, experiment: str) -> Path:
@@ -38,7 +38,7 @@ def main(db: Path, experiment: str) -> None:
         root = Path(tmp)
         cfg = load_config(bench_config(db, root, experiment))
         t0 = time.monotonic()
-        html, md, data = write_report(cfg, root / "out", metrics_for(cfg))
+        html, md, data = write_report(cfg, root / "out")
         took = time.monotonic() - t0
         size = html.stat().st_size / 1024
         print(f"gathered and rendered {data.runs['night'].nunique()} nights "

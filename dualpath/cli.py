@@ -453,7 +453,7 @@ def report(config: Path = CONFIG_OPT,
            until: Optional[str] = typer.Option(None, help="Last night (YYYY-MM-DD)."),
            out: Path = typer.Option(Path("reports"), help="Folder for the HTML and Markdown.")) -> None:
     """The weekly comparison report: one self-contained HTML file and one Markdown file."""
-    from flows.weekly import metrics_for, week_range, write_report
+    from flows.weekly import week_range, write_report
 
     cfg = load_config(config)
     lo, hi = (_parse_date(since) if since else None), (_parse_date(until) if until else None)
@@ -461,7 +461,7 @@ def report(config: Path = CONFIG_OPT,
         if since or until:
             raise UserError("give --week or --since/--until, not both")
         lo, hi = None, week_range(week)[1]
-    html, md, data = write_report(cfg, out, metrics_for(cfg), lo, hi)
+    html, md, data = write_report(cfg, out, lo, hi)
     console.print(f"report ({data.plan.label}): {html}\n                      {md}")
 
 

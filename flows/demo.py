@@ -18,7 +18,7 @@ from flows.nightly import nightly_local
 from dualpath.prereg import draft_plan, plan_toml
 from flows.prereg import freeze_plan
 from flows.runner import plan_night
-from flows.weekly import metrics_for, write_report
+from flows.weekly import write_report
 from warehouse.db import reader, writer
 from warehouse.prices import import_prices, validate_prices
 from warehouse.queries import path_totals
@@ -93,6 +93,6 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
         not_complete = asyncio.run(all_nights())
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         totals = path_totals(con, cfg.experiment.name)
-    html, _, _ = write_report(cfg, root / "reports", metrics_for(cfg))
+    html, _, _ = write_report(cfg, root / "reports")
     return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals, warnings, not_complete,
                       html)

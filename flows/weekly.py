@@ -21,6 +21,7 @@ from dualpath.errors import UserError
 from dualpath.prereg import load_plan
 from evals.weekly import PlanInfo, ReportData
 from evals.weekly.render import render
+from flows import metrics
 from warehouse import plans
 from warehouse.db import reader
 from warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
@@ -35,19 +36,6 @@ def week_range(week: str) -> tuple[date, date]:
     except ValueError:
         raise UserError(f"--week {week!r}: use an ISO week such as 2027-W19") from None
     return monday, monday + timedelta(days=6)
-
-
-def comparison_pair(cfg: Config, plan=None) -> tuple[str, str] | None:
-    """(baseline, candidate): the plan's, else the config's [comparison], else main/backup."""
-    if plan is not None:
-        return plan.baseline, plan.candidate
-    names = list(cfg.paths)
-    if len(names) < 2:
-        return None
-    base = cfg.comparison.baseline or ("main" if "main" in names else names[0])
-    cand = cfg.comparison.candidate or ("backup" if "backup" in names else
-                                        next(n for n in names if n != base))
-    return base, cand
 
 
 def _plan_info(con, cfg: Config, until: date) -> PlanInfo:
@@ -83,9 +71,9 @@ def _failed_nights(summary: pd.DataFrame) -> pd.DataFrame:
                          + bad["status_detail"].fillna(""), "recorded_at": pd.NaT})
 
 
-def gather(cfg: Config, since: date | None, until: date | None, metrics_fn) -> ReportData:
-    """Everything the report shows, from the warehouse. `metrics_fn(units, calls, runs,
-    prices, pair)` computes the metric tables (the CLI's registry)."""
+def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
+    """Everything the report shows, from the warehouse; the frozen plan's question when
+    there is one."""
     path = cfg.resolve(cfg.warehouse.path)
     with reader(path) as con:
         frozen = plans.current(con, cfg.experiment.name)
@@ -121,8 +109,8 @@ def gather(cfg: Config, since: date | None, until: date | None, metrics_fn) -> R
     if off:
         drop = lambda df: df[~pd.to_datetime(df["night"]).isin(off)]
         units, calls, runs = drop(units), drop(calls), drop(runs)
-    pair = comparison_pair(cfg, frozen.plan if frozen else None)
-    m = metrics_fn(units, calls, runs, prices, pair)
+    m = metrics.compute(cfg, metrics.question(cfg, frozen.plan if frozen else None),
+                        units, calls, runs, prices)
     if off:
         m.notes.append(f"{len(off)} night(s) run with a config that differs from the frozen "
                        "plan were left out of every metric (see Deviations)")
@@ -132,23 +120,13 @@ def gather(cfg: Config, since: date | None, until: date | None, metrics_fn) -> R
                       config_hashes=hashes, paths=list(cfg.paths), tickers=len(cfg.tickers()))
 
 
-def write_report(cfg: Config, out_dir: Path, metrics_fn, since: date | None = None,
+def write_report(cfg: Config, out_dir: Path, since: date | None = None,
                  until: date | None = None) -> tuple[Path, Path, ReportData]:
     """Gather and render; returns (html, markdown, data)."""
-    data = gather(cfg, since, until, metrics_fn)
+    data = gather(cfg, since, until)
     stem = f"{cfg.experiment.name}-{data.since}-{data.until}"
     html, md = render(data, out_dir, stem)
     return html, md, data
-
-
-def metrics_for(cfg: Config):
-    """The metric tables of this experiment's settings, as a function of the frames."""
-    from evals.report import compute_metrics
-
-    def compute(units, calls, runs, prices, pair):
-        return compute_metrics(units, calls, runs, prices, cfg.experiment.horizons, pair,
-                               seed=cfg.sampling.base_seed)
-    return compute
 
 
 def _report_run_name() -> str:
@@ -163,7 +141,7 @@ async def weekly_report(config_path: str = "dualpath.toml", week: str | None = N
     publish its Markdown as an artifact."""
     cfg = load_config(config_path)
     until = week_range(week)[1] if week else None
-    html, md, data = write_report(cfg, cfg.resolve(Path(out)), metrics_for(cfg), None, until)
+    html, md, data = write_report(cfg, cfg.resolve(Path(out)), None, until)
     await create_markdown_artifact(
         key=f"report-{cfg.experiment.name}".lower().replace("_", "-").replace(".", "-"),
         markdown=md.read_text(), description=f"dualpath report: {data.plan.label}")

@@ -3,7 +3,7 @@
 from dualpath.config import load_config
 from dualpath.prereg import draft_plan, plan_toml
 from flows.prereg import freeze_plan
-from flows.weekly import metrics_for, write_report
+from flows.weekly import write_report
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
 
 
@@ -26,7 +26,7 @@ def study(tmp_path, nights=3, window=3, cut_last=False, change_after=None):
 
 
 def report(cfg, tmp_path):
-    html, md, data = write_report(cfg, tmp_path / "out", metrics_for(cfg))
+    html, md, data = write_report(cfg, tmp_path / "out")
     return html.read_text(), md.read_text(), data
 
 

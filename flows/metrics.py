@@ -1,0 +1,63 @@
+"""One home for computing the metric tables of an experiment: which pair, which margin,
+level and primary horizon (the frozen plan's when there is one, else the config's
+[comparison]), and the frames from the warehouse. The CLI's `metrics`, the weekly report
+and the demo all call this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+import pandas as pd
+
+from dualpath.config import Config
+from dualpath.prereg import Plan
+from evals.report import Metrics, compute_metrics
+from warehouse.db import reader
+from warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the comparison asks: candidate vs baseline within a margin at a horizon."""
+
+    baseline: str | None
+    candidate: str | None
+    margin: float
+    alpha: float
+    primary_horizon: int
+
+
+def question(cfg: Config, plan: Plan | None = None, paths: list[str] | None = None) -> Question:
+    """The plan's question when a plan is frozen; else the config's, with defaults."""
+    horizons = cfg.experiment.horizons
+    if plan is not None:
+        return Question(plan.baseline, plan.candidate, plan.primary.margin, plan.primary.alpha,
+                        plan.primary.horizon)
+    names = paths or list(cfg.paths)
+    c = cfg.comparison
+    base = c.baseline if c.baseline in names else ("main" if "main" in names else names[0])
+    rest = [n for n in names if n != base]
+    cand = c.candidate if c.candidate in rest else ("backup" if "backup" in rest else
+                                                    (rest[0] if rest else None))
+    primary = c.primary_horizon or next((h for h in sorted(horizons) if h > 1), horizons[0])
+    return Question(base, cand, c.margin, c.alpha, primary)
+
+
+def compute(cfg: Config, q: Question, units: pd.DataFrame, calls: pd.DataFrame,
+            runs: pd.DataFrame, prices: pd.DataFrame, sessions=None) -> Metrics:
+    """Every metric table for these frames."""
+    pair = (q.baseline, q.candidate) if q.candidate else None
+    return compute_metrics(units, calls, runs, prices, cfg.experiment.horizons, pair,
+                           seed=cfg.sampling.base_seed, margin=q.margin, alpha=q.alpha,
+                           primary_horizon=q.primary_horizon, sessions=sessions)
+
+
+def load_metrics(cfg: Config, paths: list[str] | None = None, since: date | None = None,
+                 plan: Plan | None = None) -> Metrics:
+    """Every metric table of the experiment, from the warehouse."""
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        args = (con, cfg.experiment.name, since, paths)
+        units, calls, runs = units_frame(*args), calls_frame(*args), runs_frame(*args)
+        prices = prices_frame(con)
+    return compute(cfg, question(cfg, plan, paths), units, calls, runs, prices)
