@@ -2,11 +2,21 @@
 
 Every sampling parameter is sent explicitly, in each engine's dialect, because the engines
 fill unsent ones differently (llama-server: top_k 40, min_p 0.05, presence penalty only over
-the last 64 tokens; vLLM: the model's generation_config). Transient failures are retried with
-exponential backoff and the attempts are recorded. A call never raises for a server problem:
-the failure is part of the record, and `CallFailed` is raised by the pipeline context.
-"""
+the last 64 tokens; vLLM: the model's generation_config). A call never raises for a server
+problem: the failure is part of the record, and `CallFailed` is raised by the pipeline context.
 
+Failures are sorted by fault class (`dualpath.retry`), not guessed per call site:
+
+- transient, retried with exponential backoff and jitter (Retry-After honoured), within
+  `max_attempts` and `retry_budget_s` per call: connect errors, connection resets, HTTP
+  408/429/500/502/503/504, read timeouts, and cut bodies (a 200 whose JSON ends early, a
+  stream that ends without its usage chunk and `[DONE]`: a cut answer is never accepted);
+- permanent, recorded at once under a named kind: context overflow (`context_overflow`),
+  other 4xx (`http_4xx`), replies that are not completions at all (`bad_response`).
+
+Every failed attempt is logged on the record (`attempt_errors`), so a call that succeeded on
+its third try says what the first two met.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -21,9 +31,9 @@ import orjson
 
 from dualpath.config import Sampling, ServingPath
 from dualpath.records import CallRecord
+from dualpath.retry import (TRANSIENT_STATUSES, Backoff, Fault, body_fault, status_fault,
+                            transport_fault)
 
-# HTTP statuses worth another attempt: rate limited, server loading / overloaded, proxies.
-RETRY_STATUSES = frozenset({429, 502, 503, 504})
 _TIMING_FIELDS = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
                   "predicted_per_second", "cache_n", "draft_n", "draft_n_accepted")
 
@@ -72,17 +82,6 @@ def schema_body(dialect: str, schema: dict[str, Any]) -> dict[str, Any]:
                                 "json_schema": {"name": "answer", "schema": schema}}}
 
 
-class _Retry(Exception):
-    def __init__(self, kind: str, detail: str, status: int | None = None,
-                 retry_after: float | None = None):
-        self.kind, self.detail, self.status, self.retry_after = kind, detail, status, retry_after
-
-
-class _Fail(Exception):
-    def __init__(self, kind: str, detail: str, status: int | None = None):
-        self.kind, self.detail, self.status = kind, detail, status
-
-
 class PathClient:
     """Makes calls to one serving path and turns each into a `CallRecord`."""
 
@@ -101,6 +100,7 @@ class PathClient:
         if api_key:
             self.headers["authorization"] = f"Bearer {api_key}"
         self.timeout = httpx.Timeout(path.read_timeout_s, connect=path.connect_timeout_s)
+        self.backoff = Backoff(path.backoff_s, path.backoff_max_s, path.retry_after_max_s)
         self._sleep = sleep
         self._rng = rng or random.Random(0)
         # Set from the identity check: a response from another build/model is contamination.
@@ -150,6 +150,12 @@ class PathClient:
         return rec
 
     async def _attempts(self, payload: bytes, rec: CallRecord) -> None:
+        """Attempt until success, a permanent fault, `max_attempts`, or the retry budget.
+
+        The budget bounds waiting and re-sending, never a generation already under way: no
+        attempt starts (and no backoff is slept) past `retry_budget_s` after the call began."""
+        budget_end = rec.start_mono + self.path.retry_budget_s
+        log: list[dict] = []
         while True:
             rec.attempts += 1
             try:
@@ -158,20 +164,28 @@ class PathClient:
                 else:
                     await self._once(payload, rec)
                 break
-            except _Retry as r:
-                rec.http_status = r.status
-                if rec.attempts >= self.path.max_attempts:
-                    rec.error_kind, rec.error_detail = r.kind, r.detail
+            except Fault as f:
+                _clear_attempt(rec)     # a cut answer's pieces must not leak into the next
+                rec.http_status = f.status
+                wait = self.backoff.delay(rec.attempts, f.retry_after, self._rng)
+                stop = self._why_stop(f, rec.attempts, time.monotonic() + wait > budget_end)
+                log.append(f.as_dict(rec.attempts, None if stop is not None else wait))
+                if stop is not None:
+                    rec.error_kind, rec.error_detail = f.kind, f"{f.detail}{stop}"
                     break
-                await self._sleep(self._backoff(rec.attempts, r.retry_after))
-            except _Fail as f:
-                rec.error_kind, rec.error_detail, rec.http_status = f.kind, f.detail, f.status
-                break
+                await self._sleep(wait)
+        record_attempt_log(rec, log)
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, 60.0)
-        return self.path.backoff_s * 2 ** (attempt - 1) * (0.5 + 0.5 * self._rng.random())
+    def _why_stop(self, f: Fault, attempts: int, over_budget: bool) -> str | None:
+        """None to retry; else the suffix that says why the call ends here."""
+        if not f.transient:
+            return ""
+        if attempts >= self.path.max_attempts:
+            return f" (transient; gave up after {attempts} attempts)"
+        if over_budget:
+            return (f" (transient; retry budget of {self.path.retry_budget_s:g}s spent "
+                    f"after {attempts} attempts)")
+        return None
 
     def _check_identity(self, rec: CallRecord) -> None:
         if not rec.ok:
@@ -189,42 +203,26 @@ class PathClient:
     async def _send_errors(self, coro):
         try:
             return await coro
-        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
-            raise _Retry("connect_error", f"{type(e).__name__}: {e}") from None
-        except httpx.RemoteProtocolError as e:
-            raise _Retry("protocol_error", f"server closed the connection: {e}") from None
-        except httpx.TimeoutException as e:
-            raise _Fail("timeout", f"{type(e).__name__} after {self.path.read_timeout_s}s") from None
         except httpx.HTTPError as e:
-            raise _Fail("transport_error", f"{type(e).__name__}: {e}") from None
-
-    @staticmethod
-    def _status_error(status: int, text: str, headers: httpx.Headers) -> Exception:
-        detail = text[:500]
-        try:
-            err = orjson.loads(text).get("error", {})
-            detail = f"{err.get('type', '')}: {err.get('message', '')}".strip(": ") or detail
-        except (orjson.JSONDecodeError, AttributeError):
-            pass
-        if status in RETRY_STATUSES:
-            ra = headers.get("retry-after")
-            return _Retry(f"http_{status}", detail, status,
-                          float(ra) if ra and ra.replace(".", "", 1).isdigit() else None)
-        return _Fail(f"http_{status}", detail, status)
+            raise transport_fault(e, self.path.read_timeout_s) from None
 
     async def _once(self, payload: bytes, rec: CallRecord) -> None:
         resp = await self._send_errors(self.http.post(
             self.url, content=payload, headers=self.headers, timeout=self.timeout))
         rec.http_status = resp.status_code
         if resp.status_code != 200:
-            raise self._status_error(resp.status_code, resp.text, resp.headers)
+            raise status_fault(resp.status_code, resp.text, resp.headers)
         try:
             data = orjson.loads(resp.content)
+        except orjson.JSONDecodeError as e:
+            raise body_fault(resp.content, e) from None
+        try:
             choice = data["choices"][0]
             rec.output_text = choice["message"].get("content") or ""
             rec.finish_reason = choice.get("finish_reason")
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as e:
-            raise _Fail("bad_response", f"unreadable completion: {e!r}: {resp.text[:300]}") from None
+        except (KeyError, IndexError, TypeError, AttributeError) as e:
+            raise Fault("bad_response", f"not a completion: {e!r}: {resp.text[:300]}",
+                        False, 200) from None
         _take_meta(rec, data)
 
     async def _stream(self, payload: bytes, rec: CallRecord) -> None:
@@ -235,7 +233,7 @@ class PathClient:
             rec.http_status = resp.status_code
             if resp.status_code != 200:
                 text = (await self._send_errors(resp.aread())).decode(errors="replace")
-                raise self._status_error(resp.status_code, text, resp.headers)
+                raise status_fault(resp.status_code, text, resp.headers)
             parts: list[str] = []
             await self._send_errors(self._read_events(resp, rec, parts))
             rec.output_text = "".join(parts)
@@ -243,7 +241,7 @@ class PathClient:
             await resp.aclose()
 
     async def _read_events(self, resp: httpx.Response, rec: CallRecord, parts: list[str]) -> None:
-        done = False
+        done = usage = False
         async for line in resp.aiter_lines():
             if not line.startswith("data:"):
                 continue
@@ -254,9 +252,10 @@ class PathClient:
             try:
                 chunk = orjson.loads(data)
             except orjson.JSONDecodeError:
-                raise _Fail("bad_response", f"unreadable stream event: {data[:200]}") from None
+                # events are whole lines: a broken one is a stream cut mid-event
+                raise Fault("cut_stream", f"unreadable stream event: {data[:200]}", True, 200) from None
             if "error" in chunk:
-                raise _Fail("stream_error", str(chunk["error"])[:500])
+                raise _stream_error(chunk["error"])
             for choice in chunk.get("choices") or ():
                 delta = choice.get("delta") or {}
                 text = delta.get("content")
@@ -266,9 +265,40 @@ class PathClient:
                     parts.append(text)
                 if choice.get("finish_reason"):
                     rec.finish_reason = choice["finish_reason"]
+            usage = usage or bool(chunk.get("usage"))
             _take_meta(rec, chunk)
-        if not done and rec.finish_reason is None:
-            raise _Retry("protocol_error", "stream ended without a finish_reason or [DONE]")
+        if not (done and usage and rec.finish_reason):
+            # every engine asked for usage sends it, then [DONE]: without them the answer,
+            # its token counts and its timings may all be incomplete
+            missing = [n for n, ok in (("finish_reason", rec.finish_reason), ("usage", usage),
+                                       ("[DONE]", done)) if not ok]
+            raise Fault("cut_stream", f"stream ended without {', '.join(missing)}", True, 200)
+
+
+def _stream_error(err: Any) -> Fault:
+    """An error event inside a 200 stream: transient when its code says so."""
+    code = err.get("code") if isinstance(err, dict) else None
+    transient = isinstance(code, int) and code in TRANSIENT_STATUSES
+    return Fault("stream_error", str(err)[:500], transient, code if isinstance(code, int) else 200)
+
+
+# What one attempt may have filled in; cleared before the next attempt.
+_ATTEMPT_FIELDS = ("first_token_mono", "finish_reason", "response_model", "system_fingerprint",
+                   "prompt_tokens", "completion_tokens", "cached_tokens", *_TIMING_FIELDS,
+                   "timings_json", "server_metrics_json")
+
+
+def _clear_attempt(rec: CallRecord) -> None:
+    for name in _ATTEMPT_FIELDS:
+        setattr(rec, name, None)
+    rec.output_text = ""
+
+
+def record_attempt_log(rec: CallRecord, log: list[dict]) -> None:
+    """Keep each failed attempt on the record (`attempt_errors`, JSON) where the record
+    has that field; the count is always in `attempts`."""
+    if log and "attempt_errors" in getattr(type(rec), "__dataclass_fields__", {}):
+        rec.attempt_errors = orjson.dumps(log).decode()
 
 
 def _take_meta(rec: CallRecord, data: dict[str, Any]) -> None:

@@ -1,7 +1,11 @@
 """Record building from real-shaped responses, dialects and retries (httpx.MockTransport)."""
 
+import email.utils
+import time
+
 import httpx
 import orjson
+import pytest
 
 from dualpath.client import ChatRequest, PathClient
 from dualpath.config import Sampling, ServingPath
@@ -50,7 +54,7 @@ def llama_stream_events() -> list[bytes]:
 
 def make_client(handler, engine="llama.cpp", stream=False, **path_kw) -> PathClient:
     path = ServingPath(engine=engine, base_url="http://srv:8080", model="qwen3.6-35b-a3b",
-                       stream=stream, backoff_s=0.0, **path_kw)
+                       stream=stream, **{"backoff_s": 0.0, **path_kw})
     http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
     slept: list[float] = []
 
@@ -172,7 +176,7 @@ async def test_context_overflow_is_not_retried():
             "message": "request (30000 tokens) exceeds the available context size (27500 tokens)"}})
 
     rec = await make_client(handler).chat(req())
-    assert rec.error_kind == "http_400" and "exceed_context_size_error" in rec.error_detail
+    assert rec.error_kind == "context_overflow" and "exceed_context_size_error" in rec.error_detail
     assert rec.attempts == 1 and len(calls) == 1 and rec.http_status == 400
 
 
@@ -200,3 +204,145 @@ async def test_json_schema_in_each_dialect():
     await make_client(handler, engine="vllm").chat(req(json_schema=schema))
     assert sent[0]["json_schema"] == schema
     assert sent[1]["response_format"]["json_schema"]["schema"] == schema
+
+
+# --- retry policy by fault class -------------------------------------------------------
+
+def _llama_ok(request):
+    return httpx.Response(200, json=LLAMA_REPLY)
+
+
+def _sse(events: list[bytes]):
+    return httpx.Response(200, content=b"".join(events),
+                          headers={"content-type": "text/event-stream"})
+
+
+def _raise(exc_type):
+    def fail(request):
+        raise exc_type("boom", request=request)
+    return fail
+
+
+TRANSIENT = {
+    "connection reset": (_raise(httpx.ReadError), "connection_reset"),
+    "closed mid-reply": (_raise(httpx.RemoteProtocolError), "connection_reset"),
+    "read timeout": (_raise(httpx.ReadTimeout), "timeout"),
+    "connect refused": (_raise(httpx.ConnectError), "connect_error"),
+    "http 500": (lambda r: httpx.Response(500, json={"error": {"type": "server_error",
+                                                              "message": "slot crashed"}}),
+                 "http_500"),
+    "http 408": (lambda r: httpx.Response(408, text="timeout"), "http_408"),
+    "http 502": (lambda r: httpx.Response(502, text="<html>bad gateway</html>"), "http_502"),
+    "cut json": (lambda r: httpx.Response(200, content=orjson.dumps(LLAMA_REPLY)[:120]),
+                 "cut_body"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(TRANSIENT))
+async def test_each_transient_fault_is_retried_then_succeeds(fault):
+    first, kind = TRANSIENT[fault]
+    handlers = [first, first, _llama_ok]
+    client = make_client(lambda r: handlers.pop(0)(r))
+    rec = await client.chat(req())
+    assert rec.ok and rec.attempts == 3 and rec.output_text.endswith("FINAL GRADE: 4 (BUY)")
+    assert rec.http_status == 200 and rec.prompt_n == 5817      # the good attempt's fields
+    log = orjson.loads(rec.attempt_errors) if hasattr(rec, "attempt_errors") else None
+    if log is not None:
+        assert [e["kind"] for e in log] == [kind, kind]
+
+
+@pytest.mark.parametrize("fault", sorted(TRANSIENT))
+async def test_a_transient_fault_that_persists_fails_named_after_max_attempts(fault):
+    first, kind = TRANSIENT[fault]
+    client = make_client(first, max_attempts=3)
+    rec = await client.chat(req())
+    assert not rec.ok and rec.error_kind == kind and rec.attempts == 3
+    assert "gave up after 3 attempts" in rec.error_detail and len(client.slept) == 2
+
+
+def _cut_streams():
+    full = llama_stream_events()
+    return {
+        "no [DONE]": full[:-1],                 # finish_reason and usage seen, then closed
+        "no usage, no [DONE]": full[:-2],       # the case that used to be accepted as OK
+        "only content": full[:3],
+        "mid-event": full[:2] + [full[2][:30] + b"\n\n"],
+    }
+
+
+@pytest.mark.parametrize("cut", sorted(_cut_streams()))
+async def test_a_cut_stream_is_retried_never_accepted(cut):
+    replies = [_sse(_cut_streams()[cut]), _sse(llama_stream_events())]
+    client = make_client(lambda r: replies.pop(0), stream=True)
+    rec = await client.chat(req())
+    assert rec.ok and rec.attempts == 2 and rec.output_text == "FINAL GRADE: 2"
+    assert rec.completion_tokens == 1436
+    client = make_client(lambda r: _sse(_cut_streams()[cut]), stream=True, max_attempts=2)
+    rec = await client.chat(req())
+    assert not rec.ok and rec.error_kind == "cut_stream" and rec.output_text == ""
+
+
+@pytest.mark.parametrize("status,kind", [(400, "http_400"), (401, "http_401"),
+                                         (403, "http_403"), (404, "http_404"),
+                                         (422, "http_422")])
+async def test_permanent_client_errors_are_named_and_not_retried(status, kind):
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        return httpx.Response(status, json={"error": {"type": "invalid_request_error",
+                                                      "message": "no"}})
+
+    rec = await make_client(handler).chat(req())
+    assert rec.error_kind == kind and rec.attempts == 1 and len(calls) == 1
+    assert "invalid_request_error: no" == rec.error_detail
+
+
+async def test_vllm_context_overflow_is_named_too():
+    msg = ("This model's maximum context length is 32768 tokens. However, you requested "
+           "40000 tokens.")
+    rec = await make_client(lambda r: httpx.Response(400, json={
+        "object": "error", "message": msg, "type": "BadRequestError", "code": 400}),
+        engine="vllm").chat(req())
+    assert rec.error_kind == "context_overflow" and rec.attempts == 1 and "32768" in rec.error_detail
+
+
+async def test_a_200_that_is_not_json_at_all_is_permanent():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        return httpx.Response(200, content=b"<html>captive portal</html>")
+
+    rec = await make_client(handler).chat(req())
+    assert rec.error_kind == "bad_response" and len(calls) == 1
+
+
+async def test_retry_after_seconds_and_http_date_are_honoured_up_to_the_cap():
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)
+    replies = [httpx.Response(503, headers={"retry-after": "7"}, json={}),
+               httpx.Response(429, headers={"retry-after": when}, json={}),
+               httpx.Response(503, headers={"retry-after": "86400"}, json={}),
+               httpx.Response(200, json=LLAMA_REPLY)]
+    client = make_client(lambda r: replies.pop(0), retry_after_max_s=60)
+    rec = await client.chat(req())
+    assert rec.ok and rec.attempts == 4
+    assert client.slept[0] >= 7 and 25 <= client.slept[1] <= 31 and client.slept[2] == 60
+
+
+async def test_backoff_grows_with_jitter_and_is_capped():
+    client = make_client(_raise(httpx.ConnectError), max_attempts=8, backoff_s=1.0,
+                         backoff_max_s=10.0)
+    await client.chat(req())
+    assert len(client.slept) == 7
+    for n, s in enumerate(client.slept, 1):
+        assert 0.5 * min(2 ** (n - 1), 10) <= s <= min(2 ** (n - 1), 10)
+
+
+async def test_retry_budget_stops_retrying_and_says_so():
+    """A wait that would end past the call's retry budget is not slept: the call ends, named."""
+    client = make_client(lambda r: httpx.Response(503, headers={"retry-after": "500"}, json={}),
+                         max_attempts=10, retry_budget_s=120, retry_after_max_s=500)
+    rec = await client.chat(req())
+    assert rec.attempts == 1 and rec.error_kind == "http_503"
+    assert "retry budget of 120s spent" in rec.error_detail and client.slept == []
