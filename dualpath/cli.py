@@ -465,6 +465,45 @@ def report(config: Path = CONFIG_OPT,
     console.print(f"report ({data.plan.label}): {html}\n                      {md}")
 
 
+def _prefect_api_or_explain() -> None:
+    if not os.environ.get("PREFECT_API_URL"):
+        raise UserError("deployments live on a Prefect server: start one (`prefect server "
+                        "start`) and `export PREFECT_API_URL=http://127.0.0.1:4200/api` in "
+                        "every shell that deploys, serves or runs a worker")
+
+
+@app.command("deploy")
+def deploy_cmd(config: Path = CONFIG_OPT,
+               pool: str = typer.Option("dualpath", help="Work pool (a process pool is created "
+                                        "if missing)."),
+               nightly_cron: str = typer.Option("30 18 * * 1-5", help="When the night runs, in "
+                                                "[market] timezone."),
+               weekly_cron: str = typer.Option("0 9 * * 6", help="When the weekly report runs.")
+               ) -> None:
+    """Register the nightly and weekly deployments; then run `prefect worker start --pool P`."""
+    _prefect_api_or_explain()
+    cfg = load_config(config)
+    from flows.deploy import run_deploy
+
+    for name in run_deploy(cfg, config, pool, nightly_cron, weekly_cron):
+        console.print(f"deployed {name} (pool {pool}, times in {cfg.market.timezone})")
+    console.print(f"start a worker: prefect worker start --pool {pool}")
+
+
+@app.command("serve")
+def serve_cmd(config: Path = CONFIG_OPT,
+              nightly_cron: str = typer.Option("30 18 * * 1-5", help="When the night runs."),
+              weekly_cron: str = typer.Option("0 9 * * 6", help="When the weekly report runs.")
+              ) -> None:
+    """Serve the nightly and weekly deployments from this process (no work pool needed)."""
+    _prefect_api_or_explain()
+    cfg = load_config(config)
+    start_reaper()
+    from flows.deploy import serve
+
+    serve(cfg, config, nightly_cron, weekly_cron)
+
+
 INTERRUPTED = "interrupted; rerun the night to resume"
 
 

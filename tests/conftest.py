@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
 
 import pytest
 
@@ -43,3 +51,38 @@ def prefect_harness(tmp_path_factory):
     from prefect.testing.utilities import prefect_test_harness
     with prefect_test_harness(server_startup_timeout=90):
         yield
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory):
+    """A real `prefect server start` on a loopback port, shared by this module's commands."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_UI_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start",
+                             "--host", "127.0.0.1", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            pytest.fail("prefect server did not start")
+        time.sleep(0.3)
+    yield url
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)

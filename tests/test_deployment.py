@@ -1,0 +1,78 @@
+"""The scheduled deployment as a user runs it: a real `prefect server`, `dualpath deploy`, a
+`prefect worker` on a process pool, a triggered night on simulated paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import make_project
+from warehouse.db import reader
+
+BIN = Path(sys.executable).parent
+
+TRIGGER = """
+import asyncio, json, sys
+from prefect.deployments import run_deployment
+from prefect.client.orchestration import get_client
+
+async def main():
+    run = await run_deployment("dualpath-nightly/nightly", timeout=300,
+                               parameters=json.loads(sys.argv[1]))
+    async with get_client() as c:
+        arts = [a.data for a in await c.read_artifacts() if a.flow_run_id == run.id]
+    print(json.dumps({"state": run.state.type.value, "name": run.name,
+                      "message": run.state.message, "artifacts": arts}))
+asyncio.run(main())
+"""
+
+
+def env_for(api: str, tmp_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "prefect-client"),
+               PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    return env
+
+
+def trigger(env: dict, **params) -> dict:
+    r = subprocess.run([sys.executable, "-c", TRIGGER, json.dumps(params)], env=env,
+                       capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_deploy_then_a_worker_runs_the_scheduled_night(tmp_path, prefect_api):
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=3, draws=1, nights=1)
+    down = tmp_path / "down.toml"            # the same night with the backup unreachable
+    down.write_text(cfg_path.read_text().replace('name = "demo"', 'name = "demo-down"').replace(
+        '[paths.backup]\nengine = "sim"', '[paths.backup]\nengine = "sim"\n'
+        'base_url = "http://127.0.0.1:9"'))
+    env = env_for(prefect_api, tmp_path)
+    d = subprocess.run([str(BIN / "dualpath"), "deploy", "-c", str(cfg_path), "--pool",
+                        "dp-test"], env=env, capture_output=True, text=True, timeout=300)
+    assert d.returncode == 0, d.stdout + d.stderr
+    assert "deployed dualpath-nightly/nightly" in d.stdout
+    assert "deployed dualpath-weekly-report/weekly-report" in d.stdout
+    worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "dp-test"],
+                              env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        ok = trigger(env, night=nights[0].isoformat())
+        failed = trigger(env, night=nights[0].isoformat(), config_path=str(down.resolve()))
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+    assert ok["state"] == "COMPLETED", ok
+    assert ok["name"] == f"demo/{nights[0].isoformat()}"
+    assert "| main | **complete** |" in ok["artifacts"][0]
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        rows = con.execute("SELECT path, status, units_planned FROM runs WHERE experiment = 'demo' "
+                           "ORDER BY 1").fetchall()
+        calls = con.execute("SELECT count(*) FROM calls WHERE run_id LIKE 'demo/%'").fetchone()[0]
+    assert rows == [("backup", "complete", 3), ("main", "complete", 3)] and calls == 2 * 3 * 17
+    assert failed["state"] == "FAILED", failed
+    assert "backup failed" in failed["message"] and failed["name"].startswith("demo-down/")
