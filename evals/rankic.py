@@ -30,25 +30,71 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(ra @ rb / math.sqrt((ra @ ra) * (rb @ rb)))
 
 
-def grouped_spearman(frame: pd.DataFrame, keys: list[str], x: str, y: str) -> pd.DataFrame:
-    """keys..., ic, n per group: Spearman of x and y within each group, all groups at once.
+def _codes(*columns) -> list[np.ndarray]:
+    """Integer codes of each column over the values of all of them (shared vocabulary)."""
+    codes, _ = pd.factorize(np.concatenate([np.asarray(c) for c in columns]), sort=True)
+    return np.split(codes, np.cumsum([len(c) for c in columns])[:-1])
 
-    Average ranks within each group, then Pearson of the ranks from centred sums (ranks are
-    multiples of 1/2, so the centring is exact in floating point).
-    """
-    g = frame.groupby(keys, sort=True)
-    r = pd.DataFrame({"rx": g[x].rank(method="average"), "ry": g[y].rank(method="average")})
+
+def group_ids(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
+    """(group id per row, one row of keys per group), groups in sorted key order."""
+    combined = np.zeros(len(frame), dtype=np.int64)
     for k in keys:
-        r[k] = frame[k]
-    n = r.groupby(keys, sort=True)["rx"].transform("size").to_numpy(dtype=float)
-    mid = (n + 1) / 2                      # the mean of average ranks 1..n is (n+1)/2 exactly
-    dx, dy = r["rx"].to_numpy() - mid, r["ry"].to_numpy() - mid
-    r = r[keys].assign(sxy=dx * dy, sxx=dx * dx, syy=dy * dy)
-    s = r.groupby(keys, sort=True).agg(sxy=("sxy", "sum"), sxx=("sxx", "sum"),
-                                       syy=("syy", "sum"), n=("sxy", "size"))
+        c = _codes(frame[k].to_numpy())[0]
+        combined = combined * (int(c.max()) + 1 if len(c) else 1) + c
+    uniq, first, gid = np.unique(combined, return_index=True, return_inverse=True)
+    return gid.ravel(), frame[keys].iloc[first].reset_index(drop=True)
+
+
+def average_ranks(gid: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Ranks 1..n within each group, ties given their average rank (as scipy's rankdata)."""
+    by_value = np.argsort(v)       # ties may come in any order: they share their average rank
+    small = gid.astype(np.uint16) if len(gid) and gid.max() < 2 ** 16 else gid
+    order = by_value[np.argsort(small[by_value], kind="stable")]   # radix sort for uint16
+    g, s = gid[order], v[order]
+    n = len(v)
+    counts = np.bincount(g)
+    group_start = (np.cumsum(counts) - counts)[g]
+    new_run = np.r_[True, (g[1:] != g[:-1]) | (s[1:] != s[:-1])]
+    starts = np.flatnonzero(new_run)
+    ends = np.r_[starts[1:], n] - 1
+    run = np.cumsum(new_run) - 1
+    out = np.empty(n)
+    out[order] = (starts + ends)[run] / 2 - group_start + 1
+    return out
+
+
+def spearman_by_group(gid: np.ndarray, x: np.ndarray, y: np.ndarray,
+                      n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rho, n) per group: Pearson of within-group average ranks from centred sums.
+
+    Ranks are multiples of 1/2 and their mean is (n+1)/2, so the centring is exact.
+    """
+    n = np.bincount(gid, minlength=n_groups).astype(float)
+    mid = ((n + 1) / 2)[gid]
+    dx, dy = average_ranks(gid, x) - mid, average_ranks(gid, y) - mid
+    sxy = np.bincount(gid, dx * dy, n_groups)
+    sxx = np.bincount(gid, dx * dx, n_groups)
+    syy = np.bincount(gid, dy * dy, n_groups)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ic = s["sxy"] / np.sqrt(s["sxx"] * s["syy"])
-    return s.assign(ic=ic.where((s["sxx"] > 0) & (s["syy"] > 0)))[["ic", "n"]].reset_index()
+        rho = np.where((sxx > 0) & (syy > 0), sxy / np.sqrt(sxx * syy), np.nan)
+    return rho, n
+
+
+def grouped_spearman(frame: pd.DataFrame, keys: list[str], x: str, y: str) -> pd.DataFrame:
+    """keys..., ic, n per group: Spearman of x and y within each group, all groups at once."""
+    if frame.empty:
+        return pd.DataFrame(columns=keys + ["ic", "n"])
+    gid, groups = group_ids(frame, keys)
+    rho, n = spearman_by_group(gid, frame[x].to_numpy(float), frame[y].to_numpy(float),
+                               len(groups))
+    return groups.assign(ic=rho, n=n.astype(int))
+
+
+def _factorize(own, other) -> tuple[list[np.ndarray], np.ndarray]:
+    """Codes of ``own`` and ``other`` over the values of ``other`` (-1: not in ``other``)."""
+    codes, uniques = pd.factorize(np.asarray(other), sort=True)
+    return [pd.Index(uniques).get_indexer(np.asarray(own)), codes], np.asarray(uniques)
 
 
 def nightly_rank_ic(scores: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame:
@@ -56,30 +102,50 @@ def nightly_rank_ic(scores: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame
 
     status: 'ok', 'pending' (the horizon has not matured: ic NaN, never a value), 'too_few'
     (< MIN_TICKERS priced tickers) or 'constant' (every score or return equal: undefined).
+    Each path's score is looked up for every return row by (night, ticker) integer codes.
     """
-    s = scores[scores["n_draws"] > 0][["night", "path", "ticker", "score"]]
-    s = s.assign(night=pd.to_datetime(s["night"]))
-    r = returns.assign(night=pd.to_datetime(returns["night"]))
-    cols = ["night", "ticker", "horizon", "fwd_return", "status"] + \
-        (["start_pos"] if "start_pos" in r else [])
-    j = s.merge(r[cols], on=["night", "ticker"])
-    if "start_pos" not in j:
-        j["start_pos"] = j.groupby("night").ngroup()
-    keys = ["night", "path", "horizon"]
-    j = j.assign(is_ok=j["status"] == OK, is_pending=j["status"] == PENDING)
-    base = j.groupby(keys, sort=True).agg(start_pos=("start_pos", "first"), n_ok=("is_ok", "sum"),
-                                          pending=("is_pending", "all")).reset_index()
-    ok = j[j["status"] == OK]
-    ic = grouped_spearman(ok, keys, "score", "fwd_return") if len(ok) else \
-        pd.DataFrame(columns=keys + ["ic", "n"])
-    out = base.merge(ic, on=keys, how="left")
-    out["n_tickers"] = out["n_ok"].astype(int)
-    status = np.where(out["pending"], PENDING, np.where(
-        out["n_tickers"] < MIN_TICKERS, "too_few", np.where(out["ic"].isna(), "constant", OK)))
-    out["status"] = status
-    out.loc[out["status"] != OK, "ic"] = np.nan
-    out["ic"] = out["ic"].astype(float)
-    return out[NIGHTLY]
+    s = scores[scores["n_draws"] > 0]
+    if s.empty or returns.empty:
+        return pd.DataFrame(columns=NIGHTLY)
+    (sn, rn), nights = _factorize(pd.to_datetime(s["night"]).to_numpy("datetime64[ns]"),
+                                  pd.to_datetime(returns["night"]).to_numpy("datetime64[ns]"))
+    (st, rt), tickers = _factorize(s["ticker"].to_numpy(), returns["ticker"].to_numpy())
+    hcode, horizons = pd.factorize(returns["horizon"].to_numpy(), sort=True)
+    known = (sn >= 0) & (st >= 0)          # a score with no return row has nothing to meet
+    skey, rkey = (sn * len(tickers) + st)[known], rn * len(tickers) + rt
+    status = returns["status"].to_numpy()
+    r_ok, r_pending = status == OK, status == PENDING
+    fwd = returns["fwd_return"].to_numpy(float)
+    start = returns["start_pos"].to_numpy(np.int64) if "start_pos" in returns else rn
+    spath, paths = pd.factorize(s["path"].to_numpy(), sort=True)
+    spath, svalue = spath[known], s["score"].to_numpy(float)[known]
+    rows, score, path_code = [], [], []
+    for i in range(len(paths)):
+        dense = np.full(len(nights) * len(tickers), np.nan)
+        dense[skey[spath == i]] = svalue[spath == i]
+        got = dense[rkey]
+        has = np.flatnonzero(~np.isnan(got))
+        rows.append(has)
+        score.append(got[has])
+        path_code.append(np.full(len(has), i))
+    rows, score, pc = np.concatenate(rows), np.concatenate(score), np.concatenate(path_code)
+    combined = (rn[rows] * len(paths) + pc) * len(horizons) + hcode[rows]
+    # the key range is small (nights x paths x horizons): a dense map instead of a sort
+    present = np.zeros(len(nights) * len(paths) * len(horizons), dtype=bool)
+    present[combined] = True
+    dense_id = np.cumsum(present) - 1
+    gid, k = dense_id[combined], int(present.sum())
+    first = np.zeros(k, dtype=np.int64)
+    first[gid[::-1]] = np.arange(len(gid))[::-1]        # any row of the group will do
+    ok = r_ok[rows]
+    pending = np.bincount(gid, r_pending[rows], k) == np.bincount(gid, minlength=k)
+    rho, n = spearman_by_group(gid[ok], score[ok], fwd[rows][ok], k)
+    state = np.where(pending, PENDING, np.where(n < MIN_TICKERS, "too_few",
+                                                np.where(np.isnan(rho), "constant", OK)))
+    return pd.DataFrame({"night": nights[rn[rows][first]], "path": paths[pc[first]],
+                         "horizon": horizons[hcode[rows][first]],
+                         "ic": np.where(state == OK, rho, np.nan), "n_tickers": n.astype(int),
+                         "start_pos": start[rows][first], "status": state})
 
 
 def summarize_ic(ic: np.ndarray, horizon: int, start_pos: np.ndarray | None = None,
