@@ -167,12 +167,29 @@ CREATE TABLE deviations (
 );
 """
 
+M006_REAL_SECONDS = """
+-- Calls in real-scale seconds: a simulated path's clock is compressed by its own factor
+-- (runs.time_scale), so raw latencies of two simulated paths are not comparable; real
+-- servers have time_scale 1 and read the same here as in v_calls.
+CREATE OR REPLACE VIEW v_calls_real AS
+SELECT c.call_id, c.run_id, c.path, c.night, c.ticker, c.draw, c.unit_attempt, c.agent,
+       c.call_seq, c.http_status, c.attempts, c.error_kind, c.finish_reason,
+       c.prompt_tokens, c.completion_tokens, c.cached_tokens,
+       c.latency_s / r.time_scale AS latency_s,
+       c.ttft_s / r.time_scale AS ttft_s,
+       c.prompt_ms / 1000.0 AS server_prefill_s,
+       c.predicted_ms / 1000.0 AS server_decode_s,
+       c.runaway, c.is_contaminated, c.abandoned, c.unit_outcome, c.run_status, c.experiment
+FROM v_calls c JOIN runs r USING (run_id);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
     ("m003_server_evidence", M003_SERVER_EVIDENCE),
     ("m004_outcomes", M004_OUTCOMES),
     ("m005_preregistration", M005_PREREGISTRATION),
+    ("m006_real_seconds", M006_REAL_SECONDS),
 ]
 
 
