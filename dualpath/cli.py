@@ -105,8 +105,12 @@ def _cell(v) -> str:
 
 @app.command()
 def check(config: Path = CONFIG_OPT) -> None:
-    """Validate a config file and show what it describes."""
+    """Validate a config file, check that a night could start (universe, pipeline import,
+    API key variables), and show what it describes."""
+    from dualpath.preflight import preflight
+
     cfg = load_config(config)
+    preflight(cfg)
     tickers = cfg.tickers()
     console.print(f"[green]ok[/green] {config}: experiment '{cfg.experiment.name}', "
                   f"{len(tickers)} tickers x {cfg.experiment.draws} draws, "
@@ -232,18 +236,29 @@ def demo(nights: int = typer.Option(20, min=1, max=120, help="Synthetic nights t
 def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
             config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
             db: Optional[Path] = typer.Option(None, help="Warehouse file (instead of --config).")) -> None:
-    """Ad-hoc SQL over the warehouse (read-only; works while a night is running)."""
+    """Ad-hoc SQL over the warehouse (read-only; works while a night is running). It reads
+    the warehouse and nothing else: no files, no COPY TO / EXPORT, no extensions."""
     import duckdb
 
-    from warehouse.db import reader
+    from warehouse.db import sandboxed_reader
     from warehouse.queries import sql
 
-    path = db or load_config(config).resolve(load_config(config).warehouse.path)
-    with reader(path) as con:
+    if fmt not in ("table", "csv", "json"):
+        raise UserError(f"--format {fmt!r}: use table, csv or json")
+    if db is None:
+        cfg = load_config(config)
+        path = cfg.resolve(cfg.warehouse.path)
+    else:
+        path = db
+    with sandboxed_reader(path) as con:
         try:
             frame = sql(con, query)
+        except duckdb.PermissionException as e:
+            raise UserError(f"query refused: {str(e).splitlines()[0][:300]}. `dualpath sql` "
+                            "reads the warehouse only (no files, COPY TO, EXPORT, ATTACH or "
+                            "extensions); use `dualpath export` to write files") from None
         except duckdb.Error as e:
-            raise UserError(f"query failed: {str(e).splitlines()[0]}") from None
+            raise UserError(f"query failed: {str(e).splitlines()[0][:300]}") from None
     print_frame(frame, fmt)
 
 
@@ -502,6 +517,35 @@ def serve_cmd(config: Path = CONFIG_OPT,
     from flows.deploy import serve
 
     serve(cfg, config, nightly_cron, weekly_cron)
+
+
+@app.command()
+def schema(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
+           table: Optional[str] = typer.Option(None, "--table", help="Only this table or view.")) -> None:
+    """Every table and view of the warehouse, each column with its type, unit and meaning."""
+    import duckdb
+
+    from warehouse.dictionary import TABLES, dictionary
+    from warehouse.migrations import migrate
+
+    cfg = load_config(config)
+    path = cfg.resolve(cfg.warehouse.path)
+    if path.exists():
+        from warehouse.db import reader
+        with reader(path) as con:
+            frame = dictionary(con)
+    else:   # the schema a new warehouse will have
+        with duckdb.connect() as con:
+            migrate(con)
+            frame = dictionary(con)
+    if table:
+        if table not in set(frame["table"]):
+            raise UserError(f"no table or view {table!r}; tables: {sorted(set(frame['table']))}")
+        frame = frame[frame["table"] == table]
+    elif fmt == "table":
+        for name, (what, _) in TABLES.items():
+            console.print(f"[bold]{name}[/bold]: {what}")
+    print_frame(frame, fmt, "warehouse schema")
 
 
 INTERRUPTED = "interrupted; rerun the night to resume"

@@ -1,0 +1,141 @@
+"""The warehouse's data dictionary: every table and view, every column with its unit and
+meaning (which clock a second is on, which kind of token). `dualpath schema` prints it beside
+the live schema; a test keeps it complete."""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+
+WALL = "epoch s (Unix time, comparable across machines)"
+MONO = "s on the harness's monotonic clock (differences only, one boot)"
+
+_CALL = {
+    "call_id": "id — one LLM call", "run_id": "id — experiment/night/path",
+    "path": "name — serving path", "night": "date — session the night scores",
+    "ticker": "symbol", "draw": "1.. — independent scoring of the ticker tonight",
+    "unit_attempt": "1.. — attempt of the unit (a rerun re-scores failed units)",
+    "agent": "name — the pipeline role that made the call", "call_seq": "1.. — call order in the unit",
+    "start_wall": f"{WALL} — request start", "end_wall": f"{WALL} — last byte",
+    "start_mono": MONO, "first_token_mono": MONO + " — first streamed token",
+    "end_mono": MONO,
+    "latency_s": "s, client clock, compressed for simulated paths (v_calls_real: real-scale)",
+    "ttft_s": "s, client clock — time to first token (streaming only)",
+    "http_status": "HTTP status of the last attempt", "attempts": "count — attempts incl. retries",
+    "error_kind": "class of the final failure (NULL: ok)", "error_detail": "text",
+    "finish_reason": "stop | length (length = runaway: hit max_tokens)",
+    "response_model": "model name the server answered with",
+    "system_fingerprint": "build the server answered with (llama-server; vLLM sends none)",
+    "prompt_tokens": "tokens — whole prompt (usage)", "completion_tokens": "tokens — generated (usage)",
+    "cached_tokens": "tokens — prompt tokens served from cache",
+    "prompt_n": "tokens — prompt tokens the server processed (llama.cpp timings; excludes cache)",
+    "prompt_ms": "ms, server clock, real-scale — prefill time",
+    "prompt_per_second": "tokens/s, server — prefill speed of this call",
+    "predicted_n": "tokens — generated (llama.cpp timings)",
+    "predicted_ms": "ms, server clock, real-scale — decode time",
+    "predicted_per_second": "tokens/s, server — decode speed of this call",
+    "cache_n": "tokens — reused from the slot's cache (llama.cpp)",
+    "draft_n": "tokens — drafted by speculative decoding", "draft_n_accepted": "tokens — accepted drafts",
+    "timings_json": "JSON — every timing the server returned, verbatim",
+    "server_metrics_json": "JSON — vLLM per-request metrics, verbatim",
+    "contaminated": "why this response came from another server (NULL: it did not)",
+    "request_hash": "hash → texts: the request body sent (without messages)",
+    "prompt_hash": "hash → texts: the messages sent", "output_hash": "hash → texts: the answer",
+}
+_UNIT = {
+    "run_id": "id — experiment/night/path", "path": "name", "night": "date", "ticker": "symbol",
+    "draw": "1..", "unit_attempt": "1.. — earlier attempts stay, marked not final",
+    "start_wall": WALL, "end_wall": WALL,
+    "seconds": "s, client monotonic, compressed for simulated paths — first call start to "
+               "last call end (slot-latency basis)",
+    "n_calls": "count", "grade": "1-5 (NULL: no grade)",
+    "failure_kind": "legacy (before m004); see outcome", "failure_detail": "text — why no grade",
+    "final_hash": "hash → texts: the answer that carried the grade",
+    "outcome": "graded | parse_failed (measurements) | call_failed | input_failed | "
+               "pipeline_failed | contaminated | abandoned",
+}
+_RUN = {
+    "run_id": "id — experiment/night/path", "experiment": "name", "night": "date", "path": "name",
+    "engine": "llama.cpp | vllm | openai | sim", "config_hash": "hash of what the night measures",
+    "status": "complete | partial | failed | running — only complete runs are results",
+    "units_planned": "count — tickers × draws", "units_done": "count — units with an outcome",
+    "slots": "count — requests kept in flight", "time_scale": "factor — simulated clock compression (1: real)",
+    "started_at": "timestamp", "ended_at": "timestamp",
+    "wall_s": "s, compressed for simulated paths — sum of segment wall clocks",
+    "segments": "count — scoring sessions (a resume adds one)", "status_detail": "text — why not complete",
+    "units_measured": "count — graded or parse_failed", "tickers_planned": "count",
+}
+_SESSION = {
+    "session_id": "id — run_id#segment", "run_id": "id", "segment": "1..", "path": "name",
+    "engine": "configured engine", "dialect": "llama.cpp | vllm — what the server speaks",
+    "base_url": "URL", "how": "attached | launched | simulated", "model": "as the server reports it",
+    "model_path": "as the server reports it", "slots": "count (llama-server /props)",
+    "n_ctx_per_slot": "tokens — context per slot", "build": "build or version",
+    "speculative": "bool — speculative decoding / MTP on", "sampling_json": "JSON — server defaults",
+    "raw_json": "JSON — identity endpoints, verbatim", "command": "launch argv, secrets redacted",
+    "env_json": "JSON — launch env overrides, secrets redacted", "gpu_state": "nvidia-smi / rocm-smi text",
+    "started_wall": WALL, "stopped_wall": WALL, "log_path": "path — launched server's log",
+    "metrics_before_json": "JSON — server /metrics at start", "metrics_after_json": "JSON — at end",
+    "effective_sampling_json": "JSON — sampling the server applied (llama-server /slots)",
+    "external_load_max": "count — busy slots that were not dualpath's",
+    "external_load_polls": "count — polls that saw them", "load_polls": "count",
+    "identity_checks": "count — identity re-reads during the run",
+    "identity_lost_after_wall": f"{WALL} — last good re-read before a change (NULL: none)",
+    "identity_problem": "text — what changed",
+}
+
+TABLES: dict[str, tuple[str, dict[str, str]]] = {
+    "runs": ("one night × one path", _RUN),
+    "run_segments": ("one scoring session of a run (a resume adds one)", {
+        "run_id": "id", "segment": "1..", "started_wall": WALL, "ended_wall": WALL,
+        "wall_s": "s, compressed for simulated paths", "units_done": "count", "calls": "count",
+        "status": "complete | partial | failed | interrupted", "units_measured": "count",
+        "detail": "text — the cause when not complete"}),
+    "server_sessions": ("the server a segment talked to and what it said it was", _SESSION),
+    "calls": ("one LLM call with the client's clocks and the server's timings", _CALL),
+    "units": ("one attempt of one ticker × draw on one path", _UNIT),
+    "texts": ("every prompt, answer and request body, stored once",
+              {"hash": "hash — the key other tables refer to", "text": "text"}),
+    "prices": ("one ticker × trading day", {
+        "ticker": "symbol", "date": "date — session", "close": "currency — raw close",
+        "adj_close": "currency — split/dividend-adjusted close (returns use this)"}),
+    "plans": ("frozen preregistration plans", {
+        "plan_hash": "SHA-256 of the validated plan", "experiment": "name",
+        "frozen_at": "timestamp", "forced": "bool — frozen after nights of the window existed",
+        "nights_before_freeze": "count", "plan_path": "path", "plan_json": "JSON — the plan"}),
+    "deviations": ("what happened that the plan did not foresee", {
+        "experiment": "name", "night": "date (NULL: not tied to a night)",
+        "kind": "config differs from plan | night refused | plan replaced",
+        "detail": "text", "plan_hash": "hash", "recorded_at": "timestamp"}),
+    "schema_migrations": ("applied schema migrations", {"name": "migration", "applied_at": "timestamp"}),
+    "v_calls": ("calls with the flags every metric filters on", {
+        **_CALL, "runaway": "bool — finish_reason = length", "is_contaminated": "bool",
+        "abandoned": "bool — its unit attempt never finished",
+        "unit_outcome": "outcome of the call's unit attempt", "run_status": "status of its run",
+        "experiment": "name"}),
+    "v_calls_real": ("calls in real-scale seconds (compare paths here)", {
+        **{k: v for k, v in _CALL.items()},
+        "latency_s": "s, real-scale (client clock ÷ time_scale)",
+        "ttft_s": "s, real-scale — time to first token",
+        "server_prefill_s": "s, server clock — prefill", "server_decode_s": "s, server clock — decode",
+        "runaway": "bool", "is_contaminated": "bool", "abandoned": "bool",
+        "unit_outcome": "outcome of the call's unit attempt", "run_status": "status",
+        "experiment": "name"}),
+    "v_units": ("units with their run's status and the flags metrics use", {
+        **_UNIT, "run_status": "status of its run", "experiment": "name",
+        "is_final": "bool — the latest attempt of this ticker × draw",
+        "measured": "bool — graded or parse_failed", "clean": "bool — no contaminated call"}),
+}
+
+
+def dictionary(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The live schema joined with the dictionary: table, kind, column, type, meaning."""
+    live = con.execute("""SELECT c.table_name, t.table_type, c.column_name, c.data_type
+                          FROM information_schema.columns c JOIN information_schema.tables t
+                          USING (table_name) WHERE t.table_schema = 'main'
+                          ORDER BY t.table_type, c.table_name, c.ordinal_position""").df()
+    meaning = [TABLES.get(t, ("", {}))[1].get(c, "") for t, c in
+               zip(live["table_name"], live["column_name"])]
+    kind = live["table_type"].map({"BASE TABLE": "table", "VIEW": "view"})
+    return pd.DataFrame({"table": live["table_name"], "kind": kind, "column": live["column_name"],
+                         "type": live["data_type"], "unit and meaning": meaning})
