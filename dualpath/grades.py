@@ -42,6 +42,12 @@ class ParsedGrade:
     failure: str | None = None
 
 
+def _shown(value: object, limit: int = 60) -> str:
+    """A piece of the answer for a failure message: repr, cut (an answer can be megabytes)."""
+    r = repr(value)
+    return r if len(r) <= limit else r[:limit - 3] + "..."
+
+
 def _label(text: str) -> int | None:
     return GRADE_BY_LABEL.get(" ".join(text.upper().split()))
 
@@ -50,12 +56,12 @@ def _parse_json(text: str) -> ParsedGrade:
     try:
         obj = orjson.loads(text)
     except orjson.JSONDecodeError as e:
-        return ParsedGrade(None, f"answer starts like JSON but is not valid JSON: {e}")
+        return ParsedGrade(None, f"answer starts like JSON but is not valid JSON: {_shown(str(e), 120)[1:-1]}")
     if not isinstance(obj, dict) or "grade" not in obj:
         return ParsedGrade(None, "JSON answer has no 'grade' key")
     g = obj["grade"]
     if isinstance(g, bool) or not isinstance(g, int) or g not in SCALE:
-        return ParsedGrade(None, f"JSON 'grade' must be an integer 1-5, got {g!r}")
+        return ParsedGrade(None, f"JSON 'grade' must be an integer 1-5, got {_shown(g)}")
     return ParsedGrade(g)
 
 
@@ -73,15 +79,17 @@ def parse_grade(text: str | None) -> ParsedGrade:
         return ParsedGrade(None, f"{len(hits)} 'FINAL GRADE:' lines; exactly one is allowed")
     body = _BODY.match(hits[0]["body"])
     if not body:
-        return ParsedGrade(None, f"unreadable grade {hits[0]['body']!r}; use 1-5 or a scale label")
+        return ParsedGrade(None, f"unreadable grade {_shown(hits[0]['body'])}; use 1-5 or a "
+                           "scale label")
     if body["num"]:
         grade = int(body["num"])
         if body["lab1"] and _label(body["lab1"]) != grade:
-            return ParsedGrade(None, f"grade {grade} contradicts label {body['lab1']!r}")
+            return ParsedGrade(None, f"grade {grade} contradicts label {_shown(body['lab1'])}")
         return ParsedGrade(grade)
     grade = _label(body["lab2"])
     if grade is None:
-        return ParsedGrade(None, f"unknown label {body['lab2']!r}; use one of {list(LABELS.values())}")
+        return ParsedGrade(None, f"unknown label {_shown(body['lab2'])}; use one of "
+                           f"{list(LABELS.values())}")
     return ParsedGrade(grade)
 
 

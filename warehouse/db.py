@@ -20,12 +20,22 @@ from dualpath.errors import UserError, WarehouseBusy
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
 
 
-def _open(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
+# For SQL typed by a person: the warehouse file and nothing else. External access off
+# (no COPY ... TO, EXPORT DATABASE, ATTACH, read_csv/read_text/glob of other files), no
+# extension installed, loaded or autoloaded, and the settings locked so the query cannot
+# switch any of it back on.
+SANDBOX = {"enable_external_access": False, "autoinstall_known_extensions": False,
+           "autoload_known_extensions": False, "allow_community_extensions": False,
+           "allow_unsigned_extensions": False, "lock_configuration": True}
+
+
+def _open(path: Path, read_only: bool, wait_s: float,
+          config: dict | None = None) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + wait_s
     delay = 0.02
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            return duckdb.connect(str(path), read_only=read_only, config=config or {})
         except duckdb.IOException as e:
             if not any(m in str(e) for m in _LOCK_MARKERS):
                 raise
@@ -59,6 +69,19 @@ def reader(path: Path, wait_s: float = 60.0) -> Iterator[duckdb.DuckDBPyConnecti
     if not path.exists():
         raise UserError(f"no warehouse at {path}; run `dualpath nightly` or `dualpath demo` first")
     con = _open(path, read_only=True, wait_s=wait_s)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+@contextlib.contextmanager
+def sandboxed_reader(path: Path, wait_s: float = 60.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection that can touch no file but the warehouse (`SANDBOX`): for SQL
+    a user types (`dualpath sql`), which must not read or write the machine's files."""
+    if not path.exists():
+        raise UserError(f"no warehouse at {path}; run `dualpath nightly` or `dualpath demo` first")
+    con = _open(path, read_only=True, wait_s=wait_s, config=SANDBOX)
     try:
         yield con
     finally:
