@@ -7,8 +7,12 @@ field, the bad value and what is allowed.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+import re
 import tomllib
+from urllib.parse import urlsplit
+from collections import Counter
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Literal
@@ -117,6 +121,9 @@ class SimProfile(_Model):
 class ServingPath(_Model):
     """One serving path: an engine behind an OpenAI-compatible endpoint."""
 
+    # inf and nan pass every gt/le bound check's spirit but not its letter: refuse them
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
     engine: Engine = Field(description="Server software: 'llama.cpp', 'vllm', 'openai' or 'sim'.")
     base_url: str | None = Field(
         None, description="http://host:port of the server; for 'sim' leave unset to start one.")
@@ -128,19 +135,31 @@ class ServingPath(_Model):
         "Placeholders: {llama_server}, {gemma3_270m}.")
     launch_env: dict[str, str] = Field(default_factory=dict,
                                        description="Environment overrides for the launched server.")
-    ready_timeout_s: float = Field(600.0, gt=0, description="Wait for a launched server's /health.")
-    load_poll_s: float = Field(2.0, gt=0, description="How often /slots is read to detect "
+    ready_timeout_s: float = Field(600.0, gt=0, le=86400,
+                                   description="Wait for a launched server's /health.")
+    load_poll_s: float = Field(2.0, gt=0, le=3600, description="How often /slots is read to detect "
                                "requests that are not dualpath's (external load).")
-    identity_poll_s: float = Field(30.0, gt=0, description="How often the server's identity "
+    identity_poll_s: float = Field(30.0, gt=0, le=86400, description="How often the server's identity "
                                    "(/props or /version, /v1/models) is re-read during a run; "
                                    "a change contaminates every later response.")
     expect: ExpectedIdentity = Field(default_factory=ExpectedIdentity,
                                      description="Identity the server must show.")
-    api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
-    connect_timeout_s: float = Field(5.0, gt=0, description="TCP connect timeout per attempt.")
-    read_timeout_s: float = Field(1800.0, gt=0, description="Max silence while reading a response.")
-    max_attempts: int = Field(4, ge=1, le=20, description="Attempts per call on transient errors.")
-    backoff_s: float = Field(1.0, ge=0, description="First retry delay; doubles each attempt.")
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+                                    description="Environment variable holding the API key.")
+    connect_timeout_s: float = Field(5.0, gt=0, le=600, description="TCP connect timeout "
+                                     "per attempt (seconds, at most 600).")
+    read_timeout_s: float = Field(1800.0, gt=0, le=86400, description="Max silence while "
+                                  "reading a response (seconds, at most a day).")
+    max_attempts: int = Field(4, ge=1, le=20, description="Attempts per call on transient "
+                              "faults (resets, 408/429/5xx, timeouts, cut bodies); 1 = no retry.")
+    backoff_s: float = Field(1.0, ge=0, le=600, description="First retry delay in seconds; "
+                             "doubles each attempt, with jitter (x0.5-1).")
+    backoff_max_s: float = Field(60.0, ge=0, le=3600, description="Cap on one retry delay.")
+    retry_after_max_s: float = Field(120.0, ge=0, le=3600, description="Longest server "
+                                     "Retry-After honoured; longer ones are cut to this.")
+    retry_budget_s: float = Field(3600.0, gt=0, le=7 * 86400, description="Per call: no "
+                                  "retry starts later than this after the call began (a "
+                                  "generation under way is never cut by it).")
     grade_format: Literal["text", "json"] = Field(
         "text", description="'json' constrains the final-grade call to a JSON schema.")
     sim: SimProfile = Field(default_factory=SimProfile, description="Simulated server model.")
@@ -153,9 +172,26 @@ class ServingPath(_Model):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://, e.g. http://127.0.0.1:8080")
-        return v.rstrip("/") if v else v
+        if v is None:
+            return v
+        example = "e.g. http://127.0.0.1:8080"
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https://, {example}")
+        if len(v) > 2048 or any(c.isspace() or not c.isprintable() for c in v):
+            raise ValueError(f"must be a URL without spaces or control characters, {example}")
+        parts = urlsplit(v)
+        try:
+            port = parts.port          # raises for a port outside 0-65535 or not a number
+        except ValueError:
+            raise ValueError(f"port must be a number from 1 to 65535, {example}") from None
+        if port == 0:
+            raise ValueError(f"port must be a number from 1 to 65535, {example}")
+        if not parts.hostname:
+            raise ValueError(f"has no host, {example}")
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError("must not carry a query, fragment or credentials (a key goes in "
+                             f"api_key_env), {example}")
+        return v.rstrip("/")
 
     @model_validator(mode="after")
     def _needs_url(self) -> "ServingPath":
@@ -235,9 +271,17 @@ class Config(_Model):
     def _names(cls, v: dict[str, ServingPath]) -> dict[str, ServingPath]:
         if not v:
             raise ValueError("define at least one path, e.g. [paths.main]")
+        seen: dict[str, str] = {}
         for name in v:
-            if not name.replace("-", "").replace("_", "").isalnum():
-                raise ValueError(f"path name '{name}' may hold only letters, digits, '-' and '_'")
+            if not (0 < len(name) <= 64 and name.isascii()
+                    and name.replace("-", "").replace("_", "").isalnum()):
+                raise ValueError(f"path name {_short(name)} may hold only 1-64 ASCII letters, "
+                                 "digits, '-' and '_'")
+            # run folders and endpoint locks live on file systems that may ignore case
+            other = seen.setdefault(name.lower(), name)
+            if other != name:
+                raise ValueError(f"path names '{other}' and '{name}' differ only in case; "
+                                 "rename one")
         return v
 
     def resolve(self, p: Path) -> Path:
@@ -257,27 +301,48 @@ class Config(_Model):
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
+MAX_TICKER_LEN = 32
+MAX_UNIVERSE = 100_000
+
+
+def _short(value: object, limit: int = 60) -> str:
+    """A value for an error message: repr, cut to `limit` characters."""
+    r = repr(value)
+    return r if len(r) <= limit else r[:limit - 3] + "..."
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """Plain text (a file name, a message) cut to `limit` characters."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _some(items: list, n: int = 5) -> str:
+    """At most `n` items for a message, and how many more there are."""
+    shown = ", ".join(_short(x, 40) for x in items[:n])
+    return shown + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
 def _check_tickers(tickers: list[str], where: str) -> None:
     if not tickers:
         raise ValueError(f"{where} is empty; list at least one ticker")
-    bad = [t for t in tickers if not t or not all(c.isalnum() or c in ".-_^" for c in t)]
+    if len(tickers) > MAX_UNIVERSE:
+        raise ValueError(f"{where}: {len(tickers)} tickers; at most {MAX_UNIVERSE} are allowed")
+    bad = [t for t in tickers if not isinstance(t, str) or not 0 < len(t) <= MAX_TICKER_LEN
+           or not all(c.isalnum() or c in ".-_^" for c in t)]
     if bad:
-        raise ValueError(f"{where}: malformed ticker(s) {bad[:5]}; use letters, digits, . - _ ^")
-    dupes = sorted({t for t in tickers if tickers.count(t) > 1})
+        raise ValueError(f"{where}: {len(bad)} malformed ticker(s): {_some(bad)}; use 1-"
+                         f"{MAX_TICKER_LEN} letters, digits, . - _ ^")
+    dupes = sorted(t for t, n in Counter(tickers).items() if n > 1)
     if dupes:
-        raise ValueError(f"{where}: duplicate ticker(s) {dupes[:5]}")
+        raise ValueError(f"{where}: {len(dupes)} duplicate ticker(s): {_some(dupes)}")
 
 
 def read_universe(path: Path) -> list[str]:
     """Tickers from a file: one per line, blank lines and '#' comments ignored."""
     from dualpath.errors import DataError
 
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise DataError(f"universe file {path} does not exist; create it with one ticker per line")
-    except UnicodeDecodeError:
-        raise DataError(f"universe file {path} is not UTF-8 text")
+    what = f"universe file {_cut(str(path))}"
+    lines = _read_text(path, what, DataError).splitlines()
     tickers = [ln.split("#", 1)[0].strip() for ln in lines]
     tickers = [t for t in tickers if t]
     try:
@@ -287,45 +352,97 @@ def read_universe(path: Path) -> list[str]:
     return tickers
 
 
+_SECRETISH = re.compile(r"key|token|secret|passw|auth|launch_env|launch", re.IGNORECASE)
+_MAX_PROBLEMS = 15
+
+
+def _value_shown(loc: str, value: object) -> str:
+    """The offending value for a message: never a secret, never a whole table or list."""
+    if isinstance(value, (dict, list, tuple)):
+        return ""          # a table's problem is in the message; its contents could be huge
+    if _SECRETISH.search(loc):
+        return " = <redacted>"
+    if isinstance(value, str):
+        value = re.sub(r"//[^/@\s]*@", "//<redacted>@", value)   # credentials in a URL
+    return f" = {_short(value, 80)}"
+
+
 def format_validation_error(err: ValidationError, source: str) -> str:
-    """One line per problem: field, bad value, what is allowed."""
-    lines = [f"{source}: {err.error_count()} problem(s):"]
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+    """One line per problem: field, bad value, what is allowed (bounded in length: at most
+    15 problems, each cut to about 300 characters)."""
+    errors = err.errors(include_url=False)
+    lines = [f"{_cut(source)}: {len(errors)} problem(s):"]
+    for e in errors[:_MAX_PROBLEMS]:
+        loc = ".".join(_short(p, 40) if not isinstance(p, str) or len(p) > 40 else p
+                       for p in e["loc"]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
+        msg = msg if len(msg) <= 300 else msg[:297] + "..."
         if e["type"] == "extra_forbidden":
             lines.append(f"  - {loc}: unknown setting; remove it or check its spelling")
         elif e["type"] == "missing":
             lines.append(f"  - {loc}: required but missing")
         else:
-            lines.append(f"  - {loc} = {e.get('input')!r}: {msg}")
+            lines.append(f"  - {loc}{_value_shown(loc, e.get('input'))}: {msg}")
+    if len(errors) > _MAX_PROBLEMS:
+        lines.append(f"  ... and {len(errors) - _MAX_PROBLEMS} more")
     return "\n".join(lines)
 
 
 def parse_config(data: dict, source: str = "config", base_dir: Path | None = None) -> Config:
     """Validate a config dict; errors become `ConfigError`."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{_cut(source)}: expected a table of settings, got "
+                          f"{type(data).__name__}")
     if base_dir is not None:
         data = {**data, "base_dir": base_dir}
     try:
         return Config.model_validate(data)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, source)) from None
+    except RecursionError:
+        raise ConfigError(f"{_cut(source)}: settings nested too deeply") from None
 
 
 def load_config(path: Path | str) -> Config:
     """Read and validate a dualpath.toml."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} not found; create one with `dualpath init`") from None
+    text = _read_text(path, f"config file {_cut(str(path))}", ConfigError)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path} is not valid TOML: {e}") from None
+        raise ConfigError(f"{_cut(str(path))} is not valid TOML: {_cut(str(e))}") from None
+    except RecursionError:     # tomllib recurses into nested arrays and inline tables
+        raise ConfigError(f"{_cut(str(path))} is not valid TOML: nested too deeply") from None
     if "base_dir" in data:
         raise ConfigError(f"{path}: 'base_dir' is set by dualpath, not in the file; remove it")
     return parse_config(data, str(path), base_dir=path.resolve().parent)
+
+
+MAX_TEXT_BYTES = 10_000_000
+
+
+def _read_text(path: Path, what: str, error: type[Exception]) -> str:
+    """A small UTF-8 text file, or `error` saying plainly why it cannot be one."""
+    try:
+        if path.is_dir():
+            raise error(f"{what} is a directory; give the file inside it")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_TEXT_BYTES + 1)
+    except FileNotFoundError:
+        hint = ("not found; create one with `dualpath init`" if error is ConfigError else
+                "does not exist; create it with one ticker per line")
+        raise error(f"{what} {hint}") from None
+    except (OSError, ValueError) as e:     # permissions, a NUL in the name, a FIFO...
+        raise error(f"cannot read {what}: {_cut(getattr(e, 'strerror', None) or str(e))}") from None
+    if len(raw) > MAX_TEXT_BYTES:
+        raise error(f"{what} is larger than {MAX_TEXT_BYTES // 1_000_000} MB; is it the right file?")
+    if raw[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        raise error(f"{what} is UTF-16 text; save it as UTF-8")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise error(f"{what} is not UTF-8 text (bad byte at offset {e.start}); "
+                    "save it as UTF-8") from None
 
 
 def _toml_value(v) -> str:
