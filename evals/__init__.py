@@ -10,9 +10,12 @@ Every function documents which of these frames it takes (extra columns are ignor
     prompt_ms, predicted_ms: float|NaN (server timings), finish_reason str|None,
     attempts int, error_kind str|None, contaminated bool, abandoned bool
 
-``units``  one row per finished unit (ticker x draw on one path-run)
+``units``  one row per unit (ticker x draw on one path-run; its final attempt only)
     run_id, path, night, ticker, draw, start_wall, end_wall, seconds float (slot-latency:
-    first call start to last call end), grade Int64 (1-5, <NA> when none), failure_kind str|None
+    first call start to last call end), grade Int64 (1-5, <NA> when none), failure_kind str|None,
+    outcome str (optional: 'graded' | 'parse_failed' | 'call_failed' | 'input_failed' |
+    'abandoned'), run_status, clean (for `evals.scores.usable_units`). A draw with grade <NA>
+    is a failed draw: it counts in the failed share of the grade distribution.
 
 ``runs``   one row per path-run
     run_id, path, night, status ('complete' | 'partial' | 'running' | 'failed'),
@@ -25,4 +28,14 @@ Every function documents which of these frames it takes (extra columns are ignor
 ``scores`` one row per night x path x ticker (see `evals.scores.ticker_scores`)
     night, path, ticker, score float (mean grade of the parsed draws), n_draws int,
     n_failed int
+
+``returns`` one row per night x horizon x ticker (see `evals.returns.forward_returns`)
+    night, ticker, horizon, start_date, end_date, start_pos int (start's index on the session
+    calendar), fwd_return float (NaN unless status 'ok'), status ('ok' | 'missing' | 'pending')
+
+``sessions`` (optional) a sorted sequence of exchange session dates: horizons step over them.
+
+Inference (t, p, CI, MDE, power, verdict) is on non-overlapping nights (`evals.inference`);
+every table that reports one names its ``ci_method``, ``ci_level`` and ``basis``, and says
+"insufficient nights (n=…, need …)" in ``note`` where the method is not calibrated.
 """

@@ -111,5 +111,6 @@ def cross_path_agreement(scores: pd.DataFrame, a: str, b: str) -> dict:
     both = wide[[a, b]].dropna()
     rounded = np.floor(both.to_numpy() + 0.5).astype(int)
     return {"ticker_nights": len(both),
-            "spearman": spearman(both[a].to_numpy(), both[b].to_numpy()) if len(both) > 1 else math.nan,
+            "spearman": spearman(both[a].to_numpy(), both[b].to_numpy())
+            if len(both) > 1 else math.nan,
             "qwk_rounded": quadratic_kappa(rounded[:, 0], rounded[:, 1]) if len(both) else math.nan}

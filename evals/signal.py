@@ -57,7 +57,8 @@ def subset_ics(units: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame:
     return out.join(nights).reset_index()
 
 
-def draws_analysis(units: pd.DataFrame, returns: pd.DataFrame, project_to: int = 10) -> pd.DataFrame:
+def draws_analysis(units: pd.DataFrame, returns: pd.DataFrame,
+                   project_to: int = 10) -> pd.DataFrame:
     """path, horizon, k, basis ('measured' | 'projected'), mean_ic, reliability, attenuation,
     projected_ic: what each extra draw buys, measured for k <= draws and projected beyond."""
     measured = subset_ics(units, returns)
@@ -112,7 +113,8 @@ def rank_autocorrelation(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def signal_shape(scores: pd.DataFrame, returns: pd.DataFrame, quantile: float = 0.2) -> pd.DataFrame:
+def signal_shape(scores: pd.DataFrame, returns: pd.DataFrame,
+                 quantile: float = 0.2) -> pd.DataFrame:
     """path, horizon, nights, top_minus_bottom (mean over nights of the mean forward return of
     the top score quantile minus the bottom one), rank_autocorr."""
     s = scores[scores["n_draws"] > 0].assign(night=lambda f: pd.to_datetime(f["night"]))

@@ -188,7 +188,8 @@ def test_vectorised_rank_ic_matches_scipy_per_group_with_ties(seed):
     for (night, path, h), g in list(j.groupby(["night", "path", "horizon"]))[::7]:
         ref = stats.spearmanr(g["score"], g["fwd_return"]).statistic
         assert got.loc[(night, path, h), "ic"] == pytest.approx(ref, abs=1e-12)
-    frame = pd.DataFrame({"g": [1, 1, 1, 2, 2, 2], "x": [1, 1, 2, 3, 3, 3], "y": [3, 2, 1, 1, 2, 3]})
+    frame = pd.DataFrame({"g": [1, 1, 1, 2, 2, 2], "x": [1, 1, 2, 3, 3, 3],
+                          "y": [3, 2, 1, 1, 2, 3]})
     out = grouped_spearman(frame, ["g"], "x", "y").set_index("g")
     # group 1: ranks x (1.5, 1.5, 3), y (3, 2, 1) -> rho = -sqrt(3)/2; group 2 constant: NaN
     assert out.loc[1, "ic"] == pytest.approx(-math.sqrt(3) / 2) and math.isnan(out.loc[2, "ic"])
