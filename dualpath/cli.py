@@ -548,6 +548,38 @@ def schema(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
     print_frame(frame, fmt, "warehouse schema")
 
 
+@app.command("plan")
+def plan_cmd(config: Path = CONFIG_OPT,
+             tickers: Optional[int] = typer.Option(None, min=1, help="Tickers (default: the universe)."),
+             draws: Optional[int] = typer.Option(None, min=1, help="Draws (default: the config's)."),
+             path: Optional[list[str]] = typer.Option(None, "--path", help="Only these paths."),
+             window_hours: Optional[float] = typer.Option(None, min=0.1, help="Hours available: "
+                                                          "how many draws fit.")) -> None:
+    """Expected night duration per path, with an interval, from the speeds measured so far."""
+    from flows.planning import estimates
+
+    cfg = load_config(config)
+    n_t = tickers or len(cfg.tickers())
+    n_d = draws or cfg.experiment.draws
+    unknown = sorted(set(path or []) - set(cfg.paths))
+    if unknown:
+        raise UserError(f"no such path {unknown}; paths: {list(cfg.paths)}")
+    rows = []
+    for e in estimates(cfg):
+        if path and e.path not in path:
+            continue
+        h, lo, hi = e.hours(n_t * n_d)
+        row = {"path": e.path, "slots": cfg.paths[e.path].slots, "source": e.source,
+               "s_per_unit": e.s_per_unit, "s_per_unit_lo": e.lo, "s_per_unit_hi": e.hi,
+               "hours": h, "hours_lo": lo, "hours_hi": hi}
+        if window_hours:
+            row["draws_that_fit"] = e.draws_that_fit(window_hours * 3600, n_t)
+        rows.append(row)
+    print_frame(pd.DataFrame(rows), "table",
+                f"{n_t} tickers × {n_d} draws per night (throughput basis: seconds per unit = "
+                "run wall clock ÷ ticker-draws; complete one-segment runs at the same slots)")
+
+
 INTERRUPTED = "interrupted; rerun the night to resume"
 
 

@@ -226,16 +226,64 @@ class PipelineSettings(_Model):
 
 
 class MarketSettings(_Model):
-    """Where prices come from (a file, a drop folder, or the demo's synthetic market) and
-    which exchange's sessions a night is counted in."""
+    """Where prices come from (a file, a drop folder, an online source, or the demo's synthetic
+    market), how strictly they are read, and which exchange's sessions a night is counted in."""
 
-    calendar: str = Field("XKRX", description="Exchange calendar (exchange_calendars code, e.g. "
-                          "XKRX, XNYS), or 'synthetic' for the demo's market.")
-    timezone: str = Field("Asia/Seoul", description="The market's time zone (IANA name): the "
-                          "default night is the latest session whose close has passed there.")
-    prices_file: Path | None = Field(None, description="CSV/Parquet of daily prices to import.")
+    calendar: str = Field("XKRX", min_length=1, description="Exchange calendar "
+                          "(exchange_calendars code, e.g. XKRX, XNYS, XTKS), or 'synthetic' "
+                          "for the demo's market. A night must be one of its sessions.")
+    timezone: str | None = Field(None, description="The market's time zone (IANA name); unset "
+                                 "= the exchange's own (XKRX: Asia/Seoul; 'synthetic': "
+                                 "Asia/Seoul). The default night is the latest session whose "
+                                 "close has passed there.")
+    prices_file: Path | None = Field(None, description="A CSV/Parquet of daily prices, "
+                                     "imported (what is new) before every night.")
+    prices_dir: Path | None = Field(None, description="A drop folder: every *.csv / *.parquet "
+                                    "in it is imported (what is new) before every night; later "
+                                    "file names win where two files give the same day.")
+    columns: dict[str, str] = Field(default_factory=dict, description="Column mapping for "
+                                    "price files, file header -> ticker|date|close|adj_close, "
+                                    "e.g. {Date = 'date', 'Adj Close' = 'adj_close'}.")
+    date_format: str | None = Field(None, description="strptime format of the files' dates "
+                                    "(e.g. '%d/%m/%Y'); unset = ISO YYYY-MM-DD only.")
+    source: Literal["files", "pykrx", "fdr", "yfinance"] = Field(
+        "files", description="'files': only prices_file / prices_dir; 'pykrx', 'fdr' "
+        "(FinanceDataReader) or 'yfinance': also fetch the universe's recent prices online "
+        "(optional extras; a failing source is reported and scoring still runs).")
+    symbol_suffix: str = Field("", max_length=8, description="Appended to tickers for the "
+                               "online source, e.g. '.KS' for Yahoo's KOSPI symbols.")
+    backfill_sessions: int = Field(120, ge=1, le=5000, description="Sessions an online source "
+                                   "fetches for a ticker with no prices yet.")
+    refetch_sessions: int = Field(5, ge=0, le=260, description="Recent sessions an online "
+                                  "source fetches again, so late revisions are picked up.")
+    max_abs_log_return: float = Field(0.3365, gt=0, le=10, allow_inf_nan=False,
+                                      description="Moves with |log return| above this are "
+                                      "warned as suspicious (0.3365 = log 1.4: a 40% day).")
     synthetic_seed: int | None = Field(None, description="Seed of the synthetic market (demo).")
-    synthetic_start: date = Field(date(2027, 1, 4), description="First synthetic trading day.")
+    synthetic_start: date = Field(date(2027, 1, 4), description="First synthetic trading day "
+                                  "(the synthetic calendar's holidays count from it).")
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str | None) -> str | None:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+        if v is None:
+            return v
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("not an IANA time zone; use e.g. 'Asia/Seoul' or "
+                             "'America/New_York'") from None
+        return v
+
+    @field_validator("columns")
+    @classmethod
+    def _targets(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = sorted(set(v.values()) - {"ticker", "date", "close", "adj_close"})
+        if bad:
+            raise ValueError(f"maps to unknown column(s) {bad}; targets are ticker, date, "
+                             "close, adj_close")
+        return v
 
 
 class ComparisonSettings(_Model):
@@ -253,6 +301,19 @@ class ComparisonSettings(_Model):
                                         "else its first); the others are exploratory.")
 
 
+class ScheduleSettings(_Model):
+    """The night window: when a night must be done, and what to do when it cannot be."""
+
+    deadline: str | None = Field(
+        None, pattern=r"^([01]\d|2[0-3]):[0-5]\d$",
+        description="HH:MM in the market's time zone by which the night must end (the next "
+        "morning when earlier than the close), e.g. '07:00'; unset: no deadline.")
+    over_deadline: Literal["stop", "fewer-draws"] = Field(
+        "stop", description="When the measured speed says the night cannot fit: 'stop' scores "
+        "until the deadline (the run is partial, never complete); 'fewer-draws' starts only "
+        "the draws that fit (draw-major order keeps them whole; the run is still partial).")
+
+
 class Config(_Model):
     """A whole dualpath.toml."""
 
@@ -264,6 +325,8 @@ class Config(_Model):
     market: MarketSettings = Field(default_factory=MarketSettings, description="Prices.")
     comparison: ComparisonSettings = Field(default_factory=ComparisonSettings,
                                            description="How the paths are compared.")
+    schedule: ScheduleSettings = Field(default_factory=ScheduleSettings,
+                                       description="The night window.")
     base_dir: Path = Field(Path("."), description="Folder relative paths are resolved against.")
 
     @field_validator("paths")
@@ -297,7 +360,8 @@ class Config(_Model):
     def fingerprint(self) -> str:
         """Hash of everything that changes what a night measures (not where files live)."""
         # How results are analysed (comparison) and where files live do not change a night.
-        data = self.model_dump(mode="json", exclude={"warehouse", "base_dir", "comparison"})
+        data = self.model_dump(mode="json", exclude={"warehouse", "base_dir", "comparison",
+                                                     "schedule"})
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 

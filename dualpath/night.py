@@ -78,8 +78,8 @@ def missing_inputs(cfg: Config, history: PriceHistory, night: date) -> dict[str,
 
 def path_runner(cfg: Config, night: date, path: str, base_url: str, history: PriceHistory,
                 http: httpx.AsyncClient, sink: Sink, *, attempts: dict[Unit, int] | None = None,
-                progress: Progress | None = None,
-                pipeline: Pipeline | None = None) -> PathRunner:
+                progress: Progress | None = None, pipeline: Pipeline | None = None,
+                deadline_mono: float | None = None) -> PathRunner:
     """The scheduler of one path tonight, with its client (`runner.client`)."""
     pipeline = pipeline or load_pipeline(cfg.pipeline.name)
     docs_dir = cfg.resolve(cfg.pipeline.documents_dir) if cfg.pipeline.documents_dir else None
@@ -98,4 +98,4 @@ def path_runner(cfg: Config, night: date, path: str, base_url: str, history: Pri
     return PathRunner(client, pipeline, night, slots=sp.slots, sink=sink, inputs=inputs,
                       base_seed=cfg.sampling.base_seed,
                       seeded=cfg.sampling.seed_policy == "per-draw", progress=progress,
-                      attempts=attempts)
+                      attempts=attempts, deadline_mono=deadline_mono)

@@ -32,9 +32,40 @@ from warehouse.ingest import IngestStats, ingest_journals
 @task(cache_policy=NO_CACHE, timeout_seconds=24 * 3600, task_run_name="score-{work.path}")
 async def score_path(cfg: Config, night: date, work: runner.PathWork, history,
                      missing: dict[str, str], override_url: str | None,
-                     progress: Progress | None) -> runner.PathOutcome:
+                     progress: Progress | None, deadline_mono: float | None = None,
+                     max_draw: int | None = None) -> runner.PathOutcome:
     return await runner.run_path(cfg, night, work, history, missing,
-                                 override_url=override_url, progress=progress)
+                                 override_url=override_url, progress=progress,
+                                 deadline_mono=deadline_mono, max_draw=max_draw)
+
+
+def night_window(cfg: Config, works: list, log) -> dict[str, tuple[float, int | None]]:
+    """Per path: (monotonic deadline, highest draw to start) when the config sets a deadline.
+    Says at the start when a path's measured speed cannot fit its units before it."""
+    import time
+    from datetime import datetime, timezone
+
+    from flows.planning import estimates, seconds_until
+
+    if not cfg.schedule.deadline:
+        return {}
+    available = seconds_until(cfg.schedule.deadline, cfg.market.timezone,
+                              datetime.now(timezone.utc))
+    est = {e.path: e for e in estimates(cfg)}
+    out = {}
+    for w in works:
+        e, max_draw = est.get(w.path), None
+        need = e.s_per_unit * len(w.units) if e else float("nan")
+        if need == need and need > available:
+            log.warning("path %s: %d unit(s) need ~%.1f h (%s) but the deadline %s is %.1f h "
+                        "away: tonight will be partial", w.path, len(w.units), need / 3600,
+                        e.source, cfg.schedule.deadline, available / 3600)
+            if cfg.schedule.over_deadline == "fewer-draws":
+                draws = sorted({u.draw for u in w.units})
+                fit = e.draws_that_fit(available, w.tickers_planned)
+                max_draw = draws[fit - 1] if fit else 0
+        out[w.path] = (time.monotonic() + available, max_draw)
+    return out
 
 
 @task(cache_policy=NO_CACHE, retries=3, retry_delay_seconds=2)
@@ -122,12 +153,14 @@ async def score_night(config_path: str, night: date | None = None,
         log.warning(inputs.describe_missing(missing, night))
     works = runner.plan_night(cfg, night, paths)
     progress = LoggedProgress(log, every_s=30.0, forward=progress)
+    window = night_window(cfg, works, log)
     # one path's crash must not stop the other, nor the ingest of what both recorded
     stop = asyncio.Event()
     live = asyncio.create_task(_ingest_while_running(cfg, [w for w in works if w.units], stop))
     try:
         done = await asyncio.gather(*(
-            score_path(cfg, night, w, history, missing, (endpoints or {}).get(w.path), progress)
+            score_path(cfg, night, w, history, missing, (endpoints or {}).get(w.path), progress,
+                       *window.get(w.path, (None, None)))
             for w in works), return_exceptions=True)
     finally:
         stop.set()

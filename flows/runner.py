@@ -111,7 +111,8 @@ async def check_identity(cfg: Config, path: str, http: httpx.AsyncClient,
 
 async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHistory,
                    missing: Mapping[str, str], *, override_url: str | None = None,
-                   progress: Progress | None = None) -> PathOutcome:
+                   progress: Progress | None = None, deadline_mono: float | None = None,
+                   max_draw: int | None = None) -> PathOutcome:
     """Connect, check and score one path; a path that cannot run is recorded as failed."""
     if not work.units:
         return PathOutcome(work.path, work.run_id, "nothing_to_do")
@@ -122,7 +123,7 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
             async with httpx.AsyncClient(headers=headers, timeout=10.0) as http:
                 ident = await check_identity(cfg, work.path, http, ep.base_url)
                 return await score_path(cfg, night, work, ep, ident, history, missing,
-                                        http, progress)
+                                        http, progress, deadline_mono, max_draw)
     except (PathUnavailable, UserError) as e:
         reason = f"{type(e).__name__}: {e}"
         log.error("path %s was not scored: %s", work.path, reason)
@@ -172,7 +173,9 @@ def _record_input_failures(w: JournalWriter, work: PathWork, units: list[Unit],
 
 async def score_path(cfg: Config, night: date, work: PathWork, ep: Endpoint,
                      ident: ServerIdentity, history: PriceHistory, missing: Mapping[str, str],
-                     http: httpx.AsyncClient, progress: Progress | None) -> PathOutcome:
+                     http: httpx.AsyncClient, progress: Progress | None,
+                     deadline_mono: float | None = None,
+                     max_draw: int | None = None) -> PathOutcome:
     """Score the path's units into its journal; the journal is closed with an end record
     whatever happens (cancel, a harness error, a failing watcher)."""
     from dualpath.night import path_runner
@@ -188,13 +191,22 @@ async def score_path(cfg: Config, night: date, work: PathWork, ep: Endpoint,
         blocked = [u for u in work.units if u.ticker in missing]
         _record_input_failures(w, work, blocked, missing)
         runner = path_runner(cfg, night, work.path, ep.base_url, history, http, w.write,
-                             attempts=dict(work.attempts), progress=progress)
+                             attempts=dict(work.attempts), progress=progress,
+                             deadline_mono=deadline_mono)
         runner.client.pin(ident.model, ident.build, cfg.paths[work.path].dialect)
-        todo = [u for u in work.units if u.ticker not in missing]
+        todo = [u for u in work.units if u.ticker not in missing
+                and (max_draw is None or u.draw <= max_draw)]
         async with watch_server(cfg, work, ep, ident, http, runner.client, w):
             await runner.run_units(todo)
         # a swap seen only at the end still puts the calls since the last good check in doubt
         detail = runner.client.identity_problem
+        if runner.run.stopped_early and deadline_mono is not None:
+            left = len(todo) - runner.run.units_done
+            detail = "; ".join(x for x in (detail, f"the night's deadline passed with {left} "
+                                           "unit(s) not started") if x)
+        if max_draw is not None:
+            detail = "; ".join(x for x in (detail, f"only draws <= {max_draw} fit before the "
+                                           "deadline tonight") if x)
     except asyncio.CancelledError:
         raise
     except Exception as e:

@@ -1,0 +1,83 @@
+"""How long a night will take, from speeds measured in the warehouse: the question the user
+answered by hand ("100 tickers ≈ 4.8 h"), with an interval and its source labelled.
+
+Seconds per unit (one ticker × one draw) on the throughput basis, from complete one-segment
+runs of the same path at the same slot count; with none, a simulated path's time model, and
+otherwise nothing (said so).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+import numpy as np
+
+from dualpath.config import Config
+from dualpath.sim.model import expected_ticker_seconds
+from warehouse.db import reader
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Seconds per unit for one path: a median and an interval, and where they come from."""
+
+    path: str
+    source: str                 # measured (n runs) | time model | no measurements yet
+    runs: int
+    s_per_unit: float
+    lo: float
+    hi: float
+
+    def hours(self, units: int) -> tuple[float, float, float]:
+        return tuple(units * s / 3600 for s in (self.s_per_unit, self.lo, self.hi))
+
+    def draws_that_fit(self, seconds: float, tickers: int) -> int:
+        """Whole draws (draw-major: every ticker once per draw) that fit at the median."""
+        if not self.s_per_unit or math.isnan(self.s_per_unit):
+            return 0
+        return int(seconds // (self.s_per_unit * tickers))
+
+
+def estimates(cfg: Config) -> list[Estimate]:
+    """One estimate per path of the config."""
+    measured: dict[str, list[float]] = {}
+    path = cfg.resolve(cfg.warehouse.path)
+    if path.exists():
+        with reader(path) as con:
+            rows = con.execute("""SELECT path, slots, wall_s / units_planned / time_scale
+                                  FROM runs WHERE status = 'complete' AND segments = 1
+                                  AND wall_s > 0""").fetchall()
+        for p, slots, s in rows:
+            if p in cfg.paths and slots == cfg.paths[p].slots:
+                measured.setdefault(p, []).append(s)
+    out = []
+    for name, sp in cfg.paths.items():
+        s = np.array(measured.get(name, []))
+        if len(s):
+            lo, hi = (np.percentile(s, [10, 90]) if len(s) >= 5 else (s.min(), s.max()))
+            out.append(Estimate(name, f"measured ({len(s)} runs, "
+                                f"{'p10–p90' if len(s) >= 5 else 'min–max'})", len(s),
+                                float(np.median(s)), float(lo), float(hi)))
+        elif sp.engine == "sim":
+            m = expected_ticker_seconds(sp.sim, sp.slots)
+            out.append(Estimate(name, "time model (no measurements yet)", 0, m, m, m))
+        else:
+            out.append(Estimate(name, "no measurements yet", 0, math.nan, math.nan, math.nan))
+    return out
+
+
+def seconds_until(deadline: str, tz: str, now: datetime) -> float:
+    """Seconds from `now` to the next HH:MM in the market's time zone."""
+    zone = ZoneInfo(tz)
+    local = now.astimezone(zone)
+    hh, mm = map(int, deadline.split(":"))
+    at = datetime.combine(local.date(), time(hh, mm), zone)
+    if at <= local:
+        at += timedelta(days=1)
+    return (at - local).total_seconds()
+
+
+__all__ = ["Estimate", "estimates", "seconds_until", "date"]
