@@ -392,19 +392,99 @@ def metrics(config: Path = CONFIG_OPT,
 
 
 @prices_app.command("import")
-def prices_import(file: Path, config: Path = CONFIG_OPT) -> None:
+def prices_import(file: Path, config: Path = CONFIG_OPT,
+                  map_: Optional[str] = typer.Option(
+                      None, "--map", help="Rename file columns: \"Date=date,'Adj Close'=adj_close\" "
+                      "(targets: ticker, date, close, adj_close)."),
+                  ticker: Optional[str] = typer.Option(None, help="The ticker of a one-ticker "
+                                                       "export (a file without a ticker column)."),
+                  date_format: Optional[str] = typer.Option(None, help="strptime format of the "
+                                                            "dates, e.g. %d/%m/%Y (default: ISO)."),
+                  strict: bool = typer.Option(False, help="Treat every warning as an error: "
+                                              "nothing is imported.")) -> None:
     """Validate and import a CSV/Parquet price file (ticker, date, adj_close[, close])."""
+    from rich.markup import escape
+
+    from dualpath.calendar import MarketCalendar
     from warehouse.db import writer
-    from warehouse.prices import import_prices, read_prices_file, validate_prices
+    from warehouse.price_sources import import_file
+    from warehouse.prices import parse_map
 
     cfg = load_config(config)
-    frame, warnings = validate_prices(read_prices_file(file), cfg.tickers(), str(file))
-    for w in warnings:
-        err_console.print(f"[yellow]warning:[/yellow] {w}")
+    calendar = MarketCalendar.from_settings(cfg.market)
+    columns = parse_map(map_) if map_ else None
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
-        n = import_prices(con, frame)
-    console.print(f"imported {n:,} price rows for {frame['ticker'].nunique()} tickers "
-                  f"({frame['date'].min().date()} .. {frame['date'].max().date()})")
+        r = import_file(con, file, cfg.market, calendar, cfg.tickers(), columns=columns,
+                        ticker=ticker, date_format=date_format, strict=strict)
+    for w in r.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    span = f" ({r.first} .. {r.last})" if r.rows else ""
+    console.print(f"imported {r.rows:,} price rows for {r.tickers} tickers{span}: {r.new:,} new, "
+                  f"{r.revised:,} revised")
+    for m in (r.coverage.messages if r.coverage else []):
+        console.print(escape(f"warehouse: {m}"))
+
+
+def _fresh_table(fresh, fmt: str) -> None:
+    frame = fresh.frame()
+    order = {"missing": 0, "stale": 1, "halted": 2, "fresh": 3}
+    frame = frame.sort_values(["status", "ticker"], key=lambda s: s.map(order) if s.name == "status" else s)
+    print_frame(frame, fmt, title=f"prices for the night of {fresh.night}")
+
+
+@prices_app.command("update")
+def prices_update(config: Path = CONFIG_OPT,
+                  night: Optional[str] = typer.Option(None, "--date", help="The night (a session, "
+                                                      "YYYY-MM-DD); default: the latest session "
+                                                      "whose close has passed."),
+                  fmt: str = FORMAT_OPT) -> None:
+    """Import what is new from [market] prices_file, prices_dir and source; show freshness.
+    Exits 1 when a source failed (the others are still imported)."""
+    from rich.markup import escape
+
+    from dualpath.calendar import MarketCalendar
+    from warehouse.db import writer
+    from warehouse.price_sources import update_prices
+
+    cfg = load_config(config)
+    calendar = MarketCalendar.from_settings(cfg.market)
+    when = calendar.require_session(_parse_date(night)) if night else None
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        report = update_prices(con, cfg.market, cfg.base_dir, calendar, cfg.tickers(), when,
+                               max_horizon=max(cfg.experiment.horizons))
+    out = console if fmt == "table" else err_console     # csv/json: only data on stdout
+    for line in report.lines():
+        (err_console if line.startswith("  warning") else out).print(escape(line))
+    _fresh_table(report.freshness, fmt)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@prices_app.command("status")
+def prices_status(config: Path = CONFIG_OPT,
+                  night: Optional[str] = typer.Option(None, "--date", help="The night (a session, "
+                                                      "YYYY-MM-DD); default: the latest session "
+                                                      "whose close has passed."),
+                  fmt: str = FORMAT_OPT) -> None:
+    """Per ticker: the last priced session and how far behind the night it is (read-only).
+    Exits 1 when a ticker is stale or missing."""
+    from rich.markup import escape
+
+    from dualpath.calendar import MarketCalendar
+    from warehouse.db import reader
+    from warehouse.freshness import freshness
+
+    cfg = load_config(config)
+    calendar = MarketCalendar.from_settings(cfg.market)
+    when = calendar.require_session(_parse_date(night) if night else calendar.default_night())
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        fresh = freshness(con, cfg.tickers(), when, calendar, market=cfg.market,
+                          max_horizon=max(cfg.experiment.horizons))
+    for m in fresh.messages:
+        (console if fmt == "table" else err_console).print(escape(m))
+    _fresh_table(fresh, fmt)
+    if not fresh.ok:
+        raise typer.Exit(1)
 
 
 @prereg_app.command("draft")
@@ -578,6 +658,22 @@ def plan_cmd(config: Path = CONFIG_OPT,
     print_frame(pd.DataFrame(rows), "table",
                 f"{n_t} tickers × {n_d} draws per night (throughput basis: seconds per unit = "
                 "run wall clock ÷ ticker-draws; complete one-segment runs at the same slots)")
+
+
+@app.command()
+def doctor(config: Path = CONFIG_OPT) -> None:
+    """Check everything a night depends on (servers, warehouse, Prefect); exit 1 if any fails."""
+    from flows.doctor import doctor as run_checks
+
+    checks = run_checks(load_config(config))
+    for c in checks:
+        mark = "[green]✓[/green]" if c.ok else "[red]✗[/red]"
+        console.print(f"{mark} {c.name}: {c.detail}" + ("" if c.ok else f" — fix: {c.fix}"),
+                      soft_wrap=True, highlight=False)
+    failed = [c for c in checks if not c.ok]
+    console.print(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
+    if failed:
+        raise typer.Exit(1)
 
 
 INTERRUPTED = "interrupted; rerun the night to resume"

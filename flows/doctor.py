@@ -1,0 +1,133 @@
+"""`dualpath doctor`: every check a night depends on, one line each, with the fix.
+
+Unlike `dualpath check` (offline: the config alone), the doctor contacts the servers, the
+warehouse and the Prefect API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import date
+
+import httpx
+
+from dualpath.config import Config
+from dualpath.errors import DualpathError
+from dualpath.identity import auth_headers, differences, read_identity
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> list[Check]:
+    sp = cfg.paths[name]
+    out = []
+    if sp.launch:
+        prog = sp.launch[0]
+        found = prog.startswith("{") or shutil.which(prog) or os.path.exists(prog)
+        out.append(Check(f"{name}: launch program", bool(found), prog,
+                         "install it or fix paths.%s.launch[0]" % name))
+    if sp.engine == "sim" and not sp.base_url:
+        out.append(Check(f"{name}: server", True, "simulated, started by each night"))
+        return out
+    try:
+        from dualpath.night import api_key
+        headers = auth_headers(api_key(cfg, name))
+    except DualpathError as e:
+        return out + [Check(f"{name}: API key", False, str(e), "export the variable")]
+    async with httpx.AsyncClient(headers=headers, timeout=5.0) as http:
+        try:
+            seen = await read_identity(http, sp.base_url, sp.dialect)
+        except DualpathError as e:
+            if sp.launch:     # not running now is expected: the night launches it
+                return out + [Check(f"{name}: reachable", True, f"not running now; the night "
+                                    f"launches it ({sp.base_url})")]
+            return out + [Check(f"{name}: reachable", False, f"{sp.base_url}: {e}",
+                                "start the server, or fix base_url")]
+    out.append(Check(f"{name}: reachable", True, f"{sp.base_url} ({seen.model}, {seen.build})"))
+    diffs = differences(seen, sp.expect)
+    out.append(Check(f"{name}: identity", not diffs, "; ".join(diffs) or "matches expect",
+                     f"fix the server or [paths.{name}.expect]"))
+    if seen.n_ctx_per_slot and largest_prompt:
+        need = largest_prompt + cfg.sampling.max_tokens
+        out.append(Check(f"{name}: context per slot", seen.n_ctx_per_slot >= need,
+                         f"{seen.n_ctx_per_slot} tokens; the largest prompt so far "
+                         f"({largest_prompt}) + max_tokens needs {need}",
+                         "raise -c (llama-server: n_ctx is split over -np slots)"))
+    return out
+
+
+def _warehouse_checks(cfg: Config) -> tuple[list[Check], dict[str, int]]:
+    from warehouse.db import reader
+    from warehouse.migrations import MIGRATIONS
+
+    path = cfg.resolve(cfg.warehouse.path)
+    folder = path.parent if path.parent.exists() else cfg.base_dir
+    free_gb = shutil.disk_usage(folder).free / 1e9
+    out = [Check("disk: free space", free_gb >= 2, f"{free_gb:.1f} GB free at {folder}",
+                 "free space: a night of 100 tickers writes ~40 MB of journal")]
+    if not path.exists():
+        return out + [Check("warehouse", True, f"{path} does not exist yet (made by the first "
+                            "night)")], {}
+    with reader(path) as con:
+        applied = {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()}
+        last = con.execute("SELECT night, string_agg(path || ' ' || status, ', ') FROM runs "
+                           "WHERE experiment = ? GROUP BY night ORDER BY night DESC LIMIT 1",
+                           [cfg.experiment.name]).fetchone()
+        largest = dict(con.execute("SELECT path, max(prompt_tokens) FROM calls GROUP BY 1")
+                       .fetchall())
+    pending = [n for n, _ in MIGRATIONS if n not in applied]
+    out.append(Check("warehouse: migrations", not pending,
+                     "current" if not pending else f"pending: {pending}",
+                     "run any command that writes (e.g. `dualpath nightly`) to migrate"))
+    if last:
+        out.append(Check("last night", "partial" not in last[1] and "failed" not in last[1],
+                         f"{last[0]}: {last[1]}", "see `dualpath runs`; rerun that night"))
+    return out, largest
+
+
+async def _prefect_checks() -> list[Check]:
+    api = os.environ.get("PREFECT_API_URL")
+    if not api:
+        return [Check("prefect: API", False, "PREFECT_API_URL is not set (nights run on a "
+                      "temporary server; no schedule)", "prefect server start; export "
+                      "PREFECT_API_URL=http://127.0.0.1:4200/api")]
+    from prefect.client.orchestration import get_client
+
+    try:
+        async with get_client() as c:
+            await c.api_healthcheck()
+            deps = await c.read_deployments()
+            names = {d.name for d in deps}
+            pools = {d.work_pool_name for d in deps if d.work_pool_name}
+            workers = [w for p in pools for w in await c.read_workers_for_work_pool(p)]
+    except Exception as e:
+        return [Check("prefect: API", False, f"{api}: {type(e).__name__}: {e}",
+                      "start the server or fix PREFECT_API_URL")]
+    return [Check("prefect: API", True, api),
+            Check("prefect: deployments", {"nightly", "weekly-report"} <= names,
+                  ", ".join(sorted(names)) or "none", "dualpath deploy -c dualpath.toml"),
+            Check("prefect: worker", bool(workers) or not pools,
+                  f"{len(workers)} worker(s) on {sorted(pools)}",
+                  "prefect worker start --pool dualpath (or dualpath serve)")]
+
+
+def doctor(cfg: Config, night: date | None = None) -> list[Check]:
+    """Every check, in order: paths, warehouse, Prefect."""
+    wh, largest = _warehouse_checks(cfg)
+
+    async def run() -> tuple[list[Check], list[Check]]:
+        checks = []
+        for name in cfg.paths:
+            checks += await _path_checks(cfg, name, largest.get(name))
+        return checks, await _prefect_checks()
+    paths, prefect = asyncio.run(run())
+    return paths + wh + prefect
