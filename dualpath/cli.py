@@ -11,6 +11,7 @@ from typing import Optional
 import pandas as pd
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Table
@@ -668,8 +669,8 @@ def doctor(config: Path = CONFIG_OPT) -> None:
     checks = run_checks(load_config(config))
     for c in checks:
         mark = "[green]✓[/green]" if c.ok else "[red]✗[/red]"
-        console.print(f"{mark} {c.name}: {c.detail}" + ("" if c.ok else f" — fix: {c.fix}"),
-                      soft_wrap=True, highlight=False)
+        text = f"{c.name}: {c.detail}" + ("" if c.ok else f" — fix: {c.fix}")
+        console.print(f"{mark} {escape(text)}", soft_wrap=True, highlight=False)
     failed = [c for c in checks if not c.ok]
     console.print(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
     if failed:
