@@ -157,7 +157,8 @@ def nightly(config: Path = CONFIG_OPT,
     if not complete:   # a scheduler or a shell loop must see that tonight is not a result
         for r in result["runs"]:
             if r["status"] != "complete":
-                err_console.print(f"[red]{r['path']}: {r['status']}[/red] — {r['status_detail']}")
+                err_console.print(f"[red]{r['path']}: {r['status']}[/red] — "
+                                  f"{escape(str(r['status_detail']))}")
         err_console.print("not complete: these runs are not results and are kept out of every "
                           "metric; fix the cause and rerun the night to resume it")
         raise typer.Exit(1)
@@ -215,7 +216,7 @@ def demo(nights: int = typer.Option(20, min=1, max=120, help="Synthetic nights t
                   "last call (what one ticker-draw waits, ≈ throughput per unit × slots). Never "
                   "compare across bases.[/dim]")
     for line in result.not_complete:
-        err_console.print(f"[red]not complete:[/red] {line}")
+        err_console.print(f"[red]not complete:[/red] {escape(line)}")
     for line in result.notes:
         console.print(line)
     m = load_metrics(load_config(result.config))
@@ -286,7 +287,7 @@ def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
         print_frame(ev, fmt, "server evidence: the calls' token counts vs the server's own "
                     "/metrics counters, and slot occupancy")
     for w in warnings:
-        err_console.print(f"[yellow]warning:[/yellow] {w}")
+        err_console.print(f"[yellow]warning:[/yellow] {escape(w)}")
 
 
 def load_metrics(cfg, paths: list[str] | None = None, since: date | None = None):
@@ -690,10 +691,10 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except UserError as e:
-        err_console.print(f"[red]error:[/red] {e}")
+        err_console.print(f"[red]error:[/red] {escape(str(e))}")
         sys.exit(2)
     except DualpathError as e:
-        err_console.print(f"[red]failed:[/red] {e}")
+        err_console.print(f"[red]failed:[/red] {escape(str(e))}")
         sys.exit(1)
     except (KeyboardInterrupt, click.exceptions.Abort):
         err_console.print(INTERRUPTED)

@@ -57,3 +57,10 @@ def test_init_refuses_to_overwrite(tmp_path):
     assert dualpath("init", str(tmp_path / "c.toml")).returncode == 0
     assert_user_error(dualpath("init", str(tmp_path / "c.toml")), "pass --force")
     assert dualpath("check", "--config", str(tmp_path / "c.toml")).returncode != 0  # universe.txt missing
+
+
+def test_messages_with_brackets_print_literally(tmp_path):
+    """rich would read '[paths.main]' as markup and drop it from the message."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[experiment]\nuniverse = ["A", "B"]\n[paths]\n')
+    assert_user_error(dualpath("check", "--config", str(bad)), "e.g. [paths.main]")
