@@ -4,33 +4,38 @@ Each ticker has a hidden daily signal `a[t, i]` (AR(1), unit variance). The next
 `beta_i * market[t+1] + edge * vol_i * a[t, i] + idiosyncratic noise`, so a grade that sees the
 signal through noise earns a positive forward RankIC, and a grade that sees only noise earns
 none. The edge (0.3: a perfect score would have a daily IC near 0.3) is far stronger than real
-markets offer, so that the demo's few weeks of 20 tickers can show it above the noise. The calendar is weekdays minus a few synthetic holidays; one ticker has a 2:1 split, so
-raw closes jump while adjusted closes do not (forward returns must use adjusted closes).
+markets offer, so that the demo's few weeks of 20 tickers can show it above the noise. The
+calendar is `dualpath.calendar`'s 'synthetic' one (weekdays minus every 23rd weekday, as
+`[market] calendar = 'synthetic'` gives the nightly flow); one ticker has a 2:1 split, so raw
+closes jump while adjusted closes do not (forward returns must use adjusted closes).
 """
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date
 from functools import cached_property
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
+
+from dualpath.calendar import MarketCalendar
 
 WARMUP_DAYS = 80        # trading days of history before the first night (prompts use up to 60)
 SPLIT_TICKER = "SYN007"
 
 
+def synthetic_calendar(start: date, n_days: int = 0,
+                       tz: ZoneInfo = ZoneInfo("Asia/Seoul")) -> MarketCalendar:
+    """The 'synthetic' calendar anchored at `start`, long enough for `n_days` sessions."""
+    # ~250 sessions a year; two spare years so a market's calendar outlives its prices
+    return MarketCalendar.synthetic(start, tz, start.year + n_days // 240 + 2)
+
+
 def trading_calendar(start: date, n_days: int) -> list[date]:
-    """Weekdays from `start`, skipping every 23rd weekday as a synthetic holiday."""
-    days: list[date] = []
-    d, k = start, 0
-    while len(days) < n_days:
-        if d.weekday() < 5:
-            k += 1
-            if k % 23 != 0:
-                days.append(d)
-        d += timedelta(days=1)
-    return days
+    """The first `n_days` sessions of the synthetic calendar from `start`."""
+    cal = synthetic_calendar(start, n_days)
+    return cal.sessions(start, cal.last)[:n_days]
 
 
 class SyntheticMarket:
