@@ -285,6 +285,23 @@ class MarketSettings(_Model):
                              "close, adj_close")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _synthetic_default(cls, data):
+        # the synthetic market's days are the synthetic calendar's: its default calendar
+        if isinstance(data, dict) and data.get("synthetic_seed") is not None \
+                and "calendar" not in data:
+            data = {**data, "calendar": "synthetic"}
+        return data
+
+    @model_validator(mode="after")
+    def _synthetic(self) -> "MarketSettings":
+        if self.synthetic_seed is not None and self.calendar != "synthetic":
+            raise ValueError(f"synthetic_seed imports the synthetic market, whose days are the "
+                             f"'synthetic' calendar's, not {self.calendar}'s; set calendar = "
+                             "\"synthetic\", or remove synthetic_seed to use real prices")
+        return self
+
 
 class ComparisonSettings(_Model):
     """The path comparison: which path is the candidate, and the non-inferiority question."""

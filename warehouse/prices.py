@@ -1,115 +1,431 @@
 """Price files in, validated, never silently: errors stop the import, warnings are returned.
 
-A price file (CSV or Parquet) has columns `ticker, date, adj_close` and optionally `close`.
-Errors: missing columns, unreadable dates, non-numeric or non-positive prices, duplicate rows
-that disagree. Warnings: exact duplicate rows (dropped), tickers outside the universe,
-universe tickers with no prices, gaps against the calendar the file itself implies.
+A price file (CSV or Parquet, read by DuckDB itself) has columns `ticker, date, adj_close` and
+optionally `close`; other headers are mapped with `columns` (`--map`), a one-ticker export gets
+its ticker from `ticker=` (`--ticker`).
+
+Errors (nothing is imported): missing columns (with the `--map` that would fix them), dates
+that are not ISO YYYY-MM-DD (or the explicit `date_format`), prices that are not finite
+positive numbers, duplicate rows that disagree. Rows are named by file line.
+
+Warnings (the rest is imported): a blank price (a halt: that day stays missing, never zero),
+a price on a date that is not a session of the calendar (left out, so it cannot shift the
+horizon calendar), a suspicious move (|log return| above the threshold, a one-day spike, a
+split in `close` that `adj_close` does not mirror), exact duplicates, tickers outside the
+universe, gaps against the calendar. Coverage of the universe is judged on the warehouse
+after an import (`warehouse.freshness`), never from one (possibly incremental) file.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 
-from dualpath.errors import DataError
+from dualpath.calendar import MarketCalendar
+from dualpath.errors import DataError, UserError
+from warehouse.freshness import Freshness, coverage, freshness  # noqa: F401  (re-exported)
 
 REQUIRED = ("ticker", "date", "adj_close")
+TARGETS = ("ticker", "date", "close", "adj_close")
+MAX_ABS_LOG_RETURN = round(math.log(1.4), 4)     # a 40% day
+SHOWN = 5                                        # examples per message
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[ T]00:00(?::00(?:\.0+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$")
+_ALIASES = {"adj close": "adj_close", "adjclose": "adj_close", "adjusted close": "adj_close",
+            "adj_close": "adj_close", "close": "close", "종가": "close", "date": "date",
+            "일자": "date", "날짜": "date", "symbol": "ticker", "code": "ticker",
+            "ticker": "ticker", "종목코드": "ticker"}
 
 
-def _rows(mask: pd.Series, limit: int = 5) -> str:
-    idx = list(mask[mask].index[:limit] + 2)   # +2: header line and 1-based numbering
-    return ", ".join(map(str, idx)) + (" ..." if mask.sum() > limit else "")
+def _lines(mask: pd.Series | np.ndarray, index: pd.Index, limit: int = SHOWN) -> str:
+    idx = [int(i) + 2 for i in index[np.asarray(mask)][:limit]]   # +2: header, 1-based
+    n = int(np.asarray(mask).sum())
+    return ", ".join(map(str, idx)) + (f" and {n - limit} more" if n > limit else "")
 
 
-def read_prices_file(path: Path) -> pd.DataFrame:
-    """Read a CSV or Parquet price file as text columns for validation."""
+def _more(items: list[str], limit: int = SHOWN) -> str:
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def parse_map(text: str) -> dict[str, str]:
+    """`Date=date,'Adj Close'=adj_close` -> {'Date': 'date', 'Adj Close': 'adj_close'}."""
+    out: dict[str, str] = {}
+    for part in re.findall(r"""(?:'[^']*'|"[^"]*"|[^,])+""", text):
+        src, eq, dst = part.partition("=")
+        src, dst = src.strip().strip("'\""), dst.strip().strip("'\"")
+        if not eq or not src or dst not in TARGETS:
+            raise UserError(f"--map {text!r}: each item is FILE_COLUMN=TARGET with TARGET one "
+                            f"of {', '.join(TARGETS)}, e.g. --map \"Date=date,'Adj Close'=adj_close\"")
+        out[src] = dst
+    return out
+
+
+def read_prices_file(path: Path, columns: dict[str, str] | None = None,
+                     ticker: str | None = None) -> pd.DataFrame:
+    """A CSV or Parquet price file as text columns (read by DuckDB), headers mapped to
+    ticker/date/close/adj_close by `columns`; `ticker` fills a one-ticker export's ticker."""
+    path = Path(path)
     if not path.exists():
         raise DataError(f"price file {path} does not exist")
+    if path.is_dir():
+        raise DataError(f"price file {path} is a folder; set [market] prices_dir to read a "
+                        "drop folder, or give one file")
+    parquet = path.suffix.lower() in (".parquet", ".pq")
+    sql = ("SELECT * FROM read_parquet(?)" if parquet else
+           "SELECT * FROM read_csv(?, all_varchar = true, header = true)")
+    con = duckdb.connect()
     try:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-        return pd.read_csv(path, dtype=str, keep_default_na=False)
-    except Exception as e:
-        raise DataError(f"cannot read price file {path}: {e}") from None
+        rel = con.execute(sql, [str(path)])
+        names = [d[0] for d in rel.description]
+        if parquet:     # typed columns to text, so one validation reads both formats
+            cast = ", ".join(f'CAST("{n}" AS VARCHAR) AS "{n}"' for n in names)
+            rel = con.execute(f"SELECT {cast} FROM read_parquet(?)", [str(path)])
+        raw = rel.df()
+    except duckdb.Error as e:
+        raise DataError(f"cannot read price file {path}: {str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
+    return _mapped(raw, columns or {}, ticker, str(path))
+
+
+def _mapped(raw: pd.DataFrame, columns: dict[str, str], ticker: str | None,
+            source: str) -> pd.DataFrame:
+    absent = [c for c in columns if c not in raw.columns]
+    if absent:
+        raise DataError(f"{source}: mapped column(s) {absent} are not in the file; its columns "
+                        f"are {list(raw.columns)}")
+    headers = [str(c) for c in raw.columns]
+    raw = raw.rename(columns=columns)
+    raw = raw.rename(columns={c: c.strip().lower() for c in raw.columns if c not in columns.values()})
+    raw.attrs["headers"] = headers              # as in the file, for messages
+    if ticker is not None:
+        if "ticker" in raw.columns:
+            raise DataError(f"{source} has its own ticker column; leave out --ticker")
+        raw.insert(0, "ticker", ticker)
+    return raw
+
+
+def _missing_columns(raw: pd.DataFrame, source: str) -> None:
+    missing = [c for c in REQUIRED if c not in raw.columns]
+    if not missing:
+        return
+    headers = raw.attrs.get("headers") or [str(c) for c in raw.columns]
+    hints = {c: _ALIASES[c.strip().lower()] for c in headers
+             if _ALIASES.get(c.strip().lower()) in missing}
+    fix = []
+    if hints:
+        pairs = ",".join(f"'{s}'={t}" if " " in s else f"{s}={t}" for s, t in hints.items())
+        fix.append(f'--map "{pairs}"')
+    if "ticker" in missing:
+        fix.append("--ticker TICKER (a one-ticker export)")
+    raise DataError(f"{source}: missing column(s) {missing}; need {list(REQUIRED)} (and "
+                    f"optionally close); the file has {headers}"
+                    + (f"; map them: {' and '.join(fix)}" if fix else ""))
+
+
+def _dates(col: pd.Series, source: str, date_format: str | None) -> pd.Series:
+    if pd.api.types.is_datetime64_any_dtype(col):
+        out = pd.to_datetime(col)
+        out = out.dt.tz_localize(None) if out.dt.tz is not None else out
+    else:
+        text = col.astype("string").str.strip()
+        if date_format is None:
+            bad = ~text.fillna("").str.match(_ISO)
+            timed = bad & text.fillna("").str.match(r"^\d{4}-\d{2}-\d{2}[ T]\d")
+            if timed.any():
+                raise DataError(f"{source}: date {text[timed].iloc[0]!r} on line(s) "
+                                f"{_lines(timed, col.index)} carries a time of day; give one "
+                                "row per trading day (its date only)")
+            if bad.any():
+                example = text[bad].iloc[0]
+                raise DataError(f"{source}: date {example!r} on line(s) {_lines(bad, col.index)} "
+                                "is not an ISO date (YYYY-MM-DD); a date like 03/04/2026 could "
+                                "be 3 April or 4 March, so dualpath does not guess: convert "
+                                "the file, or give the format, e.g. --date-format %d/%m/%Y")
+            text = text.str.slice(0, 10)
+            date_format = "%Y-%m-%d"
+        out = pd.to_datetime(text, format=date_format, errors="coerce")
+        bad = out.isna()
+        if bad.any():
+            raise DataError(f"{source}: date {text[bad].iloc[0]!r} on line(s) "
+                            f"{_lines(bad, col.index)} does not match {date_format!r}")
+    timed = out != out.dt.normalize()
+    if timed.any():
+        raise DataError(f"{source}: dates on line(s) {_lines(timed, col.index)} carry a time "
+                        "of day; give one row per trading day (its date only)")
+    return out
+
+
+def _prices(raw: pd.DataFrame, col: str, source: str) -> tuple[pd.Series, pd.Series]:
+    """(values, blank mask) of one price column; non-numbers and non-finite values are errors."""
+    if col not in raw.columns:
+        return pd.Series(np.nan, index=raw.index), pd.Series(True, index=raw.index)
+    s = raw[col]
+    if pd.api.types.is_numeric_dtype(s):
+        values, blank = s.astype(float), pd.Series(False, index=raw.index)
+    else:
+        text = s.astype("string").str.strip()
+        blank = text.isna() | (text == "")
+        values = pd.to_numeric(text.where(~blank), errors="coerce").astype(float)
+        spelled = text.str.lower().str.lstrip("+-").isin(["nan", "inf", "infinity"])
+        values = values.where(~spelled, np.inf)       # a spelled-out inf/NaN is not finite
+        bad = values.isna() & ~blank
+        if bad.any():
+            raise DataError(f"{source}: {col} {text[bad].iloc[0]!r} on line(s) "
+                            f"{_lines(bad, raw.index)} is not a number (write plain numbers "
+                            "like 71000.5: no thousands separators, no currency)")
+    bad = ~np.isfinite(values) & ~blank
+    if bad.any():
+        raise DataError(f"{source}: {col} is not finite (inf or NaN) on line(s) "
+                        f"{_lines(bad, raw.index)}; leave a price blank for a day without one")
+    nonpos = values <= 0
+    if nonpos.any():
+        raise DataError(f"{source}: {col} must be > 0; line(s) {_lines(nonpos, raw.index)} are not")
+    return values, blank
+
+
+def _parse(raw: pd.DataFrame, source: str, date_format: str | None) -> tuple[pd.DataFrame, list]:
+    """Typed frame (ticker, date, close, adj_close) and the halts (blank adj_close rows)."""
+    raw = raw.rename(columns={c: str(c).strip().lower() for c in raw.columns})
+    _missing_columns(raw, source)
+    df = pd.DataFrame({"ticker": raw["ticker"].astype("string").fillna("").str.strip()},
+                      index=raw.index)
+    empty = df["ticker"] == ""
+    if empty.any():
+        raise DataError(f"{source}: empty ticker on line(s) {_lines(empty, raw.index)}")
+    df["date"] = _dates(raw["date"], source, date_format)
+    df["adj_close"], halted = _prices(raw, "adj_close", source)
+    df["close"], _ = _prices(raw, "close", source)
+    halts = sorted(zip(df.loc[halted, "ticker"], df.loc[halted, "date"].dt.date))
+    return df[~halted][list(TARGETS)].astype({"ticker": object}), halts
+
+
+def _dedupe(df: pd.DataFrame, source: str, warnings: list[str]) -> pd.DataFrame:
+    dup_key = df.duplicated(["ticker", "date"], keep=False)
+    if not dup_key.any():
+        return df
+    distinct = df[dup_key].drop_duplicates()
+    conflicting = distinct.duplicated(["ticker", "date"], keep=False)
+    if conflicting.any():
+        sample = distinct[conflicting].head(4).assign(date=lambda x: x["date"].dt.date)
+        raise DataError(f"{source}: {int(conflicting.sum())} rows give different prices for "
+                        f"the same ticker and date, e.g.\n{sample.to_string(index=False)}")
+    exact = df.duplicated(keep="first")
+    warnings.append(f"{source}: dropped {int(exact.sum())} exact duplicate row(s)")
+    return df[~exact]
+
+
+def _off_session(df: pd.DataFrame, calendar: MarketCalendar, source: str,
+                 warnings: list[str]) -> pd.DataFrame:
+    days = pd.Series(df["date"].dt.date.unique())
+    outside = [d for d in days if not calendar.first <= d <= calendar.last]
+    if outside:
+        raise DataError(f"{source}: dates {_more(sorted(map(str, outside)))} lie outside the "
+                        f"{calendar.name} calendar ({calendar.first} .. {calendar.last})")
+    off = {d for d in days if not calendar.is_session(d)}
+    if not off:
+        return df
+    mask = df["date"].dt.date.isin(off)
+    rows = df[mask].sort_values(["date", "ticker"])
+    named = [f"{t} {d.date()} ({calendar.day_kind(d.date())})"
+             for t, d in zip(rows["ticker"], rows["date"])]
+    warnings.append(f"{source}: {int(mask.sum())} price row(s) on dates that are not "
+                    f"{calendar.name} sessions were left out (a price there would shift the "
+                    f"horizon calendar): {_more(named)}")
+    return df[~mask]
+
+
+def _moves(df: pd.DataFrame, prior: pd.DataFrame | None, threshold: float, source: str,
+           warnings: list[str]) -> None:
+    """Suspicious moves, one-day spikes and splits in close not mirrored in adj_close."""
+    if prior is not None and len(prior):
+        p = prior[list(TARGETS)].assign(date=pd.to_datetime(prior["date"]), _prior=True)
+        df = pd.concat([p, df.assign(_prior=False)], ignore_index=True)
+    else:
+        df = df.assign(_prior=False)
+    df = df.sort_values(["ticker", "date"]).reset_index(drop=True)
+    g = df.groupby("ticker", sort=False)
+    la = np.log(df["adj_close"] / g["adj_close"].shift())
+    lc = np.log(df["close"] / g["close"].shift())
+    la_next = la.groupby(df["ticker"]).shift(-1)
+    prev_a, prev_c = g["adj_close"].shift(), g["close"].shift()
+    big = (la.abs() > threshold) & ~df["_prior"]
+    spike = big & (la_next.abs() > threshold) & ((la + la_next).abs() < threshold)
+    after_spike = spike.shift(fill_value=False) & big
+    split = (lc.abs() > threshold) & ((lc - la).abs() > threshold) & ~df["_prior"] & ~big
+    found = {"spike": [], "suspicious": [], "split": []}
+    for i in np.flatnonzero(spike):
+        found["spike"].append(f"{df.at[i, 'ticker']} on {df.at[i, 'date'].date()} "
+                              f"({prev_a[i]:g} -> {df.at[i, 'adj_close']:g} -> "
+                              f"{df.at[i + 1, 'adj_close']:g})")
+    for i in np.flatnonzero(big & ~spike & ~after_spike):
+        found["suspicious"].append(f"{df.at[i, 'ticker']} on {df.at[i, 'date'].date()} "
+                                   f"({prev_a[i]:g} -> {df.at[i, 'adj_close']:g}, "
+                                   f"x{math.exp(la[i]):.2f})")
+    for i in np.flatnonzero(split):
+        found["split"].append(f"{df.at[i, 'ticker']} on {df.at[i, 'date'].date()} (close "
+                              f"{prev_c[i]:g} -> {df.at[i, 'close']:g}, x{math.exp(lc[i]):.2f}; "
+                              f"adj_close x{math.exp(la[i]):.2f})")
+    limit = f"|log return| > {threshold:g}"
+    if found["spike"]:
+        warnings.append(f"{source}: one-day spike in adj_close (up and back, each {limit}): "
+                        f"{_more(found['spike'])}; a bad print? correct it in the source")
+    if found["suspicious"]:
+        warnings.append(f"{source}: suspicious move in adj_close ({limit}): "
+                        f"{_more(found['suspicious'])}; if it is a split, adj_close is not "
+                        "adjusted for it")
+    if found["split"]:
+        warnings.append(f"{source}: unadjusted split in close, not mirrored in adj_close: "
+                        f"{_more(found['split'])}; returns use adj_close, so this is only "
+                        "noted")
+
+
+def _gaps(df: pd.DataFrame, calendar: MarketCalendar | None, halts: list, source: str,
+          warnings: list[str]) -> None:
+    """Tickers missing days inside their own span: sessions of the calendar when given, else
+    the days the file itself has (missing days are missing returns, never zero)."""
+    if df.empty:
+        return
+    halted = {(t, pd.Timestamp(d)) for t, d in halts}
+    if calendar is not None:
+        lo, hi = df["date"].min().date(), df["date"].max().date()
+        days = pd.DatetimeIndex(pd.to_datetime(calendar.sessions(lo, hi)))
+    else:
+        days = pd.DatetimeIndex(df["date"].unique()).sort_values()
+    gaps = []
+    for t, dates in df.groupby("ticker")["date"]:
+        span = days[(days >= dates.min()) & (days <= dates.max())]
+        lacking = [d for d in span.difference(pd.DatetimeIndex(dates)) if (t, d) not in halted]
+        if lacking:
+            gaps.append(f"{t} ({len(lacking)} day(s), e.g. {lacking[0].date()})")
+    if gaps:
+        against = f"{calendar.name} sessions" if calendar else "the file's own calendar"
+        warnings.append(f"{source}: gaps against {against} (missing days are missing returns, "
+                        f"never zero): {_more(gaps)}")
 
 
 def validate_prices(raw: pd.DataFrame, universe: list[str] | None = None,
-                    source: str = "prices") -> tuple[pd.DataFrame, list[str]]:
-    """Check and normalise prices; returns (ticker, date, close, adj_close) and warnings."""
-    raw = raw.rename(columns={c: c.strip().lower() for c in raw.columns})
-    missing = [c for c in REQUIRED if c not in raw.columns]
-    if missing:
-        raise DataError(f"{source}: missing column(s) {missing}; need {list(REQUIRED)} "
-                        "(and optionally close)")
-    df = pd.DataFrame({"ticker": raw["ticker"].astype(str).str.strip()})
-    df["date"] = pd.to_datetime(raw["date"], errors="coerce", format="mixed")
-    bad = df["date"].isna()
-    if bad.any():
-        raise DataError(f"{source}: unreadable date on row(s) {_rows(bad)}; use YYYY-MM-DD")
-    df["date"] = df["date"].dt.normalize()
-    for col in ("adj_close", "close"):
-        if col not in raw.columns:
-            df[col] = float("nan")
-            continue
-        values = pd.to_numeric(raw[col], errors="coerce")
-        blank = raw[col].astype(str).str.strip().isin(["", "nan", "NaN", "None"])
-        bad = values.isna() & ~(blank & (col == "close"))
-        if bad.any():
-            raise DataError(f"{source}: {col} is not a number on row(s) {_rows(bad)}")
-        nonpos = values <= 0
-        if nonpos.any():
-            raise DataError(f"{source}: {col} must be > 0; row(s) {_rows(nonpos)} are not")
-        df[col] = values.astype(float)
-    if (df["ticker"] == "").any():
-        raise DataError(f"{source}: empty ticker on row(s) {_rows(df['ticker'] == '')}")
+                    source: str = "prices", *, calendar: MarketCalendar | None = None,
+                    date_format: str | None = None,
+                    max_abs_log_return: float = MAX_ABS_LOG_RETURN,
+                    prior: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Check and normalise prices; returns (ticker, date, close, adj_close) and warnings.
+
+    `calendar`: rows on non-sessions are left out and gaps are judged on its sessions.
+    `prior`: the warehouse's last row per ticker before the file (`prior_prices`), so the
+    first day of an incremental file is checked for a jump too. The halts (blank adj_close)
+    are in `frame.attrs["halts"]` as (ticker, date) pairs.
+    """
+    df, halts = _parse(raw, source, date_format)
     warnings: list[str] = []
-    dup_key = df.duplicated(["ticker", "date"], keep=False)
-    if dup_key.any():
-        exact = df.duplicated(keep="first")
-        conflicting = df[dup_key].drop_duplicates().duplicated(["ticker", "date"], keep=False)
-        if conflicting.any():
-            sample = df[dup_key].drop_duplicates()[conflicting].head(3)
-            raise DataError(f"{source}: {int(conflicting.sum())} rows give different prices for "
-                            f"the same ticker and date, e.g.\n{sample.to_string(index=False)}")
-        warnings.append(f"{source}: dropped {int(exact.sum())} exact duplicate row(s)")
-        df = df[~exact]
+    if halts:
+        named = [f"{t} {d}" for t, d in halts]
+        warnings.append(f"{source}: blank adj_close on {len(halts)} row(s), read as no price "
+                        f"that day (a halt?): {_more(named)}; those days stay missing, never zero")
+    df = _dedupe(df, source, warnings)
+    if calendar is not None:
+        df = _off_session(df, calendar, source, warnings)
     if universe is not None:
         unknown = sorted(set(df["ticker"]) - set(universe))
         if unknown:
             warnings.append(f"{source}: {len(unknown)} ticker(s) not in the universe, kept: "
-                            f"{unknown[:5]}")
-        absent = sorted(set(universe) - set(df["ticker"]))
-        if absent:
-            warnings.append(f"{source}: no prices for {len(absent)} universe ticker(s): "
-                            f"{absent[:5]}; they will have no forward returns")
-    calendar = df["date"].unique()
-    counts = df.groupby("ticker")["date"].agg(["min", "max", "count"])
-    gaps = []
-    for t, row in counts.iterrows():
-        expected = ((calendar >= row["min"]) & (calendar <= row["max"])).sum()
-        if row["count"] < expected:
-            gaps.append(f"{t} ({expected - row['count']} day(s))")
-    if gaps:
-        warnings.append(f"{source}: gaps against the file's own calendar (missing days are "
-                        f"missing returns, never zero): {', '.join(gaps[:5])}"
-                        + (" ..." if len(gaps) > 5 else ""))
-    return df.sort_values(["ticker", "date"]).reset_index(drop=True), warnings
+                            f"{_more(unknown)}")
+    df = df.sort_values(["ticker", "date"]).reset_index(drop=True)
+    _moves(df, prior, max_abs_log_return, source, warnings)
+    _gaps(df, calendar, halts, source, warnings)
+    df.attrs["halts"] = halts
+    return df, warnings
+
+
+def move_warnings(frame: pd.DataFrame, prior: pd.DataFrame | None = None,
+                  threshold: float = MAX_ABS_LOG_RETURN, source: str = "prices") -> list[str]:
+    """Suspicious moves, spikes and unadjusted splits of a validated frame, checked from the
+    `prior` rows (`prior_prices`) on."""
+    out: list[str] = []
+    f = frame[list(TARGETS)].assign(date=pd.to_datetime(frame["date"]))
+    _moves(f.sort_values(["ticker", "date"]).reset_index(drop=True), prior, threshold, source, out)
+    return out
+
+
+def prior_prices(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> pd.DataFrame:
+    """The warehouse's last row per ticker before that ticker's first date in `frame`."""
+    if frame.empty:
+        return pd.DataFrame(columns=list(TARGETS))
+    firsts = frame.groupby("ticker", as_index=False)["date"].min()
+    firsts["date"] = pd.to_datetime(firsts["date"]).dt.date
+    con.register("firsts_df", firsts)
+    try:
+        return con.execute("""
+            SELECT p.ticker, p.date, p.close, p.adj_close FROM prices p
+            JOIN firsts_df f ON p.ticker = f.ticker AND p.date < f.date
+            QUALIFY row_number() OVER (PARTITION BY p.ticker ORDER BY p.date DESC) = 1""").df()
+    finally:
+        con.unregister("firsts_df")
+
+
+def new_rows(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows the warehouse lacks, rows that revise a stored price) of a validated frame."""
+    f = frame[list(TARGETS)].copy()
+    f["date"] = pd.to_datetime(f["date"]).dt.date
+    con.register("new_df", f)
+    try:
+        diff = con.execute("""
+            SELECT f.*, p.adj_close AS old_adj, p.close AS old_close, p.ticker IS NULL AS is_new
+            FROM new_df f LEFT JOIN prices p USING (ticker, date)
+            WHERE p.ticker IS NULL OR p.adj_close IS DISTINCT FROM f.adj_close
+               OR p.close IS DISTINCT FROM f.close
+            ORDER BY ticker, date""").df()
+    finally:
+        con.unregister("new_df")
+    diff["date"] = pd.to_datetime(diff["date"]).dt.date
+    return diff[diff["is_new"]], diff[~diff["is_new"]]
 
 
 def import_prices(con: duckdb.DuckDBPyConnection, prices: pd.DataFrame) -> int:
-    """Insert or replace validated prices (a later file revises earlier rows); returns rows."""
-    frame = prices[["ticker", "date", "close", "adj_close"]].copy()
+    """Insert or replace validated prices (a later file revises earlier rows); returns rows.
+    Halts in `prices.attrs["halts"]` are recorded where the warehouse has `price_gaps`."""
+    frame = prices[list(TARGETS)].copy()
     frame["date"] = pd.to_datetime(frame["date"]).dt.date
     con.register("prices_df", frame)
     try:
         con.execute("BEGIN")
         con.execute("INSERT OR REPLACE INTO prices BY NAME SELECT * FROM prices_df")
+        if has_table(con, "price_gaps"):
+            # a price for a day once recorded as a halt ends that halt
+            con.execute("DELETE FROM price_gaps g USING prices_df p "
+                        "WHERE g.ticker = p.ticker AND g.date = p.date")
+            for t, d in prices.attrs.get("halts", []):
+                con.execute("INSERT OR REPLACE INTO price_gaps (ticker, date, reason) "
+                            "SELECT ?, ?, 'halt' WHERE NOT EXISTS (SELECT 1 FROM prices "
+                            "WHERE ticker = ? AND date = ?)", [t, d, t, d])
         con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
     finally:
         con.unregister("prices_df")
     return len(frame)
+
+
+# The table recording known halts (a blank price in a file) for the freshness gate: the SQL of
+# the migration that adds it. Until the warehouse has it, halts are reported but not kept.
+PRICE_GAPS_SQL = """
+CREATE TABLE IF NOT EXISTS price_gaps (
+    ticker VARCHAR NOT NULL, date DATE NOT NULL,
+    reason VARCHAR NOT NULL,                    -- 'halt': a blank price in a file
+    recorded_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+    PRIMARY KEY (ticker, date)
+);
+"""
+
+
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                            [name]).fetchall()[0][0])
 
 
 def load_prices(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
