@@ -314,48 +314,62 @@ def load_metrics(cfg, paths: list[str] | None = None, since: date | None = None)
 
 
 METRIC_TABLES = {
+    # key: (title, columns for csv/json, the fewer columns a terminal table shows or None)
     "rank_ic": ("RankIC per path x horizon (matured nights; t, p and CI on non-overlapping "
                 "nights, or why not)",
                 ["path", "horizon", "nights", "mean_ic", "sd_ic", "icir", "share_positive",
-                 "skew", "excess_kurtosis", "n_independent", "t", "df", "p", "ci_low", "ci_high",
-                 "ci_level", "ci_method", "note", "pending_nights"]),
+                 "skew", "excess_kurtosis", "n_independent", "tested_mean", "t", "df", "p",
+                 "ci_low", "ci_high", "ci_level", "ci_method", "basis", "note", "pending_nights"],
+                ["path", "horizon", "nights", "mean_ic", "icir", "tested_mean", "t", "df", "p",
+                 "ci_low", "ci_high", "ci_level", "ci_method", "note", "pending_nights"]),
     "comparison": ("Non-inferiority: ΔIC = IC(candidate) − IC(baseline) on common tickers; "
-                   "non-inferior when the lower bound > −margin (exploratory rows Holm-adjusted)",
+                   "non-inferior when the one-sided lower bound (ci_low) > −margin; "
+                   "exploratory rows Holm-adjusted",
                    ["baseline", "candidate", "horizon", "role", "nights", "unpaired_nights",
                     "unpaired_ticker_nights", "mean_common_tickers", "mean_delta", "sd_delta",
-                    "rho_ic", "n_independent", "df", "ci_low", "ci_high", "ci_level",
-                    "ci_method", "margin", "alpha", "p_noninferior", "p_noninferior_holm",
-                    "verdict", "p_equivalent", "equivalence", "mde", "power_at_zero", "note"]),
-    "cross_path": ("Cross-path agreement of mean scores", None),
+                    "rho_ic", "n_independent", "tested_mean", "df", "ci_low", "ci_high",
+                    "ci_level", "ci_method", "basis", "margin", "alpha", "p_noninferior",
+                    "p_noninferior_holm", "p_inferior", "p_inferior_holm", "verdict",
+                    "p_equivalent", "equivalence", "mde", "power_at_zero", "note"],
+                   ["horizon", "role", "nights", "unpaired_nights", "unpaired_ticker_nights",
+                    "mean_delta", "tested_mean", "ci_low", "ci_high", "ci_level", "ci_method",
+                    "verdict", "equivalence", "note"]),
+    "cross_path": ("Cross-path agreement of mean scores", None, None),
     "self_agreement": ("Self-reproducibility between draws (pooled over nights; chance = "
                        "mean pairwise Cohen p_e)",
                        ["path", "ticker_nights", "draws", "exact_agreement", "chance_agreement",
                         "kappa_exact", "mean_qwk", "krippendorff_alpha", "icc_1_1", "icc_1_k",
-                        "spearman_brown_k", "note"]),
+                        "spearman_brown_k", "note"], None),
     "draws": ("What each draw buys: IC of the mean of k draws (measured), Spearman-Brown "
               "projection beyond", ["path", "horizon", "k", "basis", "nights", "mean_ic",
-                                    "reliability", "attenuation", "projected_ic"]),
+                                    "reliability", "attenuation", "projected_ic"], None),
     "signal_shape": ("Signal shape: top-minus-bottom quintile forward return, score rank "
-                     "autocorrelation night to night", None),
-    "by_grade": ("Mean forward return by grade (mean score rounded)", None),
-    "grades": ("Grade distribution (share of units; failed = no grade)", None),
+                     "autocorrelation night to night", None, None),
+    "by_grade": ("Mean forward return by grade (mean score rounded)", None, None),
+    "grades": ("Grade distribution (share of units; failed = no grade)", None, None),
     "speed": ("Speed per path, median over complete runs (real-scale; s/ticker labelled by basis)",
-              ["path", "runs", "partial_runs_excluded", "throughput_s_per_ticker",
-               "slot_latency_s_per_ticker", "calls_per_ticker", "server_prefill_tps",
-               "server_decode_tps", "client_decode_tps", "runaway_share", "runaway_time_share",
-               "retries", "cached_prompt_share"]),
+              ["path", "runs", "not_complete_excluded", "partial_runs_excluded",
+               "throughput_s_per_ticker", "slot_latency_s_per_ticker", "calls_per_unit",
+               "calls_per_ticker", "server_prefill_tps", "server_decode_tps",
+               "client_decode_tps", "runaway_share", "runaway_time_share", "retries",
+               "cached_prompt_share"], None),
 }
 
 
 def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None) -> None:
     import orjson
     out = {}
-    for key, (title, cols) in METRIC_TABLES.items():
+    for key, (title, cols, table_cols) in METRIC_TABLES.items():
         if only and key not in only:
             continue
-        frame = getattr(m, key)
+        frame = getattr(m, key, pd.DataFrame())
         if horizon is not None and "horizon" in frame:
             frame = frame[frame["horizon"] == horizon]
+        if key == "comparison" and len(frame) and "margin" in frame:
+            r = frame.iloc[0]
+            title += (f" — {r['candidate']} vs {r['baseline']}, margin δ = {r['margin']:g}, "
+                      f"α = {r['alpha']:g}")
+        cols = table_cols or cols if fmt == "table" else cols
         if cols is not None and len(frame):
             frame = frame[[c for c in cols if c in frame]]
         if fmt == "json":

@@ -27,7 +27,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 MIN_INDEPENDENT = 4        # df >= 3: t-intervals stay calibrated under heavy-tailed ICs
-METHOD = "t on non-overlapping nights"
+METHOD = "t, non-overlapping nights"
 
 
 def nights_needed(horizon: int, m: int = MIN_INDEPENDENT) -> int:
@@ -66,18 +66,23 @@ def _basis(m: int, horizon: int) -> str:
 
 def mean_test(x: np.ndarray, horizon: int, start_pos: np.ndarray | None = None,
               alpha: float = 0.05) -> dict:
-    """Two-sided t-test of mean = 0 and a (1-alpha) CI, or a label why there is none."""
+    """Two-sided t-test of mean = 0 and a (1-alpha) CI, or a label why there is none.
+
+    ``tested_mean``: the mean of the non-overlapping nights the test uses (it estimates the
+    same quantity as the mean over every night, less precisely).
+    """
     s = _subseries(x, horizon, start_pos)
     m = len(s)
-    out = {"n_independent": m, "t": math.nan, "df": math.nan, "p": math.nan,
-           "ci_low": math.nan, "ci_high": math.nan, "ci_level": 1 - alpha,
+    out = {"n_independent": m, "tested_mean": math.nan, "t": math.nan, "df": math.nan,
+           "p": math.nan, "ci_low": math.nan, "ci_high": math.nan, "ci_level": 1 - alpha,
            "ci_method": METHOD, "basis": "", "note": ""}
     if m < MIN_INDEPENDENT:
         out["note"] = insufficient(len(x), horizon)
         return out
     se = s.std(ddof=1) / math.sqrt(m)
     q = stats.t.ppf(1 - alpha / 2, m - 1)
-    out.update(df=m - 1, basis=_basis(m, horizon), ci_low=s.mean() - q * se,
+    out.update(df=m - 1, basis=_basis(m, horizon), tested_mean=float(s.mean()),
+               ci_low=s.mean() - q * se,
                ci_high=s.mean() + q * se)
     if se > 0:
         out["t"] = s.mean() / se
@@ -97,8 +102,8 @@ def noninferiority(d: np.ndarray, horizon: int, margin: float, alpha: float,
     """
     s = _subseries(d, horizon, start_pos)
     m = len(s)
-    out = {"n_independent": m, "df": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-           "ci_level": 1 - 2 * alpha, "ci_method": METHOD, "basis": "",
+    out = {"n_independent": m, "tested_mean": math.nan, "df": math.nan, "ci_low": math.nan,
+           "ci_high": math.nan, "ci_level": 1 - 2 * alpha, "ci_method": METHOD, "basis": "",
            "p_noninferior": math.nan, "p_inferior": math.nan, "p_equivalent": math.nan,
            "verdict": "insufficient nights", "equivalence": "insufficient nights",
            "mde": math.nan, "power_at_zero": math.nan, "note": ""}
@@ -108,7 +113,8 @@ def noninferiority(d: np.ndarray, horizon: int, margin: float, alpha: float,
     df, mean = m - 1, float(s.mean())
     se = float(s.std(ddof=1) / math.sqrt(m))
     q = stats.t.ppf(1 - alpha, df)
-    out.update(df=df, basis=_basis(m, horizon), ci_low=mean - q * se, ci_high=mean + q * se)
+    out.update(df=df, basis=_basis(m, horizon), tested_mean=mean, ci_low=mean - q * se,
+               ci_high=mean + q * se)
     if se == 0:
         out["verdict"] = out["equivalence"] = "inconclusive"
         out["note"] = "no variation between nights: no test"
