@@ -26,17 +26,14 @@ def plot_comparison(m, out: Path, horizon: int = 1) -> Path:
     ax.set_title(f"RankIC, {horizon}-day horizon: running mean over nights")
     ax.legend()
     ax = axes[1]
-    wide = ic.pivot(index="night", columns="path", values="ic").dropna()
-    if wide.shape[1] >= 2 and len(m.comparison):
-        first = m.comparison.iloc[0]
-        base = first.get("baseline", first.get("a"))
-        cand = first.get("candidate", first.get("b"))
-        if base in wide and cand in wide:
-            # each path's own tickers here; the table's ΔIC is on the common cross-section
-            d = wide[cand] - wide[base]
-            ax.bar(pd.to_datetime(d.index), d.values, color=["tab:blue" if v >= 0 else "tab:red"
-                                                              for v in d.values])
-            ax.set_title(f"nightly IC({cand}) − IC({base}), mean {d.mean():+.3f}")
+    paired = getattr(m, "nightly_delta", pd.DataFrame())
+    if len(paired) and len(m.comparison) and "candidate" in m.comparison:
+        base, cand = m.comparison.iloc[0]["baseline"], m.comparison.iloc[0]["candidate"]
+        d = paired[paired["horizon"] == horizon].set_index("night")["delta"].sort_index()
+        ax.bar(pd.to_datetime(d.index), d.values,
+               color=["tab:blue" if v >= 0 else "tab:red" for v in d.values])
+        ax.set_title(f"nightly ΔIC = IC({cand}) − IC({base}) on common tickers, "
+                     f"mean {d.mean():+.3f}")
     ax.axhline(0, color="grey", lw=0.8)
     ax = axes[2]
     runs = m.speed_runs[m.speed_runs["is_result"]] if len(m.speed_runs) else m.speed_runs

@@ -8,7 +8,7 @@ from typing import Sequence
 import pandas as pd
 
 from evals.agreement import grade_distribution, self_agreement
-from evals.compare import compare_paths, cross_path_agreement
+from evals.compare import compare_paths, cross_path_agreement, paired_delta_ic
 from evals.rankic import NIGHTLY, nightly_rank_ic, rank_ic_summary
 from evals.returns import COLUMNS, forward_returns
 from evals.scores import ticker_scores, usable_units
@@ -33,6 +33,7 @@ class Metrics:
     draws: pd.DataFrame = field(default_factory=pd.DataFrame)
     signal_shape: pd.DataFrame = field(default_factory=pd.DataFrame)
     by_grade: pd.DataFrame = field(default_factory=pd.DataFrame)
+    nightly_delta: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def default_primary(horizons: list[int]) -> int:
@@ -67,11 +68,12 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
                      "were ignored")
     nightly = nightly_rank_ic(scores, returns) if len(scores) else pd.DataFrame(columns=NIGHTLY)
     summary = rank_ic_summary(nightly, alpha) if len(nightly) else pd.DataFrame()
-    comparison, cross = pd.DataFrame(), pd.DataFrame()
+    comparison, cross, delta = pd.DataFrame(), pd.DataFrame(), pd.DataFrame()
     if pair and len(nightly):
         primary = primary_horizon if primary_horizon in horizons else default_primary(horizons)
         comparison = compare_paths(scores, returns, pair[0], pair[1], horizons, primary,
                                    margin, alpha)
+        delta = paired_delta_ic(scores, returns, pair[0], pair[1])
         cross = pd.DataFrame([{"baseline": pair[0], "candidate": pair[1],
                                **cross_path_agreement(scores, *pair)}])
     agree = pd.DataFrame([{"path": p, **self_agreement(g)} for p, g in usable.groupby("path")])
@@ -84,4 +86,4 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
     per_run = run_speed(calls, units, runs) if len(runs) and len(calls) else pd.DataFrame()
     speed = path_speed(per_run) if len(per_run) else pd.DataFrame()
     return Metrics(nightly, summary, comparison, cross, agree, agree_n, grades, per_run, speed,
-                   notes, draws, shape, grade_ret)
+                   notes, draws, shape, grade_ret, delta)

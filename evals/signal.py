@@ -58,9 +58,10 @@ def subset_ics(units: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame:
 
 
 def draws_analysis(units: pd.DataFrame, returns: pd.DataFrame,
-                   project_to: int = 10) -> pd.DataFrame:
+                   project_to: int | None = None) -> pd.DataFrame:
     """path, horizon, k, basis ('measured' | 'projected'), mean_ic, reliability, attenuation,
-    projected_ic: what each extra draw buys, measured for k <= draws and projected beyond."""
+    projected_ic: what each extra draw buys, measured for k <= draws and projected beyond
+    (to ``project_to`` draws; default twice the draws taken, at least 4)."""
     measured = subset_ics(units, returns)
     rows = []
     for path, g in _graded(units).groupby("path"):
@@ -72,7 +73,8 @@ def draws_analysis(units: pd.DataFrame, returns: pd.DataFrame,
             top = mh.loc[mh["k"].idxmax()]
             rel_top = spearman_brown(r1, int(top["k"]))
             ic_inf = top["mean_ic"] / math.sqrt(rel_top) if rel_top > 0 else math.nan
-            ks = sorted(set(mh["k"].astype(int)) | set(range(int(top["k"]) + 1, project_to + 1)))
+            last = project_to or max(4, 2 * int(top["k"]))
+            ks = sorted(set(mh["k"].astype(int)) | set(range(int(top["k"]) + 1, last + 1)))
             for k in ks:
                 rel = spearman_brown(r1, k)
                 att = math.sqrt(rel) if rel > 0 else math.nan

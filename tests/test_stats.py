@@ -290,3 +290,14 @@ def test_compute_metrics_labels_insufficient_nights_and_names_methods():
     assert math.isnan(r.loc[("main", 5), "t"]) and r.loc[("main", 1), "df"] == 11
     assert {"draws", "signal_shape", "by_grade"} <= set(vars(m))
     assert len(m.draws) and len(m.signal_shape) and len(m.by_grade)
+
+
+def test_metrics_carry_the_paired_nightly_delta_and_the_plot_draws_it(tmp_path):
+    from evals.plots import plot_comparison
+    prices, nights, units = draw_units(nights=12)
+    units = pd.concat([units, units.assign(path="backup")]).assign(run_status="complete",
+                                                                    clean=True)
+    m = compute_metrics(units, pd.DataFrame(), pd.DataFrame(), prices, [1, 5], ("main", "backup"))
+    assert set(m.nightly_delta["horizon"]) == {1, 5}
+    assert (m.nightly_delta["delta"] == 0).all()          # the same grades on both paths
+    assert plot_comparison(m, tmp_path / "c.png").stat().st_size > 10_000
