@@ -55,7 +55,8 @@ class Freshness:
         status |= {t: "halted" for t in self.halted}
         return pd.DataFrame({"ticker": list(self.last_priced),
                              "last_priced": list(self.last_priced.values()),
-                             "sessions_behind": [self.behind.get(t) for t in self.last_priced],
+                             "sessions_behind": pd.Series([self.behind.get(t) for t in
+                                                           self.last_priced], dtype=object),
                              "status": [status[t] for t in self.last_priced]})
 
 

@@ -264,23 +264,17 @@ def update_prices(con: duckdb.DuckDBPyConnection, settings: MarketSettings, base
     (default: the calendar's default night now). Never raises for a failing source."""
     night = calendar.require_session(night or calendar.default_night())
     results = []
-    files = []
-    if settings.prices_file is not None:
-        files.append(("prices_file", [_resolve(base_dir, settings.prices_file)]))
-    if settings.prices_dir is not None:
-        folder = _resolve(base_dir, settings.prices_dir)
-        try:
-            files.append((f"drop folder {folder}", drop_files(folder)))
-        except FileNotFoundError as e:
-            results.append(SourceResult(f"drop folder {folder}", error=str(e)))
-    for name, paths in files:
-        r = SourceResult(name if name != "prices_file" else f"prices_file {paths[0]}")
+    for name, paths, error in _file_sources(settings, base_dir):
+        r = SourceResult(name, error=error)
+        if error:
+            results.append(r)
+            continue
         try:
             _from_files(con, paths, r, tickers, calendar, settings)
         except Exception as e:             # a locked/corrupt warehouse table, not one file
             r.error = f"{type(e).__name__}: {str(e)[:300]}"
-        if r.files and not r.new and not r.revised and len(r.warnings) == r.files and \
-                all("skipped" in w for w in r.warnings):
+        if r.files and not r.new and not r.revised and r.warnings and \
+                all(" skipped: " in w for w in r.warnings) and len(r.warnings) == r.files:
             r.error = "every file was skipped (see the warnings)"
         results.append(r)
     if settings.source != "files":
@@ -290,6 +284,21 @@ def update_prices(con: duckdb.DuckDBPyConnection, settings: MarketSettings, base
         results.append(r)
     fresh = freshness(con, tickers, night, calendar, market=settings, max_horizon=max_horizon)
     return UpdateReport(night, results, fresh)
+
+
+def _file_sources(settings: MarketSettings, base_dir: Path) -> list[tuple[str, list[Path], str | None]]:
+    """(name, files, error) of prices_file and prices_dir; a missing folder is an error."""
+    out = []
+    if settings.prices_file is not None:
+        path = _resolve(base_dir, settings.prices_file)
+        out.append((f"prices_file {path}", [path], None))
+    if settings.prices_dir is not None:
+        folder = _resolve(base_dir, settings.prices_dir)
+        try:
+            out.append((f"drop folder {folder}", drop_files(folder), None))
+        except FileNotFoundError as e:
+            out.append((f"drop folder {folder}", [], str(e)))
+    return out
 
 
 def _resolve(base_dir: Path, p: Path) -> Path:

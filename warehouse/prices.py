@@ -166,7 +166,9 @@ def _prices(raw: pd.DataFrame, col: str, source: str) -> tuple[pd.Series, pd.Ser
         return pd.Series(np.nan, index=raw.index), pd.Series(True, index=raw.index)
     s = raw[col]
     if pd.api.types.is_numeric_dtype(s):
-        values, blank = s.astype(float), pd.Series(False, index=raw.index)
+        # a typed frame (an adapter's, the demo's) has NaN where a file has a blank
+        values = s.astype(float)
+        blank = values.isna()
     else:
         text = s.astype("string").str.strip()
         blank = text.isna() | (text == "")
