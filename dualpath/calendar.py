@@ -71,8 +71,9 @@ class MarketCalendar:
         """The calendar `[market]` names; the synthetic one anchors at `synthetic_start`."""
         last_year = (today or date.today()).year + YEARS_AHEAD
         if market.calendar == SYNTHETIC:
+            # the demo market may lie in the future: its calendar runs well past its start
             return cls.synthetic(market.synthetic_start, zone(market.timezone or "Asia/Seoul"),
-                                 last_year)
+                                 max(last_year, market.synthetic_start.year + 5))
         return cls.exchange(market.calendar, market.timezone, last_year)
 
     @classmethod

@@ -244,6 +244,9 @@ class MarketSettings(_Model):
     columns: dict[str, str] = Field(default_factory=dict, description="Column mapping for "
                                     "price files, file header -> ticker|date|close|adj_close, "
                                     "e.g. {Date = 'date', 'Adj Close' = 'adj_close'}.")
+    ticker_from_filename: bool = Field(False, description="A price file without a ticker "
+                                       "column takes its ticker from its name (005930.csv -> "
+                                       "005930): a drop folder of one-ticker exports.")
     date_format: str | None = Field(None, description="strptime format of the files' dates "
                                     "(e.g. '%d/%m/%Y'); unset = ISO YYYY-MM-DD only.")
     source: Literal["files", "pykrx", "fdr", "yfinance"] = Field(

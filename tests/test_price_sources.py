@@ -92,6 +92,15 @@ def test_a_bad_file_is_reported_and_the_others_still_import():
                                                "line(s) 2 is not an ISO date")
 
 
+def test_a_drop_folder_of_one_ticker_yahoo_exports():
+    Path("drop").mkdir()
+    Path("drop", "AAA.csv").write_text("Date,Open,High,Low,Close,Adj Close,Volume\n"
+                                       "2026-11-26,1,1,1,10,9.9,5\n2026-11-27,1,1,1,10.5,10.4,5\n")
+    r = update(con_(), tickers=["AAA"], ticker_from_filename=True,
+               columns={"Adj Close": "adj_close"})
+    assert (r.new, r.freshness.ok, r.sources[0].warnings) == (2, True, [])
+
+
 def test_a_failing_source_is_reported_not_raised():
     r = update(con_(), prices_dir=Path("nowhere"), prices_file=Path("none.csv"))
     assert [s.line() for s in r.failed] == [

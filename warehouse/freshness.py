@@ -67,7 +67,8 @@ def _last_priced(con: duckdb.DuckDBPyConnection, tickers: list[str], night: date
     df = con.execute("SELECT ticker, date FROM prices WHERE date <= ? AND ticker IN "
                      "(SELECT unnest(?))", [night, tickers]).df()
     df["date"] = pd.to_datetime(df["date"]).dt.date
-    df = df[df["date"].map(calendar.is_session).astype(bool)]
+    sessions = {d for d in df["date"].unique() if calendar.is_session(d)}   # per day, not row
+    df = df[df["date"].isin(sessions)]
     last = df.groupby("ticker")["date"].max().to_dict()
     counts = df[df["date"] >= lo].groupby("date")["ticker"].nunique().to_dict()
     return {t: last.get(t) for t in tickers}, counts

@@ -125,6 +125,8 @@ def _from_files(con, paths: list[Path], result: SourceResult, tickers: list[str]
     for i, p in enumerate(paths):
         try:
             raw = read_prices_file(p, settings.columns or None)
+            if "ticker" not in raw.columns and settings.ticker_from_filename:
+                raw.insert(0, "ticker", p.stem)          # 005930.csv: a one-ticker export
             # moves are checked once, on what changes, against the warehouse's prior day
             f, w = validate_prices(raw, tickers, p.name, calendar=calendar,
                                    date_format=settings.date_format,
