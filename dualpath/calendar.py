@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 SYNTHETIC = "synthetic"
 SYNTHETIC_CLOSE = time(15, 30)      # the demo market closes like KRX, in the configured zone
 SYNTHETIC_HOLIDAY_EVERY = 23        # every 23rd weekday is a synthetic holiday
-FIRST_YEAR = 2000                   # exchange calendars are built from here ...
+FIRST_YEAR = 1990                   # exchange calendars are built from here ...
 YEARS_AHEAD = 2                     # ... to the end of the year two years from now
 
 

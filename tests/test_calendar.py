@@ -7,7 +7,7 @@ import pytest
 
 from dualpath.calendar import MarketCalendar
 from dualpath.config import MarketSettings, parse_config
-from dualpath.errors import ConfigError, NotASession
+from dualpath.errors import ConfigError, NotASession, UserError
 from dualpath.market import SyntheticMarket
 
 XKRX = MarketCalendar.from_settings(MarketSettings(), today=date(2026, 11, 30))
@@ -81,8 +81,9 @@ def test_sessions_step_over_holidays():
 
 
 def test_a_date_outside_the_calendar_says_its_range():
-    with pytest.raises(Exception, match=r"outside the XKRX calendar \(2000-01-04 \.\. "):
-        XKRX.is_session(date(1999, 6, 1))
+    with pytest.raises(UserError, match=r"1989-06-01 is outside the XKRX calendar \(1990-01-03 "
+                                        r"\.\. 2028-12-28\); give a date in that range"):
+        XKRX.is_session(date(1989, 6, 1))
 
 
 def test_the_synthetic_calendar_is_the_demo_markets():

@@ -224,7 +224,7 @@ def test_a_source_not_installed_is_reported_and_files_still_import(monkeypatch):
     drop("a.csv", "AAA,2026-11-27,10,10\n")
     r = update(con, source="pykrx")
     assert [s.line() for s in r.failed] == [
-        "pykrx: FAILED: pykrx.stock is not installed; `pip install pykrx` or set [market] "
+        "pykrx: FAILED: pykrx is not installed; `pip install pykrx` or set [market] "
         "source = \"files\""]
     assert r.new == 1
 

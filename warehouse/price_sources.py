@@ -96,10 +96,7 @@ def _import_changes(con, frame: pd.DataFrame, halts: list, result: SourceResult,
     new, revised = new_rows(con, frame)
     changes = pd.concat([new, revised])[list(TARGETS)]
     keys = set(zip(changes["ticker"], pd.to_datetime(changes["date"]).dt.date))
-    known = {(t, d) for t, d in con.execute("SELECT ticker, date FROM prices").fetchall()}
-    if has_table(con, "price_gaps"):
-        known |= set(con.execute("SELECT ticker, date FROM price_gaps").fetchall())
-    halts = sorted({h for h in halts if h not in known and h not in keys})
+    halts = sorted(set(halts) - keys - _known(con, halts))
     if changes.empty and not halts:
         return set()
     if not changes.empty:
@@ -115,6 +112,18 @@ def _import_changes(con, frame: pd.DataFrame, halts: list, result: SourceResult,
     import_prices(con, changes)
     result.new, result.revised = len(new), len(revised)
     return keys | set(halts)
+
+
+def _known(con, keys: list) -> set:
+    """The (ticker, date) keys the warehouse already has a price or a recorded gap for."""
+    if not keys:
+        return set()
+    tables = ["prices"] + (["price_gaps"] if has_table(con, "price_gaps") else [])
+    found = set()
+    for table in tables:
+        found |= set(con.execute(f"SELECT ticker, date FROM {table} WHERE ticker IN "
+                                 "(SELECT unnest(?))", [sorted({t for t, _ in keys})]).fetchall())
+    return found & set(keys)
 
 
 def _from_files(con, paths: list[Path], result: SourceResult, tickers: list[str],
@@ -141,7 +150,8 @@ def _from_files(con, paths: list[Path], result: SourceResult, tickers: list[str]
         return
     union = pd.concat(frames).sort_values("_order", kind="stable")
     union = union.drop_duplicates(["ticker", "date"], keep="last")[list(TARGETS)]
-    halts = [h for keys, _ in notes for h in keys if h not in set(zip(union["ticker"], union["date"].dt.date))]
+    priced = set(zip(union["ticker"], union["date"].dt.date))
+    halts = [h for keys, _ in notes for h in keys - priced]     # blank here, priced nowhere
     mark = len(result.warnings)
     changed = _import_changes(con, union, halts, result, calendar, settings)
     file_notes = [w for keys, ws in notes if keys & changed for w in ws]
@@ -151,12 +161,13 @@ def _from_files(con, paths: list[Path], result: SourceResult, tickers: list[str]
 # -- online sources: each returns a long frame (ticker, date, close, adj_close) -----------------
 
 def _need(module: str, extra: str):
+    """The optional library, imported only when its source is used."""
     import importlib
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise DualpathError(f"{module} is not installed; `pip install {extra}` or set "
-                            "[market] source = \"files\"") from None
+        raise DualpathError(f"{module.split('.')[0]} is not installed; `pip install {extra}` "
+                            "or set [market] source = \"files\"") from None
 
 
 def fetch_pykrx(starts: dict[str, date], end: date, settings: MarketSettings) -> pd.DataFrame:
