@@ -9,6 +9,11 @@ Identity is re-read on a timer and once more at the end: vLLM's replies carry no
 a server swapped behind the same port (another model, another build, another slot count)
 shows only there. From the first re-read that differs, every response is contaminated; the
 end record says after which moment earlier calls may have been too.
+
+The server's own counters (/metrics) are read at the same times. A counter that goes down
+means the server restarted on the same port: its counters no longer cover the session, so
+the end record says how many restarts were seen (`dualpath:restarts` beside the counters in
+`metrics_after_json`) and `runs --evidence` refuses to compare that session.
 """
 
 from __future__ import annotations
@@ -40,6 +45,38 @@ class _State:
         self.last_good_wall = time.time()
         self.lost_after: float | None = None
         self.problem: str | None = None
+        self.last_metrics: dict[str, float] | None = None
+        self.restarts = 0
+        self.first_restart_wall: float | None = None
+
+
+RESTARTS_KEY = "dualpath:restarts"
+FIRST_RESTART_KEY = "dualpath:first_restart_wall"
+
+
+def counters_went_down(before: dict[str, float] | None, now: dict[str, float] | None) -> list[str]:
+    """The monotonic counters (`*_total`) lower now than before: a restarted server.
+    vLLM's process start time changing says the same."""
+    if not before or not now:
+        return []
+    down = [k for k, v in now.items() if k.endswith("_total") and v < before.get(k, 0.0)]
+    start = "process_start_time_seconds"
+    if start in before and start in now and now[start] != before[start]:
+        down.append(start)
+    return down
+
+
+def _note_metrics(st: _State, now: dict[str, float] | None, path: str) -> None:
+    """Count a restart when the counters went down since the last reading."""
+    if now is None:
+        return
+    down = counters_went_down(st.last_metrics, now)
+    if down:
+        st.restarts += 1
+        st.first_restart_wall = st.first_restart_wall or time.time()
+        log.error("path %s: the server restarted on the same port (counters went down: %s); "
+                  "its /metrics no longer cover this session", path, ", ".join(sorted(down)[:4]))
+    st.last_metrics = now
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
@@ -89,6 +126,7 @@ async def _watch_identity(http, url, dialect, before, client, st, stop, every) -
         await _sleep_or_stop(stop, every)
         if not stop.is_set():
             await _check_identity(http, url, dialect, before, client, st)
+            _note_metrics(st, await _quiet(read_metrics(http, url)), client.name)
 
 
 async def _stop(task: asyncio.Task, what: str) -> None:
@@ -106,6 +144,7 @@ async def watch_server(cfg: Config, work, ep: Endpoint, ident: ServerIdentity,
     url, dialect = ep.base_url, sp.dialect
     st, stop = _State(), asyncio.Event()
     before = await _quiet(read_metrics(http, url))
+    st.last_metrics = before
     tasks = {"load": asyncio.create_task(
                  _watch_load(http, url, dialect, client, st, stop, sp.load_poll_s)),
              "identity": asyncio.create_task(
@@ -119,6 +158,10 @@ async def watch_server(cfg: Config, work, ep: Endpoint, ident: ServerIdentity,
             await _stop(task, what)
         await _quiet(_check_identity(http, url, dialect, ident, client, st))
         after = await _quiet(read_metrics(http, url))
+        _note_metrics(st, after, client.name)
+        if st.restarts:       # kept beside the counters they invalidate
+            after = {**(after or {}), RESTARTS_KEY: float(st.restarts),
+                     FIRST_RESTART_KEY: st.first_restart_wall}
         applied = await _quiet(effective_sampling(http, url)) if dialect == "llama.cpp" else None
         journal.write(SessionEnd(
             session_id=f"{work.run_id}#{work.segment}", stopped_wall=time.time(),

@@ -113,30 +113,53 @@ def suspect_runs(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
 
 def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Per session: what the calls say the server did vs the server's own /metrics counters,
-    and slot occupancy (sum of call time / (slots x wall)). Sessions without /metrics: NaN."""
-    return con.execute("""
+    and slot occupancy (sum of call time / (slots x wall)). Sessions without /metrics: NaN.
+
+    A server that restarted on the same port during the session (the watcher saw its
+    counters go down; `dualpath:restarts` in metrics_after_json) has counters that cover
+    only part of it: its server columns are left empty, `comparable` is false and `note`
+    says why, instead of comparing reset counters with the whole session's calls."""
+    def _counter_delta(name_llama: str, name_vllm: str) -> str:
+        """SQL: the server counter's growth over the session (after - before)."""
+        def read(col: str) -> str:
+            return (f"coalesce(json_extract(s.{col}, '$.\"llamacpp:{name_llama}\"'), "
+                    f"json_extract(s.{col}, '$.\"vllm:{name_vllm}\"'))::DOUBLE")
+        return f"({read('metrics_after_json')} - {read('metrics_before_json')})"
+
+    prompt, predicted = (_counter_delta("prompt_tokens_total", "prompt_tokens_total"),
+                         _counter_delta("tokens_predicted_total", "generation_tokens_total"))
+    return con.execute(f"""
         WITH c AS (
             -- llama-server counts processed prompt tokens (prompt_n); vLLM's counters
             -- count every prompt token and every generated one (no per-call timings)
             SELECT run_id, coalesce(sum(prompt_n), sum(prompt_tokens)) AS prompt_n,
                    coalesce(sum(predicted_n), sum(completion_tokens)) AS predicted_n,
                    sum(latency_s) AS busy_s
-            FROM calls GROUP BY run_id)
+            FROM calls GROUP BY run_id),
+        s AS (
+            SELECT *, coalesce(json_extract(metrics_after_json,
+                                            '$."dualpath:restarts"')::INTEGER, 0) AS restarts,
+                   -- counters that went down between the session's first and last reading
+                   -- are a restart even when no poll in between saw it
+                   {prompt} < 0 OR {predicted} < 0 AS went_down
+            FROM server_sessions s)
         SELECT s.session_id, s.path, s.how, s.slots,
                c.prompt_n::BIGINT AS calls_prompt_tokens,
-               (coalesce(json_extract(s.metrics_after_json, '$."llamacpp:prompt_tokens_total"'),
-                         json_extract(s.metrics_after_json, '$."vllm:prompt_tokens_total"'))::DOUBLE
-                 - coalesce(json_extract(s.metrics_before_json, '$."llamacpp:prompt_tokens_total"'),
-                            json_extract(s.metrics_before_json, '$."vllm:prompt_tokens_total"'))::DOUBLE
-               )::BIGINT AS server_prompt_tokens,
+               CASE WHEN s.restarts = 0 AND NOT coalesce(s.went_down, false)
+                    THEN {prompt}::BIGINT END AS server_prompt_tokens,
                c.predicted_n::BIGINT AS calls_predicted_tokens,
-               (coalesce(json_extract(s.metrics_after_json, '$."llamacpp:tokens_predicted_total"'),
-                         json_extract(s.metrics_after_json, '$."vllm:generation_tokens_total"'))::DOUBLE
-                 - coalesce(json_extract(s.metrics_before_json, '$."llamacpp:tokens_predicted_total"'),
-                            json_extract(s.metrics_before_json, '$."vllm:generation_tokens_total"'))::DOUBLE
-               )::BIGINT AS server_predicted_tokens,
+               CASE WHEN s.restarts = 0 AND NOT coalesce(s.went_down, false)
+                    THEN {predicted}::BIGINT END AS server_predicted_tokens,
                c.busy_s / nullif(r.slots * r.wall_s, 0) AS occupancy,
-               s.external_load_max
-        FROM server_sessions s JOIN runs r USING (run_id) JOIN c USING (run_id)
+               s.external_load_max,
+               greatest(s.restarts, coalesce(s.went_down, false)::INTEGER) AS restarts,
+               s.metrics_after_json IS NOT NULL AND s.restarts = 0
+                   AND NOT coalesce(s.went_down, false) AS comparable,
+               CASE WHEN s.restarts > 0 OR coalesce(s.went_down, false) THEN
+                        'not comparable: the server restarted on the same port during '
+                        || 'the session (its counters reset)'
+                    WHEN s.metrics_after_json IS NULL THEN 'no /metrics from the server'
+               END AS note
+        FROM s JOIN runs r USING (run_id) JOIN c USING (run_id)
         WHERE r.segments = 1
         ORDER BY s.session_id""").df()

@@ -1,0 +1,227 @@
+"""Fault trials: real nights on simulated servers, with faults injected, then rerun as a user
+would, and every outcome counted from the warehouse.
+
+    python bench/faults.py [--tickers 4] [--draws 2] [--only KIND ...]
+
+Each fault gets its own night. Transport faults go through a fault-injecting loopback proxy
+(`dualpath.sim.proxy`); process faults kill or interrupt the servers and the harness; swaps
+put another server (another alias, build or slot count) behind the path's port mid-night.
+After each, the night is rerun and the warehouse must show: every planned unit with a final
+outcome, every journaled call stored once, no unit measured twice, no contaminated call in
+a unit that metrics use, and every transient fault retried (the proxy saw the spoiled
+request again). Prints a table and, last, `faults=… lost=… duplicated=…
+contaminated_counted=… undetected_swaps=…` (goals: ≥ 12 kinds, zeros for the rest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):      # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.faultlab import Lab, check_night, swap_detected  # noqa: E402
+from dualpath.sim.proxy import TRANSIENT, wait_until  # noqa: E402
+
+PROXY_FAULTS = {  # kind -> path it is tried on (cut JSON needs the unstreamed path)
+    "reset": "backup", "http500": "backup", "http429": "main", "http503": "backup",
+    "hang": "main", "cut_json": "main", "cut_sse": "backup", "overflow": "backup"}
+SWAPS = {"swap_alias": {"model_alias": "another-model"},
+         "swap_build": {"build": "sim-b9999-other"},
+         "swap_slots": {"slots": 8}}
+PROCESS_FAULTS = ("server_kill_x3", "server_restart_same_port", "harness_kill_scoring",
+                  "harness_kill_ingest", "sigint")
+ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS)
+
+
+@dataclass
+class Trial:
+    fault: str
+    injected: int = 0
+    survived: bool = False
+    lost: int = 0
+    duplicated: int = 0
+    contaminated_counted: int = 0
+    transient: int = 0          # injected faults that a client should retry
+    retried: int = 0            # of those, retried (the proxy saw the request again)
+    undetected_swap: int = 0
+
+    @property
+    def not_retried(self) -> int:
+        return max(self.transient - self.retried, 0)
+
+
+def _midway(lab: Lab, night, path: str = "backup") -> bool:
+    """Wait until a third of the path's calls are journaled; True if it is still scoring."""
+    total = len(lab.cfg.tickers()) * lab.cfg.experiment.draws * 17
+    wait_until(lambda: lab.calls_done(night, path) >= total // 3 or
+               (lab.calls_done(night, path) > 0 and not lab.running(night, path)), 60)
+    return lab.running(night, path)
+
+
+def run_proxy_fault(lab: Lab, night, kind: str, n: int) -> Trial:
+    t = Trial(kind)
+    proxy = lab.proxies[PROXY_FAULTS[kind]]
+    proxy.reset_counts()
+    proxy.inject(kind, n)
+    lab.score(night)
+    proxy.clear()
+    t.injected = proxy.injected[kind]
+    if kind in TRANSIENT:
+        t.transient, t.retried = t.injected, proxy.retried()[kind]
+    return t
+
+
+def run_swap(lab: Lab, night, kind: str) -> Trial:
+    t = Trial(kind)
+    original = lab.servers["backup"]
+    other = lab.new_server("backup", **dict(SWAPS[kind]))   # ready before the night
+
+    def swap(lab: Lab) -> None:
+        if _midway(lab, night):
+            lab.put_behind("backup", other)
+            t.injected = int(lab.running(night))   # it met calls of this night
+
+    lab.score(night, during=swap)
+    lab.ingest(night)
+    t.undetected_swap = int(t.injected and not swap_detected(lab.cfg, night, "backup"))
+    lab.put_behind("backup", original)              # the rerun meets the right server again
+    return t
+
+
+def run_server_kill(lab: Lab, nights, restart: bool) -> Trial:
+    t = Trial("server_restart_same_port" if restart else "server_kill_x3")
+    for night in nights:
+        def kill(lab: Lab) -> None:
+            if _midway(lab, night):
+                lab.servers["backup"].kill9()
+                t.injected += 1
+                if restart:                        # back on the same port at once
+                    lab.replace_server("backup", same_port=True)
+        lab.score(night, during=kill)
+        if not restart:
+            lab.ingest(night)
+            lab.replace_server("backup")           # the user restarts it, then reruns
+    return t
+
+
+def run_harness_fault(lab: Lab, night, kind: str) -> Trial:
+    t = Trial(kind)
+    child = lab.child(night)
+    try:
+        if kind == "harness_kill_ingest":
+            while (line := child.stdout.readline()) and line.strip() != "ingesting":
+                pass
+            if line:
+                child.send_signal(signal.SIGKILL)
+                t.injected = 1
+        elif _midway(lab, night):
+            child.send_signal(signal.SIGINT if kind == "sigint" else signal.SIGKILL)
+            t.injected = 1
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    return t
+
+
+def run_one(lab: Lab, kind: str, nights: list, n: int) -> Trial:
+    if kind in PROXY_FAULTS:
+        t = run_proxy_fault(lab, nights[0], kind, n)
+    elif kind in SWAPS:
+        t = run_swap(lab, nights[0], kind)
+    elif kind in ("server_kill_x3", "server_restart_same_port"):
+        t = run_server_kill(lab, nights, kind == "server_restart_same_port")
+    else:
+        t = run_harness_fault(lab, nights[0], kind)
+    for night in nights:                  # the user reruns the night; ingest is the flow's
+        lab.score(night)
+        lab.ingest(night)
+        c = check_night(lab.cfg, night)
+        t.lost += c.lost
+        t.duplicated += c.duplicated
+        t.contaminated_counted += c.contaminated_counted
+        t.survived = (t.survived or night is nights[0]) and c.complete and c.lost == 0
+        if kind.startswith("server_"):
+            t.transient, t.retried = t.injected, min(t.injected, c.retried_calls)
+    return t
+
+
+def restart_recorded(lab: Lab, night) -> bool:
+    """`runs --evidence` must refuse to compare the restarted session."""
+    from warehouse.db import reader
+    from warehouse.queries import server_evidence
+
+    with reader(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
+        ev = server_evidence(con)
+    rows = ev[ev["session_id"].str.contains(f"/{night.isoformat()}/backup#1")]
+    return bool(len(rows)) and not rows["comparable"].any() and rows["restarts"].iloc[0] >= 1
+
+
+def run_trials(root: Path, kinds=ALL, tickers: int = 4, draws: int = 2, per_fault: int = 3,
+               echo=print) -> list[Trial]:
+    trials = []
+    with Lab(root, tickers=tickers, draws=draws, nights=len(kinds) + 4) as lab:
+        nights = iter(lab.nights)
+        for kind in kinds:
+            used = [next(nights) for _ in range(3 if kind == "server_kill_x3" else 1)]
+            t0 = time.monotonic()
+            t = run_one(lab, kind, used, per_fault)
+            if kind == "server_restart_same_port" and not restart_recorded(lab, used[0]):
+                t.survived = False
+            trials.append(t)
+            echo(f"  {kind:<26} {time.monotonic() - t0:5.1f}s")
+    return trials
+
+
+def table(trials: list[Trial]) -> str:
+    head = f"{'fault':<26} {'injected':>8} {'survived':>8} {'lost':>5} {'duplicated':>10} " \
+           f"{'contaminated counted':>20} {'retried':>8}"
+    rows = [head, "-" * len(head)]
+    for t in trials:
+        retried = f"{t.retried}/{t.transient}" if t.transient else "-"
+        rows.append(f"{t.fault:<26} {t.injected:>8} {'yes' if t.survived else 'NO':>8} "
+                    f"{t.lost:>5} {t.duplicated:>10} {t.contaminated_counted:>20} {retried:>8}")
+    return "\n".join(rows)
+
+
+def summary(trials: list[Trial]) -> str:
+    kinds = sum(1 for t in trials if t.injected and t.survived)
+    return (f"faults={kinds} lost={sum(t.lost for t in trials)} "
+            f"duplicated={sum(t.duplicated for t in trials)} "
+            f"contaminated_counted={sum(t.contaminated_counted for t in trials)} "
+            f"undetected_swaps={sum(t.undetected_swap for t in trials)}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tickers", type=int, default=4)
+    ap.add_argument("--draws", type=int, default=2)
+    ap.add_argument("--per-fault", type=int, default=3, help="proxy faults injected per kind")
+    ap.add_argument("--only", nargs="*", choices=ALL, default=None)
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        from bench.faultlab import child_main
+        return child_main(*args.child)
+    from dualpath.procs import start_reaper
+    start_reaper()
+    with tempfile.TemporaryDirectory(prefix="dualpath-faults-") as tmp:
+        trials = run_trials(Path(tmp), args.only or ALL, args.tickers, args.draws,
+                            args.per_fault)
+    print(table(trials))
+    not_retried = sum(t.not_retried for t in trials)
+    if not_retried:
+        print(f"transient faults not retried: {not_retried}")
+    print(summary(trials))
+
+
+if __name__ == "__main__":
+    main()
