@@ -275,3 +275,30 @@ def test_cli_import_maps_a_one_ticker_yahoo_export():
     assert "imported 2 price rows for 1 tickers (2026-11-26 .. 2026-11-27): 2 new, 0 revised" \
         in ok.output
     assert "no prices at all on or before 2026-11-27 for 1 of 2 ticker(s): 000660" in ok.output
+
+
+def test_a_cp949_export_is_named_not_garbled():
+    Path("hts.csv").write_bytes("종목코드,일자,종가\n005930,2026-11-27,72300\n".encode("cp949"))
+    assert error(Path("hts.csv")) == (
+        "price file hts.csv is not UTF-8 text (bad byte at offset 0); Korean Excel/HTS exports "
+        "are often CP949: save it as 'CSV UTF-8' or convert it (iconv -f cp949 -t utf-8)")
+
+
+def test_korean_headers_get_a_map_and_a_caveat_for_an_unadjusted_close():
+    p = Path("krx.csv")
+    p.write_text("종목코드,일자,종가\n005930,2026-11-27,72300\n")
+    assert error(p) == ("krx.csv: missing column(s) ['ticker', 'date', 'adj_close']; need "
+                        "['ticker', 'date', 'adj_close'] (and optionally close); the file has "
+                        "['종목코드', '일자', '종가']; map them: --map \"종목코드=ticker,일자=date,"
+                        "종가=adj_close\" (only if 종가 is adjusted for splits and dividends)")
+    raw = read_prices_file(p, parse_map("종목코드=ticker,일자=date,종가=adj_close"))
+    assert validate_prices(raw, ["005930"], "krx.csv", calendar=XKRX)[0]["adj_close"].tolist() \
+        == [72300]
+
+
+def test_empty_and_header_only_files():
+    Path("z.csv").write_text("")
+    assert error(Path("z.csv")) == ("price file z.csv is empty; it needs a header line and "
+                                    "price rows")
+    df, w = check(write("h.csv", ""))
+    assert df.empty and w == ["h.csv: no price rows (only a header)"]

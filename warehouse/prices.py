@@ -75,6 +75,8 @@ def read_prices_file(path: Path, columns: dict[str, str] | None = None,
         raise DataError(f"price file {path} is a folder; set [market] prices_dir to read a "
                         "drop folder, or give one file")
     parquet = path.suffix.lower() in (".parquet", ".pq")
+    if not parquet:
+        _check_text(path)
     sql = ("SELECT * FROM read_parquet(?)" if parquet else
            "SELECT * FROM read_csv(?, all_varchar = true, header = true)")
     con = duckdb.connect()
@@ -90,6 +92,20 @@ def read_prices_file(path: Path, columns: dict[str, str] | None = None,
     finally:
         con.close()
     return _mapped(raw, columns or {}, ticker, str(path))
+
+
+def _check_text(path: Path) -> None:
+    """An empty or non-UTF-8 CSV named plainly (DuckDB's own error says neither)."""
+    head = path.open("rb").read(1 << 20)
+    if not head.strip():
+        raise DataError(f"price file {path} is empty; it needs a header line and price rows")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 4:          # not just a character cut at the 1 MB mark
+            raise DataError(f"price file {path} is not UTF-8 text (bad byte at offset "
+                            f"{e.start}); Korean Excel/HTS exports are often CP949: save it as "
+                            "'CSV UTF-8' or convert it (iconv -f cp949 -t utf-8)") from None
 
 
 def _mapped(raw: pd.DataFrame, columns: dict[str, str], ticker: str | None,
@@ -116,11 +132,16 @@ def _missing_columns(raw: pd.DataFrame, source: str) -> None:
     headers = raw.attrs.get("headers") or [str(c) for c in raw.columns]
     hints = {c: _ALIASES[c.strip().lower()] for c in headers
              if _ALIASES.get(c.strip().lower()) in missing}
+    closes = [c for c in headers if _ALIASES.get(c.strip().lower()) == "close"]
+    adjusted_close = "adj_close" in missing and "adj_close" not in hints.values() and closes
+    if adjusted_close:       # a close-only export: its close may be adjusted (pykrx, Naver)
+        hints[closes[0]] = "adj_close"
     fix = []
     if hints:
         pairs = ",".join(f"'{s}'={t}" if " " in s else f"{s}={t}" for s, t in hints.items())
-        fix.append(f'--map "{pairs}"')
-    if "ticker" in missing:
+        fix.append(f'--map "{pairs}"' + (f" (only if {closes[0]} is adjusted for splits and "
+                                          "dividends)" if adjusted_close else ""))
+    if "ticker" in missing and "ticker" not in hints.values():
         fix.append("--ticker TICKER (a one-ticker export)")
     raise DataError(f"{source}: missing column(s) {missing}; need {list(REQUIRED)} (and "
                     f"optionally close); the file has {headers}"
@@ -323,7 +344,7 @@ def validate_prices(raw: pd.DataFrame, universe: list[str] | None = None,
     are in `frame.attrs["halts"]` as (ticker, date) pairs.
     """
     df, halts = _parse(raw, source, date_format)
-    warnings: list[str] = []
+    warnings: list[str] = [] if len(raw) else [f"{source}: no price rows (only a header)"]
     if halts:
         named = [f"{t} {d}" for t, d in halts]
         warnings.append(f"{source}: blank adj_close on {len(halts)} row(s), read as no price "
