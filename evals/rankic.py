@@ -81,6 +81,35 @@ def spearman_by_group(gid: np.ndarray, x: np.ndarray, y: np.ndarray,
     return rho, n
 
 
+def rank_rows(m: np.ndarray) -> np.ndarray:
+    """Average ranks (1..n) along each row of m, ignoring NaN (which stays NaN)."""
+    order = np.argsort(m, axis=1)                  # NaN sorts last
+    s = np.take_along_axis(m, order, axis=1)
+    idx = np.broadcast_to(np.arange(m.shape[1]), m.shape)
+    step = s[:, 1:] != s[:, :-1]
+    first = np.concatenate([np.ones((len(m), 1), bool), step], axis=1)
+    last = np.concatenate([step, np.ones((len(m), 1), bool)], axis=1)
+    start = np.maximum.accumulate(np.where(first, idx, 0), axis=1)
+    end = np.minimum.accumulate(np.where(last, idx, m.shape[1])[:, ::-1], axis=1)[:, ::-1]
+    out = np.empty_like(m)
+    np.put_along_axis(out, order, (start + end) / 2 + 1, axis=1)
+    out[np.isnan(m)] = np.nan
+    return out
+
+
+def spearman_rows(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rho, n) per row of two equally shaped matrices with the same NaN pattern."""
+    valid = ~np.isnan(x)
+    n = valid.sum(axis=1)
+    mid = ((n + 1) / 2)[:, None]
+    dx = np.where(valid, rank_rows(x) - mid, 0.0)
+    dy = np.where(valid, rank_rows(y) - mid, 0.0)
+    sxx, syy = (dx * dx).sum(axis=1), (dy * dy).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.where((sxx > 0) & (syy > 0), (dx * dy).sum(axis=1) / np.sqrt(sxx * syy), np.nan)
+    return rho, n
+
+
 def grouped_spearman(frame: pd.DataFrame, keys: list[str], x: str, y: str) -> pd.DataFrame:
     """keys..., ic, n per group: Spearman of x and y within each group, all groups at once."""
     if frame.empty:
@@ -97,29 +126,17 @@ def _factorize(own, other) -> tuple[list[np.ndarray], np.ndarray]:
     return [pd.Index(uniques).get_indexer(np.asarray(own)), codes], np.asarray(uniques)
 
 
-def nightly_rank_ic(scores: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame:
-    """night, path, horizon, ic, n_tickers, start_pos, status.
-
-    status: 'ok', 'pending' (the horizon has not matured: ic NaN, never a value), 'too_few'
-    (< MIN_TICKERS priced tickers) or 'constant' (every score or return equal: undefined).
-    Each path's score is looked up for every return row by (night, ticker) integer codes.
-    """
-    s = scores[scores["n_draws"] > 0]
-    if s.empty or returns.empty:
-        return pd.DataFrame(columns=NIGHTLY)
+def _scored_rows(s: pd.DataFrame, returns: pd.DataFrame) -> dict:
+    """Every return row that a path scored: its row index, path code and score, by a dense
+    lookup on integer (night, ticker) codes instead of a merge."""
     (sn, rn), nights = _factorize(pd.to_datetime(s["night"]).to_numpy("datetime64[ns]"),
                                   pd.to_datetime(returns["night"]).to_numpy("datetime64[ns]"))
     (st, rt), tickers = _factorize(s["ticker"].to_numpy(), returns["ticker"].to_numpy())
-    hcode, horizons = pd.factorize(returns["horizon"].to_numpy(), sort=True)
     known = (sn >= 0) & (st >= 0)          # a score with no return row has nothing to meet
     skey, rkey = (sn * len(tickers) + st)[known], rn * len(tickers) + rt
-    status = returns["status"].to_numpy()
-    r_ok, r_pending = status == OK, status == PENDING
-    fwd = returns["fwd_return"].to_numpy(float)
-    start = returns["start_pos"].to_numpy(np.int64) if "start_pos" in returns else rn
     spath, paths = pd.factorize(s["path"].to_numpy(), sort=True)
     spath, svalue = spath[known], s["score"].to_numpy(float)[known]
-    rows, score, path_code = [], [], []
+    rows, score, pc = [], [], []
     for i in range(len(paths)):
         dense = np.full(len(nights) * len(tickers), np.nan)
         dense[skey[spath == i]] = svalue[spath == i]
@@ -127,25 +144,49 @@ def nightly_rank_ic(scores: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame
         has = np.flatnonzero(~np.isnan(got))
         rows.append(has)
         score.append(got[has])
-        path_code.append(np.full(len(has), i))
-    rows, score, pc = np.concatenate(rows), np.concatenate(score), np.concatenate(path_code)
-    combined = (rn[rows] * len(paths) + pc) * len(horizons) + hcode[rows]
-    # the key range is small (nights x paths x horizons): a dense map instead of a sort
-    present = np.zeros(len(nights) * len(paths) * len(horizons), dtype=bool)
+        pc.append(np.full(len(has), i))
+    rows = np.concatenate(rows)
+    return {"rows": rows, "score": np.concatenate(score), "path": np.concatenate(pc),
+            "night": rn[rows], "ticker": rt[rows], "nights": nights, "paths": paths,
+            "n_tickers": len(tickers)}
+
+
+def nightly_rank_ic(scores: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame:
+    """night, path, horizon, ic, n_tickers, start_pos, status.
+
+    status: 'ok', 'pending' (the horizon has not matured: ic NaN, never a value), 'too_few'
+    (< MIN_TICKERS priced tickers) or 'constant' (every score or return equal: undefined).
+    """
+    s = scores[scores["n_draws"] > 0]
+    if s.empty or returns.empty:
+        return pd.DataFrame(columns=NIGHTLY)
+    j = _scored_rows(s, returns)
+    rows = j["rows"]
+    hcode, horizons = pd.factorize(returns["horizon"].to_numpy()[rows], sort=True)
+    status = returns["status"].to_numpy()[rows]
+    # group = night x path x horizon; its key range is small, so a dense map, not a sort
+    combined = (j["night"] * len(j["paths"]) + j["path"]) * len(horizons) + hcode
+    present = np.zeros(len(j["nights"]) * len(j["paths"]) * len(horizons), dtype=bool)
     present[combined] = True
-    dense_id = np.cumsum(present) - 1
-    gid, k = dense_id[combined], int(present.sum())
+    gid, k = (np.cumsum(present) - 1)[combined], int(present.sum())
     first = np.zeros(k, dtype=np.int64)
     first[gid[::-1]] = np.arange(len(gid))[::-1]        # any row of the group will do
-    ok = r_ok[rows]
-    pending = np.bincount(gid, r_pending[rows], k) == np.bincount(gid, minlength=k)
-    rho, n = spearman_by_group(gid[ok], score[ok], fwd[rows][ok], k)
+    pending = np.bincount(gid, status == PENDING, k) == np.bincount(gid, minlength=k)
+    ok = status == OK
+    # one row per group, one column per ticker: ranks along the rows of a dense matrix
+    x = np.full((k, j["n_tickers"]), np.nan)
+    y = np.full((k, j["n_tickers"]), np.nan)
+    x[gid[ok], j["ticker"][ok]] = j["score"][ok]
+    y[gid[ok], j["ticker"][ok]] = returns["fwd_return"].to_numpy(float)[rows][ok]
+    rho, n = spearman_rows(x, y)
     state = np.where(pending, PENDING, np.where(n < MIN_TICKERS, "too_few",
                                                 np.where(np.isnan(rho), "constant", OK)))
-    return pd.DataFrame({"night": nights[rn[rows][first]], "path": paths[pc[first]],
-                         "horizon": horizons[hcode[rows][first]],
+    start = returns["start_pos"].to_numpy(np.int64)[rows] if "start_pos" in returns \
+        else j["night"]
+    return pd.DataFrame({"night": j["nights"][j["night"][first]],
+                         "path": j["paths"][j["path"][first]], "horizon": horizons[hcode[first]],
                          "ic": np.where(state == OK, rho, np.nan), "n_tickers": n.astype(int),
-                         "start_pos": start[rows][first], "status": state})
+                         "start_pos": start[first], "status": state})
 
 
 def summarize_ic(ic: np.ndarray, horizon: int, start_pos: np.ndarray | None = None,
