@@ -301,3 +301,32 @@ def test_metrics_carry_the_paired_nightly_delta_and_the_plot_draws_it(tmp_path):
     assert set(m.nightly_delta["horizon"]) == {1, 5}
     assert (m.nightly_delta["delta"] == 0).all()          # the same grades on both paths
     assert plot_comparison(m, tmp_path / "c.png").stat().st_size > 10_000
+
+
+def test_failed_units_reach_every_metric():
+    prices, nights, units = draw_units(nights=12, fail=0.0)
+    units = pd.concat([units, units.assign(path="backup")]).assign(run_status="complete",
+                                                                    clean=True)
+    units = units.reset_index(drop=True)
+    # backup: every draw of T00 fails on every night; one more failed draw elsewhere
+    lost = (units.path == "backup") & (units.ticker == "T00")
+    units.loc[lost, "grade"] = pd.NA
+    one = (units.path == "backup") & (units.ticker == "T01") & (units.draw == 1)
+    units.loc[one, "grade"] = pd.NA
+    m = compute_metrics(units, pd.DataFrame(), pd.DataFrame(), prices, [1], ("main", "backup"))
+    g = m.grades.set_index("path")
+    # 12 tickers x 3 draws: T00's 3 draws plus 1 of T01's fail -> 4 of 36 each night
+    assert g.loc["backup", "failed"] == pytest.approx(4 / 36) and g.loc["main", "failed"] == 0
+    ic = m.nightly_ic.set_index(["path", "horizon"]).sort_index()
+    assert (ic.loc[("backup", 1), "n_tickers"] == 11).all()      # T00 has no score at all
+    c = m.comparison.iloc[0]
+    assert c["unpaired_ticker_nights"] == 12 and c["mean_common_tickers"] == 11
+    sa = m.self_agreement.set_index("path")
+    assert sa.loc["backup", "ticker_nights"] == 11 * 12          # T00 has no grade to compare
+    measured = m.draws[(m.draws.path == "backup") & (m.draws.basis == "measured")]
+    assert (measured["nights"] == 12).all() and len(measured) == 3   # k = 1, 2, 3
+
+
+def test_small_p_values_print_in_scientific_notation():
+    from dualpath.cli import _cell
+    assert _cell(3.2e-7) == "3.20e-07" and _cell(0.0) == "0.000" and _cell(0.25) == "0.250"
