@@ -8,7 +8,7 @@ import pytest
 from dualpath.identity import sampling_differences
 from dualpath.locks import EndpointBusy, endpoint_lock
 from dualpath.sim.fleet import SimFleet
-from flows import runner
+from flows import inputs, runner
 from tests.helpers import ingest, make_project, score_night_plain
 from warehouse.db import reader
 from flows.report import run_warnings
@@ -84,3 +84,82 @@ def test_contaminated_units_are_kept_but_never_counted(tmp_path):
     assert len(units) == 6 and (~units["clean"]).sum() == 1          # kept in the warehouse
     assert len(usable_units(units)) == 5                              # never in a metric
     assert any("contaminated" in w for w in warnings)
+
+
+# --- identity and restarts during the run (llama.cpp dialect, behind one port) -----------
+
+def _backup_behind_proxy(tmp_path, sim_server):
+    """A project whose backup path re-reads identity every 50 ms, its simulated server
+    (llama.cpp dialect) behind a proxy port that another server can be put behind."""
+    from dualpath.config import load_config
+    from dualpath.sim.proxy import FaultProxy
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=4, draws=2, nights=1, clock=1.0)
+    cfg_path.write_text(cfg_path.read_text().replace(
+        "[paths.backup]\n", "[paths.backup]\nidentity_poll_s = 0.05\n"))
+    cfg = load_config(cfg_path)
+    profile = {**cfg.paths["backup"].sim.model_dump(), "time_scale": 2e-3}
+    first = sim_server(slots=4, **profile)
+    return cfg, nights[0], profile, first, FaultProxy(first.url)
+
+
+def _score_with_change(cfg, night, proxy, new_upstream: str):
+    """Score the backup path; after two units, put `new_upstream` behind the port."""
+    from dualpath.sim.proxy import wait_until
+
+    history = inputs.price_history(cfg)
+    work = runner.plan_path(cfg, night, "backup")
+
+    async def go():
+        task = asyncio.create_task(runner.run_path(cfg, night, work, history, {},
+                                                   override_url=proxy.url))
+        await asyncio.to_thread(wait_until, lambda: len(runner.read_journal(work.journal).units) >= 2)
+        proxy.upstream = new_upstream
+        return await task
+    return asyncio.run(go()), work
+
+
+def test_a_swap_to_more_slots_is_caught_by_the_re_read_identity(tmp_path, sim_server):
+    """Same alias, same build, same port: only /props total_slots tells the servers apart."""
+    cfg, night, profile, first, proxy = _backup_behind_proxy(tmp_path, sim_server)
+    with proxy:
+        eight = sim_server(slots=8, **profile)
+        outcome, work = _score_with_change(cfg, night, proxy, eight.url)
+    assert outcome.status != "complete" and "slots 4 -> 8" in outcome.reason
+    ingest(cfg, [work])
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        problem = con.execute("SELECT identity_problem FROM server_sessions").fetchone()[0]
+        flagged = con.execute("SELECT count(*) FROM calls WHERE contaminated IS NOT NULL"
+                              ).fetchone()[0]
+    assert "slots 4 -> 8" in problem and flagged > 0
+
+
+def test_a_restart_on_the_same_port_is_recorded_and_not_compared(tmp_path, sim_server):
+    """A fresh server with the same identity: no contamination, but its counters restarted,
+    so `runs --evidence` says the session cannot be compared instead of comparing."""
+    from warehouse.queries import server_evidence
+
+    cfg, night, profile, first, proxy = _backup_behind_proxy(tmp_path, sim_server)
+    with proxy:
+        fresh = sim_server(slots=4, **profile)
+        outcome, work = _score_with_change(cfg, night, proxy, fresh.url)
+    assert outcome.status == "complete"
+    ingest(cfg, [work])
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        ev = server_evidence(con).set_index("path")
+    row = ev.loc["backup"]
+    assert row["restarts"] >= 1 and not row["comparable"] and "restarted" in row["note"]
+    assert __import__("pandas").isna(row["server_prompt_tokens"])      # not compared
+
+
+def test_counters_going_down_mean_a_restart():
+    from flows.watch import counters_went_down
+
+    before = {"llamacpp:n_requests_total": 10.0, "llamacpp:requests_processing": 3.0}
+    assert counters_went_down(before, {"llamacpp:n_requests_total": 12.0,
+                                       "llamacpp:requests_processing": 0.0}) == []
+    assert counters_went_down(before, {"llamacpp:n_requests_total": 2.0}) == [
+        "llamacpp:n_requests_total"]
+    assert counters_went_down({"process_start_time_seconds": 1.0},
+                              {"process_start_time_seconds": 2.0}) == ["process_start_time_seconds"]
+    assert counters_went_down(None, before) == []
