@@ -133,6 +133,13 @@ def test_halts_are_known_once_the_warehouse_records_them():
     assert con.execute("SELECT count(*) FROM price_gaps").fetchall() == [(0,)]
 
 
+def test_a_halt_without_the_gaps_table_is_reported_once_not_every_night():
+    con = con_()
+    drop("a.csv", "AAA,2026-11-26,10,10\nAAA,2026-11-27,,\n")
+    assert any("blank adj_close" in w for w in update(con).sources[0].warnings)
+    assert update(con).sources[0].warnings == []
+
+
 def test_forward_returns_that_can_never_mature_are_flagged():
     con = con_()
     con.execute("INSERT INTO prices VALUES ('AAA', DATE '2026-11-27', 1, 1)")

@@ -96,7 +96,9 @@ def _import_changes(con, frame: pd.DataFrame, halts: list, result: SourceResult,
     new, revised = new_rows(con, frame)
     changes = pd.concat([new, revised])[list(TARGETS)]
     keys = set(zip(changes["ticker"], pd.to_datetime(changes["date"]).dt.date))
-    halts = sorted(set(halts) - keys - _known(con, halts))
+    # without the price_gaps table a halt cannot be remembered: it is reported when its file
+    # changes something, not every night
+    halts = sorted(set(halts) - keys - _known(con, halts)) if has_table(con, "price_gaps") else []
     if changes.empty and not halts:
         return set()
     if not changes.empty:
@@ -133,7 +135,7 @@ def _from_files(con, paths: list[Path], result: SourceResult, tickers: list[str]
     frames, notes = [], []
     for i, p in enumerate(paths):
         try:
-            raw = read_prices_file(p, settings.columns or None)
+            raw = read_prices_file(p, settings.columns, lenient=True)
             if "ticker" not in raw.columns and settings.ticker_from_filename:
                 raw.insert(0, "ticker", p.stem)          # 005930.csv: a one-ticker export
             # moves are checked once, on what changes, against the warehouse's prior day
@@ -339,8 +341,8 @@ def import_file(con: duckdb.DuckDBPyConnection, path: Path, settings: MarketSett
     """Validate one file against the calendar and the warehouse's prior day, import it, and
     judge the universe's coverage on the warehouse afterwards. `strict`: any warning is an
     error and nothing is imported. Raises DataError for a malformed file."""
-    raw = read_prices_file(path, columns if columns is not None else settings.columns or None,
-                           ticker)
+    raw = read_prices_file(path, columns if columns is not None else settings.columns, ticker,
+                           lenient=columns is None)
     name = Path(path).name
     # moves are checked once, from the warehouse's day before the file on
     frame, warnings = validate_prices(raw, tickers, name, calendar=calendar,

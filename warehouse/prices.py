@@ -65,9 +65,11 @@ def parse_map(text: str) -> dict[str, str]:
 
 
 def read_prices_file(path: Path, columns: dict[str, str] | None = None,
-                     ticker: str | None = None) -> pd.DataFrame:
+                     ticker: str | None = None, *, lenient: bool = False) -> pd.DataFrame:
     """A CSV or Parquet price file as text columns (read by DuckDB), headers mapped to
-    ticker/date/close/adj_close by `columns`; `ticker` fills a one-ticker export's ticker."""
+    ticker/date/close/adj_close by `columns`; `ticker` fills a one-ticker export's ticker.
+    `lenient`: a mapped header the file lacks is skipped (the config's `columns`, which
+    describe the drop folder's format, not every file), not an error (`--map`)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"price file {path} does not exist")
@@ -91,7 +93,10 @@ def read_prices_file(path: Path, columns: dict[str, str] | None = None,
         raise DataError(f"cannot read price file {path}: {str(e).splitlines()[0]}") from None
     finally:
         con.close()
-    return _mapped(raw, columns or {}, ticker, str(path))
+    columns = columns or {}
+    if lenient:
+        columns = {k: v for k, v in columns.items() if k in raw.columns}
+    return _mapped(raw, columns, ticker, str(path))
 
 
 def _check_text(path: Path) -> None:
