@@ -18,7 +18,7 @@ from dualpath.config import MarketSettings
 from dualpath.errors import NotASession
 from warehouse.freshness import freshness
 from warehouse.migrations import migrate
-from warehouse.price_sources import update_prices
+from warehouse.price_sources import PRICE_UPDATES_SQL, update_prices
 from warehouse.prices import PRICE_GAPS_SQL, load_prices
 
 DATA = Path(__file__).parent / "data"
@@ -80,6 +80,17 @@ def test_a_later_file_revises_once_and_never_flip_flops():
         "adj_close 10 -> 10.2 (forward returns of past nights change)"]
     assert update(con).sources[0].revised == 0
     assert load_prices(con)["adj_close"].tolist() == [10.2]
+
+
+def test_updates_are_logged_once_the_warehouse_has_the_table():
+    con = con_()
+    con.execute(PRICE_UPDATES_SQL)               # the migration the report asks for
+    drop("a.csv", "AAA,2026-11-27,10,10\n")
+    update(con)
+    update(con)
+    assert con.execute("SELECT night, files, new_rows, revised_rows, error FROM price_updates "
+                       "ORDER BY updated_at").fetchall() == [(NIGHT, 1, 1, 0, None),
+                                                             (NIGHT, 1, 0, 0, None)]
 
 
 def test_a_bad_file_is_reported_and_the_others_still_import():

@@ -302,3 +302,9 @@ def test_empty_and_header_only_files():
                                     "price rows")
     df, w = check(write("h.csv", ""))
     assert df.empty and w == ["h.csv: no price rows (only a header)"]
+
+
+def test_the_configs_column_map_is_skipped_for_a_file_without_those_headers():
+    con = _con()
+    settings = MarketSettings(columns={"Adj Close": "adj_close"})
+    assert import_file(con, write("p.csv", GOOD), settings, XKRX, ["AAA", "BBB"]).new == 4

@@ -298,7 +298,31 @@ def update_prices(con: duckdb.DuckDBPyConnection, settings: MarketSettings, base
         _from_online(con, settings.source, tickers, night, calendar, settings, fetcher, r)
         results.append(r)
     fresh = freshness(con, tickers, night, calendar, market=settings, max_horizon=max_horizon)
+    _log(con, night, results)
     return UpdateReport(night, results, fresh)
+
+
+# The log of nightly price updates, one row per source: the SQL of the migration that adds it.
+# Until the warehouse has it, the report is the only record.
+PRICE_UPDATES_SQL = """
+CREATE TABLE IF NOT EXISTS price_updates (
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+    night DATE NOT NULL, source VARCHAR NOT NULL, files INTEGER NOT NULL,
+    new_rows INTEGER NOT NULL, revised_rows INTEGER NOT NULL,
+    error VARCHAR, warnings_json VARCHAR NOT NULL
+);
+"""
+
+
+def _log(con, night: date, results: list[SourceResult]) -> None:
+    import json
+
+    if not results or not has_table(con, "price_updates"):
+        return
+    con.executemany("INSERT INTO price_updates (night, source, files, new_rows, revised_rows, "
+                    "error, warnings_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [[night, r.name, r.files, r.new, r.revised, r.error,
+                      json.dumps(r.warnings, ensure_ascii=False)] for r in results])
 
 
 def _file_sources(settings: MarketSettings, base_dir: Path) -> list[tuple[str, list[Path], str | None]]:
