@@ -12,6 +12,7 @@ directions) goes through the same class, so the demo exercises the same machiner
 
 from __future__ import annotations
 
+import warnings
 from datetime import date, datetime, time, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -47,7 +48,9 @@ def _exchange(code: str, last_year: int):
     import exchange_calendars as xcals
 
     try:
-        return xcals.get_calendar(code, start=f"{FIRST_YEAR}-01-01", end=f"{last_year}-12-31")
+        with warnings.catch_warnings():   # the library's own pandas deprecations, not ours
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return xcals.get_calendar(code, start=f"{FIRST_YEAR}-01-01", end=f"{last_year}-12-31")
     except xcals.errors.InvalidCalendarName:
         raise ConfigError(f"[market] calendar {code!r} is not an exchange calendar; use an "
                           "exchange_calendars code (XKRX Korea, XNYS New York, XTKS Tokyo, "
@@ -87,7 +90,7 @@ class MarketCalendar:
                               f"{code}, which trades in {own}; remove 'timezone' (the "
                               f"exchange's own zone is used) or set it to {own!r}")
         sessions = pd.DatetimeIndex(cal.sessions).tz_localize(None)
-        return cls(code, ZoneInfo(own), sessions, pd.DatetimeIndex(cal.closes))
+        return cls(code, ZoneInfo(own), sessions, pd.DatetimeIndex(cal.closes.array))
 
     @classmethod
     def synthetic(cls, start: date, tz: ZoneInfo, last_year: int) -> "MarketCalendar":
