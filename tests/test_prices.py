@@ -170,7 +170,7 @@ def test_inf_in_parquet_is_rejected_too():
     duckdb.sql("COPY (SELECT 'AAA' AS ticker, DATE '2026-11-26' AS date, "
                "'inf'::DOUBLE AS adj_close) TO 'inf.parquet' (FORMAT parquet)")
     assert error(Path("inf.parquet")) == ("inf.parquet: adj_close is not finite (inf or NaN) on "
-                                          "line(s) 2; leave a price blank for a day without one")
+                                          "row(s) 1; leave a price blank for a day without one")
 
 
 @pytest.mark.parametrize("body,message", [

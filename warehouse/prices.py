@@ -42,9 +42,12 @@ _ALIASES = {"adj close": "adj_close", "adjclose": "adj_close", "adjusted close":
 
 
 def _lines(mask: pd.Series | np.ndarray, index: pd.Index, limit: int = SHOWN) -> str:
-    idx = [int(i) + 2 for i in index[np.asarray(mask)][:limit]]   # +2: header, 1-based
+    """'line(s) 2, 5' of a CSV (after its header line), else 'row(s) 1, 4' (Parquet, frames)."""
+    csv = index.name == "line"
+    idx = [int(i) + (2 if csv else 1) for i in index[np.asarray(mask)][:limit]]
     n = int(np.asarray(mask).sum())
-    return ", ".join(map(str, idx)) + (f" and {n - limit} more" if n > limit else "")
+    return (("line(s) " if csv else "row(s) ") + ", ".join(map(str, idx))
+            + (f" and {n - limit} more" if n > limit else ""))
 
 
 def _more(items: list[str], limit: int = SHOWN) -> str:
@@ -89,6 +92,8 @@ def read_prices_file(path: Path, columns: dict[str, str] | None = None,
             cast = ", ".join(f'CAST("{n}" AS VARCHAR) AS "{n}"' for n in names)
             rel = con.execute(f"SELECT {cast} FROM read_parquet(?)", [str(path)])
         raw = rel.df()
+        if not parquet:
+            raw.index.name = "line"          # messages name CSV lines, Parquet rows
     except duckdb.Error as e:
         raise DataError(f"cannot read price file {path}: {str(e).splitlines()[0]}") from None
     finally:
@@ -163,12 +168,12 @@ def _dates(col: pd.Series, source: str, date_format: str | None) -> pd.Series:
             bad = ~text.fillna("").str.match(_ISO)
             timed = bad & text.fillna("").str.match(r"^\d{4}-\d{2}-\d{2}[ T]\d")
             if timed.any():
-                raise DataError(f"{source}: date {text[timed].iloc[0]!r} on line(s) "
+                raise DataError(f"{source}: date {text[timed].iloc[0]!r} on "
                                 f"{_lines(timed, col.index)} carries a time of day; give one "
                                 "row per trading day (its date only)")
             if bad.any():
                 example = text[bad].iloc[0]
-                raise DataError(f"{source}: date {example!r} on line(s) {_lines(bad, col.index)} "
+                raise DataError(f"{source}: date {example!r} on {_lines(bad, col.index)} "
                                 "is not an ISO date (YYYY-MM-DD); a date like 03/04/2026 could "
                                 "be 3 April or 4 March, so dualpath does not guess: convert "
                                 "the file, or give the format, e.g. --date-format %d/%m/%Y")
@@ -177,11 +182,11 @@ def _dates(col: pd.Series, source: str, date_format: str | None) -> pd.Series:
         out = pd.to_datetime(text, format=date_format, errors="coerce")
         bad = out.isna()
         if bad.any():
-            raise DataError(f"{source}: date {text[bad].iloc[0]!r} on line(s) "
+            raise DataError(f"{source}: date {text[bad].iloc[0]!r} on "
                             f"{_lines(bad, col.index)} does not match {date_format!r}")
     timed = out != out.dt.normalize()
     if timed.any():
-        raise DataError(f"{source}: dates on line(s) {_lines(timed, col.index)} carry a time "
+        raise DataError(f"{source}: dates on {_lines(timed, col.index)} carry a time "
                         "of day; give one row per trading day (its date only)")
     return out
 
@@ -203,16 +208,16 @@ def _prices(raw: pd.DataFrame, col: str, source: str) -> tuple[pd.Series, pd.Ser
         values = values.where(~spelled, np.inf)       # a spelled-out inf/NaN is not finite
         bad = values.isna() & ~blank
         if bad.any():
-            raise DataError(f"{source}: {col} {text[bad].iloc[0]!r} on line(s) "
+            raise DataError(f"{source}: {col} {text[bad].iloc[0]!r} on "
                             f"{_lines(bad, raw.index)} is not a number (write plain numbers "
                             "like 71000.5: no thousands separators, no currency)")
     bad = ~np.isfinite(values) & ~blank
     if bad.any():
-        raise DataError(f"{source}: {col} is not finite (inf or NaN) on line(s) "
+        raise DataError(f"{source}: {col} is not finite (inf or NaN) on "
                         f"{_lines(bad, raw.index)}; leave a price blank for a day without one")
     nonpos = values <= 0
     if nonpos.any():
-        raise DataError(f"{source}: {col} must be > 0; line(s) {_lines(nonpos, raw.index)} are not")
+        raise DataError(f"{source}: {col} must be > 0; {_lines(nonpos, raw.index)} are not")
     return values, blank
 
 
@@ -224,7 +229,7 @@ def _parse(raw: pd.DataFrame, source: str, date_format: str | None) -> tuple[pd.
                       index=raw.index)
     empty = df["ticker"] == ""
     if empty.any():
-        raise DataError(f"{source}: empty ticker on line(s) {_lines(empty, raw.index)}")
+        raise DataError(f"{source}: empty ticker on {_lines(empty, raw.index)}")
     df["date"] = _dates(raw["date"], source, date_format)
     df["adj_close"], halted = _prices(raw, "adj_close", source)
     df["close"], _ = _prices(raw, "close", source)
