@@ -291,26 +291,10 @@ def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
 
 
 def load_metrics(cfg, paths: list[str] | None = None, since: date | None = None):
-    """All metric tables for an experiment, from the warehouse."""
-    from evals.report import compute_metrics
-    from warehouse.db import reader
-    from warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
+    """All metric tables for an experiment, from the warehouse (see `flows.metrics`)."""
+    from flows.metrics import load_metrics as load
 
-    with reader(cfg.resolve(cfg.warehouse.path)) as con:
-        args = (con, cfg.experiment.name, since, paths)
-        units, calls, runs, prices = units_frame(*args), calls_frame(*args), runs_frame(*args), prices_frame(con)
-    names = paths or list(cfg.paths)
-    c = cfg.comparison
-    base = c.baseline if c.baseline in names else ("main" if "main" in names else names[0])
-    rest = [n for n in names if n != base]
-    cand = c.candidate if c.candidate in rest else ("backup" if "backup" in rest else
-                                                    (rest[0] if rest else None))
-    horizons = cfg.experiment.horizons
-    primary = c.primary_horizon or next((h for h in sorted(horizons) if h > 1), horizons[0])
-    return compute_metrics(units, calls, runs, prices, horizons,
-                           (base, cand) if cand else None, seed=cfg.sampling.base_seed,
-                           margin=c.margin, alpha=c.alpha, primary_horizon=primary,
-                           sessions=None)
+    return load(cfg, paths, since)
 
 
 METRIC_TABLES = {

@@ -53,11 +53,38 @@ def compute(cfg: Config, q: Question, units: pd.DataFrame, calls: pd.DataFrame,
                            primary_horizon=q.primary_horizon, sessions=sessions)
 
 
+def sessions_for(cfg: Config, prices: pd.DataFrame) -> list | None:
+    """The exchange's sessions over the priced range: forward returns step over these, so a
+    stray price on a holiday cannot shift every ticker's horizon."""
+    from dualpath.calendar import MarketCalendar
+
+    if not len(prices):
+        return None
+    cal = MarketCalendar.from_settings(cfg.market)
+    lo = max(pd.Timestamp(prices["date"].min()).date(), cal.first)
+    hi = min(pd.Timestamp(prices["date"].max()).date(), cal.last)
+    return cal.sessions(lo, hi) if lo <= hi else None
+
+
 def load_metrics(cfg: Config, paths: list[str] | None = None, since: date | None = None,
                  plan: Plan | None = None) -> Metrics:
-    """Every metric table of the experiment, from the warehouse."""
+    """Every metric table of the experiment, from the warehouse (the frozen plan's question
+    when there is one)."""
+    from dualpath.errors import UserError
+    from warehouse import plans
+
+    unknown = sorted(set(paths or []) - set(cfg.paths))
+    if unknown:
+        raise UserError(f"no such path {unknown}; the config's paths are {list(cfg.paths)}")
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         args = (con, cfg.experiment.name, since, paths)
         units, calls, runs = units_frame(*args), calls_frame(*args), runs_frame(*args)
         prices = prices_frame(con)
-    return compute(cfg, question(cfg, plan, paths), units, calls, runs, prices)
+        frozen = plans.current(con, cfg.experiment.name)
+    if not len(runs):
+        raise UserError(f"no runs of experiment {cfg.experiment.name!r}"
+                        + (f" from {since}" if since else "")
+                        + (f" on {paths}" if paths else "") + " in the warehouse")
+    plan = plan or (frozen.plan if frozen else None)
+    return compute(cfg, question(cfg, plan, paths), units, calls, runs, prices,
+                   sessions_for(cfg, prices))

@@ -110,7 +110,7 @@ def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
         drop = lambda df: df[~pd.to_datetime(df["night"]).isin(off)]
         units, calls, runs = drop(units), drop(calls), drop(runs)
     m = metrics.compute(cfg, metrics.question(cfg, frozen.plan if frozen else None),
-                        units, calls, runs, prices)
+                        units, calls, runs, prices, metrics.sessions_for(cfg, prices))
     if off:
         m.notes.append(f"{len(off)} night(s) run with a config that differs from the frozen "
                        "plan were left out of every metric (see Deviations)")
