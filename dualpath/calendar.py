@@ -42,6 +42,25 @@ def zone(name: str) -> ZoneInfo:
                           "'Asia/Seoul', 'America/New_York' or 'Europe/London'") from None
 
 
+def exchange_zone(code: str) -> str:
+    """The IANA zone an exchange trades in ('synthetic': Asia/Seoul); ValueError naming the
+    known codes for an unknown one. Cheap: no calendar is built."""
+    if code in (SYNTHETIC, "XKRX"):      # the common cases, without importing the library
+        return "Asia/Seoul"
+    import exchange_calendars as xcals
+    from exchange_calendars.calendar_utils import _default_calendar_factories as factories
+
+    try:
+        return str(factories[xcals.resolve_alias(code)].tz)
+    except (KeyError, xcals.errors.InvalidCalendarName):
+        raise ValueError(_UNKNOWN.format(code=code)) from None
+
+
+_UNKNOWN = ("calendar {code!r} is not an exchange calendar; use an exchange_calendars code "
+            "(XKRX Korea, XNYS New York, XTKS Tokyo, XLON London, ...) or 'synthetic' for the "
+            "demo market")
+
+
 @lru_cache(maxsize=8)
 def _exchange(code: str, last_year: int):
     # building a calendar takes ~1 s: one per code and process
@@ -52,9 +71,7 @@ def _exchange(code: str, last_year: int):
             warnings.simplefilter("ignore", DeprecationWarning)
             return xcals.get_calendar(code, start=f"{FIRST_YEAR}-01-01", end=f"{last_year}-12-31")
     except xcals.errors.InvalidCalendarName:
-        raise ConfigError(f"[market] calendar {code!r} is not an exchange calendar; use an "
-                          "exchange_calendars code (XKRX Korea, XNYS New York, XTKS Tokyo, "
-                          "XLON London, ...) or 'synthetic' for the demo market") from None
+        raise ConfigError("[market] " + _UNKNOWN.format(code=code)) from None
 
 
 class MarketCalendar:
@@ -75,7 +92,7 @@ class MarketCalendar:
         last_year = (today or date.today()).year + YEARS_AHEAD
         if market.calendar == SYNTHETIC:
             # the demo market may lie in the future: its calendar runs well past its start
-            return cls.synthetic(market.synthetic_start, zone(market.timezone or "Asia/Seoul"),
+            return cls.synthetic(market.synthetic_start, zone(market.timezone),
                                  max(last_year, market.synthetic_start.year + 5))
         return cls.exchange(market.calendar, market.timezone, last_year)
 
@@ -200,4 +217,4 @@ class MarketCalendar:
         return f"MarketCalendar({self.name!r}, {self.tz.key}, {self.first} .. {self.last})"
 
 
-__all__ = ["MarketCalendar", "SYNTHETIC", "zone"]
+__all__ = ["MarketCalendar", "SYNTHETIC", "exchange_zone", "zone"]

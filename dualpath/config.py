@@ -232,10 +232,11 @@ class MarketSettings(_Model):
     calendar: str = Field("XKRX", min_length=1, description="Exchange calendar "
                           "(exchange_calendars code, e.g. XKRX, XNYS, XTKS), or 'synthetic' "
                           "for the demo's market. A night must be one of its sessions.")
-    timezone: str | None = Field(None, description="The market's time zone (IANA name); unset "
-                                 "= the exchange's own (XKRX: Asia/Seoul; 'synthetic': "
-                                 "Asia/Seoul). The default night is the latest session whose "
-                                 "close has passed there.")
+    timezone: str = Field("Asia/Seoul", description="The market's time zone (IANA name); "
+                          "unset = the exchange's own (XKRX: Asia/Seoul, XNYS: "
+                          "America/New_York; 'synthetic': Asia/Seoul). The default night is "
+                          "the latest session whose close has passed there; schedules run in "
+                          "it.")
     prices_file: Path | None = Field(None, description="A CSV/Parquet of daily prices, "
                                      "imported (what is new) before every night.")
     prices_dir: Path | None = Field(None, description="A drop folder: every *.csv / *.parquet "
@@ -268,10 +269,8 @@ class MarketSettings(_Model):
 
     @field_validator("timezone")
     @classmethod
-    def _zone(cls, v: str | None) -> str | None:
+    def _zone(cls, v: str) -> str:
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-        if v is None:
-            return v
         try:
             ZoneInfo(v)
         except (ZoneInfoNotFoundError, ValueError):
@@ -290,11 +289,17 @@ class MarketSettings(_Model):
 
     @model_validator(mode="before")
     @classmethod
-    def _synthetic_default(cls, data):
+    def _defaults(cls, data):
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
         # the synthetic market's days are the synthetic calendar's: its default calendar
-        if isinstance(data, dict) and data.get("synthetic_seed") is not None \
-                and "calendar" not in data:
-            data = {**data, "calendar": "synthetic"}
+        if data.get("synthetic_seed") is not None and "calendar" not in data:
+            data["calendar"] = "synthetic"
+        # an exchange trades in its own zone: the default, so XNYS is never judged in Seoul
+        if data.get("timezone") is None and isinstance(data.get("calendar", "XKRX"), str):
+            from dualpath.calendar import exchange_zone
+            data["timezone"] = exchange_zone(data.get("calendar", "XKRX"))
         return data
 
     @model_validator(mode="after")

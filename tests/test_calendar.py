@@ -120,9 +120,9 @@ def test_settings_mistakes_say_how_to_fix_them():
                                           r"days are the 'synthetic' calendar's, not XKRX's"):
         _market(synthetic_seed=7, calendar="XKRX")
     assert _market(synthetic_seed=7).calendar == "synthetic"
-    with pytest.raises(ConfigError, match=r"\[market\] calendar 'XKRZ' is not an exchange "
+    with pytest.raises(ConfigError, match=r"market: calendar 'XKRZ' is not an exchange "
                                           r"calendar; use an exchange_calendars code"):
-        MarketCalendar.from_settings(_market(calendar="XKRZ"))
+        _market(calendar="XKRZ")
     with pytest.raises(ConfigError) as e:
         MarketCalendar.from_settings(_market(calendar="XNYS", timezone="Asia/Seoul"))
     assert str(e.value) == ("[market] timezone 'Asia/Seoul' disagrees with calendar XNYS, which "
@@ -131,6 +131,8 @@ def test_settings_mistakes_say_how_to_fix_them():
 
 
 def test_another_exchange_uses_its_own_clock():
+    assert _market(calendar="XNYS").timezone == "America/New_York"   # never Seoul by default
+    assert _market().timezone == "Asia/Seoul"
     nyse = MarketCalendar.from_settings(_market(calendar="XNYS"), today=date(2026, 11, 30))
     # 2026-11-26 is Thanksgiving; the 27th closes early, at 13:00 New York (18:00 UTC)
     assert not nyse.is_session(date(2026, 11, 26))
