@@ -185,11 +185,11 @@ TOTALS_LABELS = {"throughput_s_median": "s/ticker throughput",
                  "overhead_share": "HTTP overhead share"}
 
 
-def _parse_date(text: str) -> date:
+def _parse_date(text: str, option: str = "--date") -> date:
     try:
         return date.fromisoformat(text)
     except ValueError:
-        raise UserError(f"--date {text!r} is not a date; use YYYY-MM-DD") from None
+        raise UserError(f"{option} {text!r} is not a date; use YYYY-MM-DD") from None
 
 
 @app.command()
@@ -340,7 +340,10 @@ METRIC_TABLES = {
 }
 
 
-def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None) -> None:
+def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None,
+                  meta: dict | None = None, out_dir: Path | None = None) -> None:
+    """The metric tables as rich tables, CSV (one file per table with `out_dir`) or JSON
+    (tables, notes and `meta`)."""
     import orjson
     out = {}
     for key, (title, cols, table_cols) in METRIC_TABLES.items():
@@ -358,14 +361,22 @@ def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | Non
             frame = frame[[c for c in cols if c in frame]]
         if fmt == "json":
             out[key] = frame.to_dict("records")
+        elif fmt == "csv" and out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            frame.to_csv(out_dir / f"{key}.csv", index=False)
         elif fmt == "csv":
             sys.stdout.write(f"# {key}\n")
             print_frame(frame, "csv")
         elif len(frame):
             print_frame(frame, fmt, title)
     if fmt == "json":
-        sys.stdout.write(orjson.dumps(out, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
+        doc = {"meta": meta or {}, "tables": out, "notes": list(m.notes)}
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
                                       default=str).decode() + "\n")
+    elif fmt == "csv" and out_dir is not None:
+        (out_dir / "notes.txt").write_text("".join(f"{n}\n" for n in m.notes))
+        err_console.print(f"wrote {len(list(out_dir.glob('*.csv')))} table(s) as CSV into "
+                          f"{out_dir}")
     elif fmt == "table":
         for note in m.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
@@ -377,15 +388,24 @@ def metrics(config: Path = CONFIG_OPT,
             horizon: Optional[int] = typer.Option(None, help="Only this horizon."),
             since: Optional[str] = typer.Option(None, help="Only nights from YYYY-MM-DD."),
             fmt: str = FORMAT_OPT,
-            plot: Optional[Path] = typer.Option(None, help="Also write a PNG of the comparison.")) -> None:
+            plot: Optional[Path] = typer.Option(None, help="Also write a PNG of the comparison."),
+            out: Optional[Path] = typer.Option(None, help="With -f csv: one file per table "
+                                               "into this folder.")) -> None:
     """RankIC, path comparison, self-reproducibility and speed (complete runs only)."""
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format {fmt!r}: use table, csv or json")
     cfg = load_config(config)
     if horizon is not None and horizon not in cfg.experiment.horizons:
         raise UserError(f"--horizon {horizon}: the experiment's horizons are {cfg.experiment.horizons}")
-    m = load_metrics(cfg, path, _parse_date(since) if since else None)
-    print_metrics(m, fmt, horizon)
+    start = _parse_date(since, "--since") if since else None
+    m = load_metrics(cfg, path, start)
+    meta = None
+    if fmt == "json":
+        from flows.metrics import metadata
+        meta = metadata(cfg, start)
+    if out is not None and fmt != "csv":
+        raise UserError("--out writes CSV files: add -f csv")
+    print_metrics(m, fmt, horizon, meta=meta, out_dir=out)
     if plot is not None:
         from evals.plots import plot_comparison
         err_console.print(f"wrote {plot_comparison(m, plot, horizon or cfg.experiment.horizons[0])}")
@@ -498,7 +518,7 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
 
     if plan.exists() and not force:
         raise UserError(f"{plan} exists; pass --force to overwrite it")
-    p = draft_plan(load_config(config), _parse_date(first_night), nights)
+    p = draft_plan(load_config(config), _parse_date(first_night, "--first-night"), nights)
     plan.write_text(plan_toml(p))
     console.print(f"wrote {plan} (sha256 {p.sha256()[:12]}); review the hypotheses, then "
                   f"`dualpath prereg freeze {plan} -c {config}`")
@@ -551,7 +571,8 @@ def report(config: Path = CONFIG_OPT,
     from flows.weekly import week_range, write_report
 
     cfg = load_config(config)
-    lo, hi = (_parse_date(since) if since else None), (_parse_date(until) if until else None)
+    lo = _parse_date(since, "--since") if since else None
+    hi = _parse_date(until, "--until") if until else None
     if week:
         if since or until:
             raise UserError("give --week or --since/--until, not both")

@@ -88,3 +88,23 @@ def load_metrics(cfg: Config, paths: list[str] | None = None, since: date | None
     plan = plan or (frozen.plan if frozen else None)
     return compute(cfg, question(cfg, plan, paths), units, calls, runs, prices,
                    sessions_for(cfg, prices))
+
+
+def metadata(cfg: Config, since: date | None = None) -> dict:
+    """What a machine-readable metrics export must say about itself."""
+    from datetime import datetime, timezone
+
+    from warehouse import plans
+
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        first, last = con.execute("SELECT min(night), max(night) FROM runs WHERE experiment = ?"
+                                  " AND night >= coalesce(?, night)",
+                                  [cfg.experiment.name, since]).fetchone()
+        hashes = [r[0] for r in con.execute(
+            "SELECT DISTINCT config_hash FROM runs WHERE experiment = ? ORDER BY 1",
+            [cfg.experiment.name]).fetchall()]
+        frozen = plans.current(con, cfg.experiment.name)
+    q = question(cfg, frozen.plan if frozen else None)
+    return {"experiment": cfg.experiment.name, "first_night": first, "last_night": last,
+            "config_hashes": hashes, "plan_hash": frozen.plan_hash if frozen else None,
+            "question": q.__dict__, "generated_at": datetime.now(timezone.utc).isoformat()}

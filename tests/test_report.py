@@ -94,3 +94,23 @@ def test_the_weekly_flow_publishes_the_markdown_as_an_artifact(tmp_path, prefect
     assert state.is_completed() and run.name == "report/latest"
     assert "# dualpath weekly comparison" in arts[0].data and "**confirmatory**" in arts[0].data
     assert list((tmp_path / "weekly").glob("*.html"))
+
+
+def test_metrics_json_carries_metadata_and_csv_writes_one_file_per_table(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from dualpath.cli import app
+    cfg, plan = study(tmp_path, nights=2, window=2)
+    cfg_path = tmp_path / "dualpath.toml"
+    r = CliRunner().invoke(app, ["metrics", "-c", str(cfg_path), "-f", "json"])
+    doc = json.loads(r.stdout)
+    assert doc["meta"]["experiment"] == "demo" and len(doc["meta"]["plan_hash"]) == 64
+    assert doc["meta"]["question"]["primary_horizon"] == 5 and "rank_ic" in doc["tables"]
+    r = CliRunner().invoke(app, ["metrics", "-c", str(cfg_path), "-f", "csv", "--out",
+                                 str(tmp_path / "csv")])
+    assert r.exit_code == 0
+    assert {"rank_ic.csv", "comparison.csv", "speed.csv"} <= {p.name for p in (tmp_path / "csv").iterdir()}
+    bad = CliRunner().invoke(app, ["metrics", "-c", str(cfg_path), "--since", "May 3"])
+    assert bad.exit_code != 0 and "--since 'May 3' is not a date" in str(bad.exception)
