@@ -163,3 +163,41 @@ def test_counters_going_down_mean_a_restart():
     assert counters_went_down({"process_start_time_seconds": 1.0},
                               {"process_start_time_seconds": 2.0}) == ["process_start_time_seconds"]
     assert counters_went_down(None, before) == []
+
+
+def test_a_planted_key_is_sent_but_never_stored_or_printed(tmp_path, monkeypatch):
+    """The key travels in the Authorization header only: not in the journal, any warehouse
+    column, or what the CLI prints."""
+    import subprocess
+    import sys
+
+    from dualpath.config import load_config
+    from dualpath.sim.proxy import FaultProxy
+
+    key = "sk-planted-7c1e9a42"
+    monkeypatch.setenv("DUALPATH_TEST_PLANTED_KEY", key)
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    cfg_path.write_text(cfg_path.read_text().replace(
+        "[paths.backup]\n", '[paths.backup]\napi_key_env = "DUALPATH_TEST_PLANTED_KEY"\n'))
+    cfg = load_config(cfg_path)
+    with SimFleet(cfg) as fleet, FaultProxy(fleet.urls["backup"]) as proxy:
+        works = score_night_plain(cfg, nights[0], {**fleet.urls, "backup": proxy.url})
+    ingest(cfg, works)
+    # every request to the path carried the key: chat, identity, load and metrics reads
+    assert {"/v1/chat/completions", "/props", "/v1/models", "/slots", "/metrics"} <= set(proxy.requests)
+    assert proxy.authorized == proxy.requests
+    for f in tmp_path.rglob("*"):
+        if f.is_file() and f.suffix not in (".duckdb", ".wal"):
+            assert key.encode() not in f.read_bytes(), f
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        cols = con.execute("""SELECT table_name, column_name FROM information_schema.columns
+                              WHERE data_type = 'VARCHAR' AND table_schema = 'main'""").fetchall()
+        hits = [(t, c) for t, c in cols if con.execute(
+            f'SELECT count(*) FROM "{t}" WHERE "{c}" LIKE ?', [f"%{key}%"]).fetchone()[0]]
+        hits += [("texts", "text")] if con.execute(
+            "SELECT count(*) FROM texts WHERE text LIKE ?", [f"%{key}%"]).fetchone()[0] else []
+    assert hits == []
+    for args in (["sql", "SELECT * FROM server_sessions"], ["runs", "--evidence"]):
+        r = subprocess.run([sys.executable, "-m", "dualpath", *args, "-c", str(cfg_path),
+                            "-f", "csv"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and key not in r.stdout + r.stderr, r.stderr

@@ -67,6 +67,8 @@ class FaultProxy:
         self.url = ""
         self.injected: Counter = Counter()      # kind -> faults applied
         self.chat_requests = 0
+        self.requests: Counter = Counter()      # endpoint -> requests
+        self.authorized: Counter = Counter()    # endpoint -> requests with Authorization
         self._queue: list[str] = []
         self._spoiled: dict[str, str] = {}      # body hash -> fault kind
         self._seen: Counter = Counter()         # body hash -> times seen
@@ -75,6 +77,7 @@ class FaultProxy:
         self._server: asyncio.base_events.Server | None = None
         self._thread = threading.Thread(target=self._run, daemon=True, name="fault-proxy")
         self._ready = threading.Event()
+        self._tasks: set[asyncio.Task] = set()
 
     # --- control, from any thread ---
     def inject(self, kind: str, n: int = 1) -> None:
@@ -134,6 +137,14 @@ class FaultProxy:
             self._loop.close()
 
     # --- one connection ---
+    def _note_auth(self, target: bytes, lines: list[bytes]) -> None:
+        """Count requests per endpoint, and those that carried an Authorization header."""
+        endpoint = target.split(b"?")[0].decode(errors="replace")
+        has = any(ln.lower().startswith(b"authorization:") for ln in lines[1:])
+        with self._lock:
+            self.requests[endpoint] += 1
+            self.authorized[endpoint] += has
+
     def _fault_for(self, target: bytes, body: bytes) -> str | None:
         if not target.startswith(_CHAT):
             return None
@@ -149,6 +160,10 @@ class FaultProxy:
             return kind
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # asyncio keeps only a weak hold on a connection's handler: a client that vanishes
+        # mid-request would leave it to the garbage collector, pending
+        task = asyncio.current_task()
+        self._tasks.add(task)
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             lines = head[:-4].split(b"\r\n")
@@ -156,6 +171,7 @@ class FaultProxy:
             length = next((int(v) for k, _, v in (ln.partition(b":") for ln in lines[1:])
                            if k.strip().lower() == b"content-length"), 0)
             body = await reader.readexactly(length)
+            self._note_auth(target, lines)
             fault = self._fault_for(target, body)
             if fault is None:
                 await self._forward(lines, body, writer)
@@ -165,6 +181,7 @@ class FaultProxy:
                 OSError, IndexError, ValueError):
             pass
         finally:
+            self._tasks.discard(task)
             if not writer.is_closing():
                 writer.close()
 
