@@ -51,6 +51,8 @@ def test_drop_folder_imports_only_what_is_new_and_reports_freshness_per_ticker()
     r = update(con)
     assert r.lines() == [
         f"drop folder {Path('drop').resolve()}: 1 file(s), 4 new row(s), 0 revised",
+        "no ticker has a price for the night's session 2026-11-27: the newest are from "
+        "2026-11-26, 1 session(s) before; update them (`dualpath prices update`)",
         "stale prices for 2026-11-27: 2 of 3 ticker(s) have no price for the night's session: "
         "AAA (last 2026-11-26, 1 session(s) behind), BBB (last 2026-11-26, 1 session(s) behind)",
         "no prices at all on or before 2026-11-27 for 1 of 3 ticker(s): CCC"]
@@ -149,6 +151,17 @@ def test_a_halt_without_the_gaps_table_is_reported_once_not_every_night():
     drop("a.csv", "AAA,2026-11-26,10,10\nAAA,2026-11-27,,\n")
     assert any("blank adj_close" in w for w in update(con).sources[0].warnings)
     assert update(con).sources[0].warnings == []
+
+
+def test_a_partly_filled_newest_day_before_the_night_is_named():
+    con = con_()
+    con.execute("INSERT INTO prices VALUES ('AAA', DATE '2026-11-25', 1, 1), "
+                "('BBB', DATE '2026-11-25', 1, 1), ('AAA', DATE '2026-11-26', 1, 1)")
+    f = freshness(con, ["AAA", "BBB"], NIGHT, XKRX)
+    assert (f.newest, f.partial, f.stale, f.behind) == (date(2026, 11, 26), True,
+                                                         ["AAA", "BBB"], {"AAA": 1, "BBB": 2})
+    assert f.messages[-1] == ("the newest price day 2026-11-26 is partly filled: 1 ticker(s) "
+                              "against 2 on 2026-11-25 (a file still arriving?)")
 
 
 def test_forward_returns_that_can_never_mature_are_flagged():

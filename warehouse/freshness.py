@@ -63,14 +63,13 @@ class Freshness:
 def _last_priced(con: duckdb.DuckDBPyConnection, tickers: list[str], night: date,
                  calendar: MarketCalendar) -> tuple[dict, dict]:
     """Per ticker: last priced session <= night; and per session: how many tickers."""
-    lo = calendar.previous_session(night)
     df = con.execute("SELECT ticker, date FROM prices WHERE date <= ? AND ticker IN "
                      "(SELECT unnest(?))", [night, tickers]).df()
     df["date"] = pd.to_datetime(df["date"]).dt.date
     sessions = {d for d in df["date"].unique() if calendar.is_session(d)}   # per day, not row
     df = df[df["date"].isin(sessions)]
     last = df.groupby("ticker")["date"].max().to_dict()
-    counts = df[df["date"] >= lo].groupby("date")["ticker"].nunique().to_dict()
+    counts = df.groupby("date")["ticker"].nunique().to_dict()
     return {t: last.get(t) for t in tickers}, counts
 
 
@@ -118,6 +117,11 @@ def _messages(night, tickers, last, behind, stale, missing, halted, newest, part
         msgs.append(f"no prices on or before {night} for any of the {n} universe ticker(s); "
                     "import prices (`dualpath prices import FILE` or `dualpath prices update`)")
         return msgs
+    if newest < night:
+        behind_all = calendar.sessions_between(newest, night)
+        msgs.append(f"no ticker has a price for the night's session {night}: the newest are "
+                    f"from {newest}, {behind_all} session(s) before; update them (`dualpath "
+                    "prices update`)")
     if stale:
         worst = sorted(stale, key=lambda t: -behind[t])
         shown = [f"{t} (last {last[t]}, {behind[t]} session(s) behind)" for t in worst]
