@@ -458,7 +458,8 @@ def prices_update(config: Path = CONFIG_OPT,
                                                       "YYYY-MM-DD); default: the latest session "
                                                       "whose close has passed."),
                   fmt: str = FORMAT_OPT) -> None:
-    """Import what is new from [market] prices_file, prices_dir and source; show freshness.
+    """Import what is new from the market section's prices_file, prices_dir and source, then
+    show each ticker's freshness.
     Exits 1 when a source failed (the others are still imported)."""
     from rich.markup import escape
 
