@@ -36,15 +36,25 @@ FAULT_PATH_SETTINGS = {"read_timeout_s": 1.0, "connect_timeout_s": 1.0, "backoff
                        "retry_budget_s": 30.0, "identity_poll_s": 0.1, "load_poll_s": 0.2}
 
 
-def make_lab_project(root: Path, tickers: int, draws: int, nights: int, clock: float):
+def make_lab_project(root: Path, tickers: int, draws: int, nights: int, clock: float,
+                     real: bool = False):
     """A demo-shaped project: main (vLLM dialect, not streamed), backup (llama.cpp dialect,
-    streamed, so both cut JSON and cut streams can be tried); prices imported."""
+    streamed, so both cut JSON and cut streams can be tried); prices imported. `real`: the
+    backup path is a real llama-server (Gemma 3 270M, short JSON-graded answers)."""
     root.mkdir(parents=True, exist_ok=True)
     data = demo_config_data(root, tickers, draws, clock)
     data["experiment"]["name"] = "faults"
     for name, p in data["paths"].items():
         p.update(FAULT_PATH_SETTINGS)
         p["stream"] = name == "backup"
+    if real:
+        # a CPU prefill of a few thousand tokens takes seconds: a longer read timeout
+        data["paths"]["backup"] = {
+            "engine": "llama.cpp", "base_url": "http://127.0.0.1:9", "model": REAL_ALIAS,
+            "slots": 4, "stream": True, "grade_format": "json",
+            **FAULT_PATH_SETTINGS, "read_timeout_s": 30.0, "retry_budget_s": 120.0}
+        data["sampling"]["max_tokens"] = 32
+        data["pipeline"] = {"history_days": 20}
     path = root / "dualpath.toml"
     path.write_text(dump_toml(data) + "\n")
     cfg = load_config(path)
@@ -54,6 +64,54 @@ def make_lab_project(root: Path, tickers: int, draws: int, nights: int, clock: f
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
         import_prices(con, validate_prices(raw, cfg.tickers())[0])
     return path, cfg, market.nights(nights)
+
+
+REAL_ALIAS = "gemma-backup"
+
+
+@dataclass
+class RealServer:
+    """A real llama-server (Gemma 3 270M) in its own process; same interface as SimServer."""
+
+    binary: str
+    model: str
+    alias: str = REAL_ALIAS
+    slots: int = 4
+    port: int = 0
+    proc: subprocess.Popen | None = None
+    url: str = ""
+
+    def start(self) -> "RealServer":
+        import socket
+
+        import httpx
+        if not self.port:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        argv = [self.binary, "-m", self.model, "--alias", self.alias, "--host", "127.0.0.1",
+                "--port", str(self.port), "-np", str(self.slots), "-c", str(4096 * self.slots),
+                "-t", "2", "--metrics", "--slots"]
+        self.proc = spawn(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("real llama-server did not start")
+
+    def kill9(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc:
+            stop_process(self.proc)
 
 
 @dataclass
@@ -103,15 +161,19 @@ class Lab:
     """Servers and proxies for both paths of a project; nights scored through the proxies."""
 
     def __init__(self, root: Path, tickers: int = 4, draws: int = 2, nights: int = 20,
-                 clock: float = 1.0):
-        self.cfg_path, self.cfg, self.nights = make_lab_project(root, tickers, draws, nights, clock)
+                 clock: float = 1.0, real: tuple[str, str] | None = None):
+        """`real`: (llama-server binary, GGUF model) to put a real server on the backup path."""
+        self.real = real
+        self.cfg_path, self.cfg, self.nights = make_lab_project(root, tickers, draws, nights,
+                                                                clock, real is not None)
         self.servers: dict[str, SimServer] = {}
         self.proxies: dict[str, FaultProxy] = {}
         self.spare: list[SimServer] = []
 
     def __enter__(self) -> "Lab":
         for name in self.cfg.paths:
-            self.servers[name] = SimServer(self.cfg, name).start()
+            self.servers[name] = (RealServer(*self.real) if self.real and name == "backup"
+                                  else SimServer(self.cfg, name)).start()
             self.proxies[name] = FaultProxy(self.servers[name].url).__enter__()
         return self
 
@@ -127,8 +189,12 @@ class Lab:
 
     def new_server(self, path: str, port: int = 0, **profile_over) -> SimServer:
         """Start another server for `path` (not yet behind its proxy)."""
-        new = SimServer(self.cfg, path, port=port, slots=profile_over.pop("slots", None),
-                        profile_over=profile_over)
+        if self.real and path == "backup":
+            new = RealServer(*self.real, alias=profile_over.get("model_alias", REAL_ALIAS),
+                             slots=profile_over.get("slots", 4), port=port)
+        else:
+            new = SimServer(self.cfg, path, port=port, slots=profile_over.pop("slots", None),
+                            profile_over=profile_over)
         for _ in range(50):             # a killed server's port may take a moment to free
             try:
                 new.start()

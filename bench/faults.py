@@ -1,7 +1,7 @@
 """Fault trials: real nights on simulated servers, with faults injected, then rerun as a user
 would, and every outcome counted from the warehouse.
 
-    python bench/faults.py [--tickers 4] [--draws 2] [--only KIND ...]
+    python bench/faults.py [--tickers 4] [--draws 2] [--only KIND ...] [--real]
 
 Each fault gets its own night. Transport faults go through a fault-injecting loopback proxy
 (`dualpath.sim.proxy`); process faults kill or interrupt the servers and the harness; swaps
@@ -11,6 +11,8 @@ outcome, every journaled call stored once, no unit measured twice, no contaminat
 a unit that metrics use, and every transient fault retried (the proxy saw the spoiled
 request again). Prints a table and, last, `faults=… lost=… duplicated=…
 contaminated_counted=… undetected_swaps=…` (goals: ≥ 12 kinds, zeros for the rest).
+With --real, the trials a real llama-server can take are run again with one on the backup
+path (Gemma 3 270M, as `make test` builds it; several minutes on a CPU).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 if __package__ in (None, ""):      # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.faultlab import Lab, check_night, swap_detected  # noqa: E402
+from bench.faultlab import ROOT, Lab, check_night, swap_detected  # noqa: E402
 from dualpath.sim.proxy import TRANSIENT, wait_until  # noqa: E402
 
 PROXY_FAULTS = {  # kind -> path it is tried on (cut JSON needs the unstreamed path)
@@ -165,10 +167,25 @@ def restart_recorded(lab: Lab, night) -> bool:
     return bool(len(rows)) and not rows["comparable"].any() and rows["restarts"].iloc[0] >= 1
 
 
+# On a real llama-server: its build cannot be swapped (one binary), and a hung request costs
+# the longer read timeout a CPU server needs.
+REAL_KINDS = ("reset", "http500", "http503", "cut_sse", "overflow", "swap_alias", "swap_slots",
+              "server_restart_same_port")
+
+
+def real_server() -> tuple[str, str] | None:
+    """(llama-server binary, Gemma 3 270M GGUF) where `make test` built them, else None."""
+    try:
+        from dualpath.launcher import gemma_model, llama_server_binary
+        return llama_server_binary(), gemma_model(ROOT / ".dualpath" / "models")
+    except Exception:    # noqa: BLE001 - any failure means: no real server on this machine
+        return None
+
+
 def run_trials(root: Path, kinds=ALL, tickers: int = 4, draws: int = 2, per_fault: int = 3,
-               echo=print) -> list[Trial]:
+               echo=print, real: tuple[str, str] | None = None) -> list[Trial]:
     trials = []
-    with Lab(root, tickers=tickers, draws=draws, nights=len(kinds) + 4) as lab:
+    with Lab(root, tickers=tickers, draws=draws, nights=len(kinds) + 4, real=real) as lab:
         nights = iter(lab.nights)
         for kind in kinds:
             used = [next(nights) for _ in range(3 if kind == "server_kill_x3" else 1)]
@@ -182,18 +199,19 @@ def run_trials(root: Path, kinds=ALL, tickers: int = 4, draws: int = 2, per_faul
 
 
 def table(trials: list[Trial]) -> str:
-    head = f"{'fault':<26} {'injected':>8} {'survived':>8} {'lost':>5} {'duplicated':>10} " \
+    head = f"{'fault':<32} {'injected':>8} {'survived':>8} {'lost':>5} {'duplicated':>10} " \
            f"{'contaminated counted':>20} {'retried':>8}"
     rows = [head, "-" * len(head)]
     for t in trials:
         retried = f"{t.retried}/{t.transient}" if t.transient else "-"
-        rows.append(f"{t.fault:<26} {t.injected:>8} {'yes' if t.survived else 'NO':>8} "
+        rows.append(f"{t.fault:<32} {t.injected:>8} {'yes' if t.survived else 'NO':>8} "
                     f"{t.lost:>5} {t.duplicated:>10} {t.contaminated_counted:>20} {retried:>8}")
     return "\n".join(rows)
 
 
 def summary(trials: list[Trial]) -> str:
-    kinds = sum(1 for t in trials if t.injected and t.survived)
+    # kinds of fault injected and survived (the same kind on a real server counts once)
+    kinds = len({t.fault.removeprefix("real:") for t in trials if t.injected and t.survived})
     return (f"faults={kinds} lost={sum(t.lost for t in trials)} "
             f"duplicated={sum(t.duplicated for t in trials)} "
             f"contaminated_counted={sum(t.contaminated_counted for t in trials)} "
@@ -206,6 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--draws", type=int, default=2)
     ap.add_argument("--per-fault", type=int, default=3, help="proxy faults injected per kind")
     ap.add_argument("--only", nargs="*", choices=ALL, default=None)
+    ap.add_argument("--real", action="store_true", help="also run the trials that a real "
+                    "llama-server (built by `make test`) can take, on the backup path")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -214,8 +234,17 @@ def main(argv: list[str] | None = None) -> None:
     from dualpath.procs import start_reaper
     start_reaper()
     with tempfile.TemporaryDirectory(prefix="dualpath-faults-") as tmp:
-        trials = run_trials(Path(tmp), args.only or ALL, args.tickers, args.draws,
+        trials = run_trials(Path(tmp) / "sim", args.only or ALL, args.tickers, args.draws,
                             args.per_fault)
+        real = real_server() if args.real else None
+        if args.real and real is None:
+            print("no real llama-server here (`make test` builds it): real trials skipped")
+        if real:
+            print("real llama-server on the backup path:")
+            kinds = [k for k in args.only or ALL if k in REAL_KINDS]
+            for t in run_trials(Path(tmp) / "real", kinds, 2, 1, 1, real=real):
+                t.fault = f"real:{t.fault}"
+                trials.append(t)
     print(table(trials))
     not_retried = sum(t.not_retried for t in trials)
     if not_retried:
