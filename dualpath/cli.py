@@ -137,13 +137,23 @@ def init(path: Path = typer.Argument(Path("dualpath.toml")),
 
 @app.command()
 def nightly(config: Path = CONFIG_OPT,
-            night: Optional[str] = typer.Option(None, "--date", help="Night (YYYY-MM-DD); default today."),
+            night: Optional[str] = typer.Option(None, "--date", help="Night (YYYY-MM-DD), a "
+                                                "session of [market] calendar; default: the "
+                                                "latest session whose close has passed."),
             ) -> None:
     """Score one night on every path through the Prefect flow (a rerun resumes).
 
     Exits 1 when any run is not complete (with the reason), 130 when interrupted."""
+    from datetime import datetime, timezone
+
+    from dualpath.calendar import MarketCalendar
+
     cfg = load_config(config)
-    when = _parse_date(night) if night else date.today()
+    cal = MarketCalendar.from_settings(cfg.market)
+    # a night is a session of the market's calendar; by default the latest whose close has
+    # passed in the market's time zone (never the machine's local date)
+    when = (cal.require_session(_parse_date(night)) if night
+            else cal.default_night(datetime.now(timezone.utc)))
     prefect_env(cfg.resolve(Path(".dualpath/prefect")))
     start_reaper()
     from flows.nightly import run_nightly

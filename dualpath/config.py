@@ -385,8 +385,13 @@ class Config(_Model):
     def fingerprint(self) -> str:
         """Hash of everything that changes what a night measures (not where files live)."""
         # How results are analysed (comparison) and where files live do not change a night.
-        data = self.model_dump(mode="json", exclude={"warehouse", "base_dir", "comparison",
-                                                     "schedule"})
+        # Nor do where prices come from and how files are read: only which market it is.
+        price_io = {"prices_file", "prices_dir", "columns", "ticker_from_filename",
+                    "date_format", "source", "symbol_suffix", "backfill_sessions",
+                    "refetch_sessions", "max_abs_log_return"}
+        data = self.model_dump(mode="json", exclude={"warehouse": True, "base_dir": True,
+                                                     "comparison": True, "schedule": True,
+                                                     "market": price_io})
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 

@@ -3,7 +3,7 @@ cannot be scored tonight (named, so that their units are recorded `input_failed`
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 
 from dualpath.config import Config
 from dualpath.errors import UserError
@@ -51,4 +51,54 @@ def describe_missing(missing: dict[str, str], night: date, limit: int = 5) -> st
             "their units are recorded input_failed and the run cannot be complete")
 
 
-__all__ = ["ensure_prices", "price_history", "missing_inputs", "describe_missing"]
+def calendar_of(cfg: Config):
+    from dualpath.calendar import MarketCalendar
+    return MarketCalendar.from_settings(cfg.market)
+
+
+def scheduled_night(cfg: Config, now: datetime) -> tuple[date | None, str]:
+    """The night a scheduled run scores: None (with why) when today is no session in the
+    market's time zone (a holiday's run exits cleanly), else the latest closed session."""
+    cal = calendar_of(cfg)
+    today = now.astimezone(cal.tz).date()
+    if not cal.is_session(today):
+        return None, f"no session on {today}: {cal.why_not(today)}; nothing to score"
+    return cal.default_night(now), ""
+
+
+def _sources_configured(cfg: Config) -> bool:
+    m = cfg.market
+    return bool(m.prices_file or m.prices_dir or m.source != "files")
+
+
+def update_and_gate(cfg: Config, night: date, log) -> dict[str, str]:
+    """Before any call: update prices from the configured sources (a failing source is
+    reported, scoring still runs), then the freshness gate. Returns the tickers that cannot
+    be scored tonight, with why: missing, stale (no close for the night's session) or halted."""
+    from warehouse.freshness import freshness
+    from warehouse.price_sources import update_prices
+
+    cal = calendar_of(cfg)
+    cal.require_session(night)
+    tickers = cfg.tickers()
+    horizon = max(cfg.experiment.horizons)
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        if _sources_configured(cfg):
+            report = update_prices(con, cfg.market, cfg.base_dir, cal, tickers, night,
+                                   max_horizon=horizon)
+            for line in report.lines():
+                log.info("prices: %s", line)
+            for s in report.failed:
+                log.warning("price source %s failed: %s (scoring goes on)", s.name, s.error)
+        fresh = freshness(con, tickers, night, cal, cfg.market, horizon)
+    for msg in fresh.messages:
+        (log.info if fresh.ok else log.warning)("prices: %s", msg)
+    out = {t: f"no price for {t} on or before {night}" for t in fresh.missing}
+    out |= {t: f"stale price for {t}: last {fresh.last_priced[t]}, {fresh.behind[t]} "
+               f"session(s) before {night}; update prices" for t in fresh.stale}
+    out |= {t: f"{t} is halted on {night}" for t in fresh.halted}
+    return out
+
+
+__all__ = ["ensure_prices", "price_history", "missing_inputs", "describe_missing",
+           "scheduled_night", "update_and_gate", "calendar_of"]

@@ -10,14 +10,14 @@ Rerunning a night resumes it: measured units are skipped, failed ones scored aga
 from __future__ import annotations
 
 import asyncio
-from datetime import date
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
-from prefect.states import Failed
+from prefect.states import Completed, Failed
 
 from dualpath.config import Config, load_config
 from dualpath.scheduler import Progress
@@ -102,10 +102,10 @@ def _ingest_running(cfg: Config, journals: list[Path]) -> None:
         ingest_journals(con, journals, running=True)
 
 
-def night_of(night: date | str | None) -> date:
-    if night is None:
-        return date.today()
-    return night if isinstance(night, date) else date.fromisoformat(str(night))
+def night_of(night: date | str | None) -> date | None:
+    if night is None or isinstance(night, date):
+        return night
+    return date.fromisoformat(str(night))
 
 
 def _run_name() -> str:
@@ -114,13 +114,20 @@ def _run_name() -> str:
         experiment = load_config(params["config_path"]).experiment.name
     except Exception:   # a broken config fails the run itself, with its own message
         experiment = "dualpath"
-    return f"{experiment}/{night_of(params.get('night')).isoformat()}"
+    night = night_of(params.get("night"))
+    return f"{experiment}/{night.isoformat() if night else 'scheduled'}"
 
 
 @flow(name="dualpath-nightly", flow_run_name=_run_name, log_prints=False)
 async def nightly(config_path: str = "dualpath.toml", night: date | None = None):
     """Score one night on every path, ingest, publish a summary artifact (the deployment's
-    entry point: what a user sets is the config and, optionally, the night)."""
+    entry point: what a user sets is the config and, optionally, the night). Without a
+    night, a run on a day that is no session (a holiday) ends cleanly with 'no session'."""
+    if night is None:
+        night, why = inputs.scheduled_night(load_config(config_path), datetime.now(timezone.utc))
+        if night is None:
+            get_run_logger().info(why)
+            return Completed(message=why, data={"night": None, "runs": [], "no_session": why})
     return await score_night(config_path, night)
 
 
@@ -141,14 +148,16 @@ async def score_night(config_path: str, night: date | None = None,
     `Failed` state (after ingest and the artifact) when any run is not complete."""
     log = get_run_logger()
     cfg = load_config(config_path)
-    night = night_of(night)
+    night = night_of(night) or inputs.calendar_of(cfg).default_night(datetime.now(timezone.utc))
+    inputs.calendar_of(cfg).require_session(night)
     inputs.ensure_prices(cfg)
     off_plan = hold_night_to_plan(cfg, night)
     if off_plan:
         log.warning("tonight deviates from the frozen plan (logged; left out of the "
                     "confirmatory result): %s", "; ".join(off_plan))
+    gated = inputs.update_and_gate(cfg, night, log)
     history = inputs.price_history(cfg)
-    missing = inputs.missing_inputs(cfg, history, night)
+    missing = {**gated, **inputs.missing_inputs(cfg, history, night)}
     if missing:
         log.warning(inputs.describe_missing(missing, night))
     works = runner.plan_night(cfg, night, paths)

@@ -64,3 +64,10 @@ def test_messages_with_brackets_print_literally(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('[experiment]\nuniverse = ["A", "B"]\n[paths]\n')
     assert_user_error(dualpath("check", "--config", str(bad)), "e.g. [paths.main]")
+
+
+def test_a_night_that_is_no_session_is_refused_naming_the_sessions_around_it(tmp_path):
+    cfg_path, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    r = dualpath("nightly", "--config", str(cfg_path), "--date", "2027-05-01")   # a Saturday
+    assert_user_error(r, "2027-05-01 is not a session")
+    assert r.returncode == 2 and "2027-04-30" in r.stderr and "2027-05-03" in r.stderr

@@ -192,3 +192,25 @@ def test_a_night_in_progress_shows_as_running(tmp_path, prefect_harness):
     seen = set(watcher.communicate()[0].split())
     assert state.is_completed()
     assert "running" in seen and set(statuses(result).values()) == {"complete"}
+
+
+def test_a_scheduled_run_on_a_holiday_ends_cleanly_with_no_session(tmp_path, prefect_harness,
+                                                                   monkeypatch):
+    from datetime import datetime, timezone
+
+    from dualpath.config import load_config
+    from flows import inputs
+    from flows.nightly import nightly
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    krx = load_config(cfg_path).model_copy(update={"market": cfg.market.model_copy(
+        update={"calendar": "XKRX", "synthetic_seed": None})})
+    # 2027-09-15 is Chuseok in Seoul: 19:00 there is 10:00 UTC
+    night, why = inputs.scheduled_night(krx, datetime(2027, 9, 15, 10, 0, tzinfo=timezone.utc))
+    assert night is None and why.startswith("no session on 2027-09-15")
+    assert inputs.scheduled_night(krx, datetime(2027, 9, 17, 10, 0, tzinfo=timezone.utc))[0] \
+        .isoformat() == "2027-09-17"
+    monkeypatch.setattr(inputs, "scheduled_night", lambda cfg, now: (None, why))
+    state = asyncio.run(nightly(str(cfg_path), return_state=True))
+    assert state.is_completed() and state.message == why
+    assert not (tmp_path / "runs").exists()                    # nothing was scored
