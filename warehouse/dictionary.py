@@ -99,6 +99,15 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
     "prices": ("one ticker × trading day", {
         "ticker": "symbol", "date": "date — session", "close": "currency — raw close",
         "adj_close": "currency — split/dividend-adjusted close (returns use this)"}),
+    "price_gaps": ("days a ticker is known halted (a blank price in a file)", {
+        "ticker": "symbol", "date": "date — session", "reason": "halt",
+        "recorded_at": "timestamp"}),
+    "price_updates": ("each nightly price update, per source", {
+        "updated_at": "timestamp", "night": "date — the night it prepared",
+        "source": "prices_file | prices_dir | pykrx | fdr | yfinance", "files": "count",
+        "new_rows": "count", "revised_rows": "count — rows whose price changed",
+        "error": "text — why the source failed (NULL: it did not)",
+        "warnings_json": "JSON — the import's warnings"}),
     "plans": ("frozen preregistration plans", {
         "plan_hash": "SHA-256 of the validated plan", "experiment": "name",
         "frozen_at": "timestamp", "forced": "bool — frozen after nights of the window existed",

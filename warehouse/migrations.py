@@ -183,6 +183,23 @@ SELECT c.call_id, c.run_id, c.path, c.night, c.ticker, c.draw, c.unit_attempt, c
 FROM v_calls c JOIN runs r USING (run_id);
 """
 
+M007_PRICE_LOG = """
+-- Known halts (a blank price in a file): the freshness gate does not call them stale.
+CREATE TABLE IF NOT EXISTS price_gaps (
+    ticker VARCHAR NOT NULL, date DATE NOT NULL,
+    reason VARCHAR NOT NULL,                    -- 'halt': a blank price in a file
+    recorded_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+    PRIMARY KEY (ticker, date)
+);
+-- Each nightly price update, per source: what it brought and what went wrong.
+CREATE TABLE IF NOT EXISTS price_updates (
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+    night DATE NOT NULL, source VARCHAR NOT NULL, files INTEGER NOT NULL,
+    new_rows INTEGER NOT NULL, revised_rows INTEGER NOT NULL,
+    error VARCHAR, warnings_json VARCHAR NOT NULL
+);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
@@ -190,6 +207,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m004_outcomes", M004_OUTCOMES),
     ("m005_preregistration", M005_PREREGISTRATION),
     ("m006_real_seconds", M006_REAL_SECONDS),
+    ("m007_price_log", M007_PRICE_LOG),
 ]
 
 
