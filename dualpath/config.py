@@ -11,11 +11,11 @@ import codecs
 import hashlib
 import re
 import tomllib
-from urllib.parse import urlsplit
 from collections import Counter
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
