@@ -156,8 +156,7 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                s.metrics_after_json IS NOT NULL AND s.restarts = 0
                    AND NOT coalesce(s.went_down, false) AS comparable,
                CASE WHEN s.restarts > 0 OR coalesce(s.went_down, false) THEN
-                        'not comparable: the server restarted on the same port during '
-                        || 'the session (its counters reset)'
+                        'server restarted mid-session: counters reset, not compared'
                     WHEN s.metrics_after_json IS NULL THEN 'no /metrics from the server'
                END AS note
         FROM s JOIN runs r USING (run_id) JOIN c USING (run_id)
