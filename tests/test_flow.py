@@ -177,12 +177,12 @@ def test_a_night_in_progress_shows_as_running(tmp_path, prefect_harness):
 
     from flows import nightly as nightly_mod
 
-    cfg_path, cfg, nights = make_project(tmp_path, tickers=6, draws=2, nights=1, clock=0.3)
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=8, draws=2, nights=1, clock=2.0)
     watcher = subprocess.Popen([sys.executable, "-c", WATCHER,
                                 str(cfg.resolve(cfg.warehouse.path)), "60"],
                                stdout=subprocess.PIPE, text=True)
     original = nightly_mod._ingest_while_running.__defaults__
-    nightly_mod._ingest_while_running.__defaults__ = (0.5, 1.0)   # look often in a short night
+    nightly_mod._ingest_while_running.__defaults__ = (0.3, 0.5)   # look often in a short night
     try:
         with SimFleet(cfg) as fleet:
             state, result = run_night(cfg_path, nights[0], fleet.urls)
