@@ -148,7 +148,10 @@ def nightly(config: Path = CONFIG_OPT,
 
     from dualpath.calendar import MarketCalendar
 
+    from dualpath.preflight import preflight
+
     cfg = load_config(config)
+    preflight(cfg)       # one clean error for what every path would fail on, before Prefect
     cal = MarketCalendar.from_settings(cfg.market)
     # a night is a session of the market's calendar; by default the latest whose close has
     # passed in the market's time zone (never the machine's local date)

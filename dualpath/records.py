@@ -37,6 +37,7 @@ class CallRecord:
     first_token_mono: float | None = None
     http_status: int | None = None
     attempts: int = 0
+    attempt_errors: str | None = None     # JSON: each failed attempt before the last
     error_kind: str | None = None
     error_detail: str | None = None
     finish_reason: str | None = None

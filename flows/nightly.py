@@ -20,6 +20,7 @@ from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 
 from dualpath.config import Config, load_config
+from dualpath.preflight import preflight
 from dualpath.scheduler import Progress
 from flows import inputs, runner
 from flows.progress import LoggedProgress
@@ -148,6 +149,7 @@ async def score_night(config_path: str, night: date | None = None,
     `Failed` state (after ingest and the artifact) when any run is not complete."""
     log = get_run_logger()
     cfg = load_config(config_path)
+    preflight(cfg)
     night = night_of(night) or inputs.calendar_of(cfg).default_night(datetime.now(timezone.utc))
     inputs.calendar_of(cfg).require_session(night)
     inputs.ensure_prices(cfg)

@@ -116,8 +116,8 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
     """Connect, check and score one path; a path that cannot run is recorded as failed."""
     if not work.units:
         return PathOutcome(work.path, work.run_id, "nothing_to_do")
-    headers = auth_headers(api_key(cfg, work.path))
     try:
+        headers = auth_headers(api_key(cfg, work.path))
         async with connect(cfg, work.path, work.run_id, work.journal.parent,
                            override_url) as ep:
             async with httpx.AsyncClient(headers=headers, timeout=10.0) as http:

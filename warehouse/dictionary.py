@@ -22,6 +22,8 @@ _CALL = {
     "latency_s": "s, client clock, compressed for simulated paths (v_calls_real: real-scale)",
     "ttft_s": "s, client clock — time to first token (streaming only)",
     "http_status": "HTTP status of the last attempt", "attempts": "count — attempts incl. retries",
+    "attempt_errors": "JSON — each failed attempt before the last: attempt, kind, status, "
+                      "detail, wait_s",
     "error_kind": "class of the final failure (NULL: ok)", "error_detail": "text",
     "finish_reason": "stop | length (length = runaway: hit max_tokens)",
     "response_model": "model name the server answered with",

@@ -200,6 +200,23 @@ CREATE TABLE IF NOT EXISTS price_updates (
 );
 """
 
+M008_ATTEMPT_ERRORS = """
+-- Each failed attempt of a call before its last (kind, status, detail, wait): retries by
+-- fault class, on the record.
+ALTER TABLE calls ADD COLUMN attempt_errors VARCHAR;
+CREATE OR REPLACE VIEW v_calls AS
+SELECT c.*,
+       c.finish_reason = 'length' AS runaway,
+       c.contaminated IS NOT NULL AS is_contaminated,
+       (u.run_id IS NULL OR u.outcome = 'abandoned') AND r.status <> 'running' AS abandoned,
+       u.outcome AS unit_outcome,
+       r.status AS run_status, r.experiment
+FROM calls c
+JOIN runs r USING (run_id)
+LEFT JOIN units u ON u.run_id = c.run_id AND u.ticker = c.ticker AND u.draw = c.draw
+                 AND u.unit_attempt = c.unit_attempt;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
@@ -208,6 +225,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m005_preregistration", M005_PREREGISTRATION),
     ("m006_real_seconds", M006_REAL_SECONDS),
     ("m007_price_log", M007_PRICE_LOG),
+    ("m008_attempt_errors", M008_ATTEMPT_ERRORS),
 ]
 
 
