@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import select
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from dualpath.config import Config, dump_toml, load_config
 from dualpath.demo import demo_config_data, demo_market
 from dualpath.procs import spawn, stop_process
+from dualpath.sim.fleet import wait_ready
 from dualpath.sim.proxy import FaultProxy
 from flows import inputs, runner
 from warehouse.db import reader, writer
@@ -134,18 +134,9 @@ class SimServer:
                 self.cfg.market.synthetic_start.isoformat(), "--profile",
                 profile.model_dump_json()]
         self.proc = spawn(argv, stdout=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
-            if ready:
-                line = self.proc.stdout.readline()
-                if line.startswith("listening on "):
-                    self.url = line.split()[-1]
-                    self.port = int(self.url.rsplit(":", 1)[1])
-                    return self
-            if self.proc.poll() is not None:
-                break
-        raise RuntimeError(f"simulated {self.path} server did not start")
+        self.url = wait_ready(self.path, self.proc, 30.0)
+        self.port = int(self.url.rsplit(":", 1)[1])
+        return self
 
     def kill9(self) -> None:
         if self.proc and self.proc.poll() is None:

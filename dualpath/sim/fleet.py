@@ -26,7 +26,8 @@ def _command(cfg: Config, name: str) -> list[str]:
             "--profile", sp.sim.model_dump_json()]
 
 
-def _wait_ready(name: str, proc: subprocess.Popen, timeout_s: float) -> str:
+def wait_ready(name: str, proc: subprocess.Popen, timeout_s: float) -> str:
+    """The base URL a simulated server process prints once it listens."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         ready, _, _ = select.select([proc.stdout], [], [], 0.1)
@@ -45,7 +46,7 @@ def sim_process(cfg: Config, name: str, startup_timeout_s: float = 30.0) -> Iter
     """One path's simulated server in a child process; yields its base URL."""
     proc = spawn(_command(cfg, name), stdout=subprocess.PIPE, text=True)
     try:
-        yield _wait_ready(name, proc, startup_timeout_s)
+        yield wait_ready(name, proc, startup_timeout_s)
     finally:
         stop_process(proc)
 
