@@ -32,8 +32,16 @@ CONFIG_OPT = typer.Option(Path("dualpath.toml"), "--config", "-c", help="Config 
 FORMAT_OPT = typer.Option("table", "--format", "-f", help="table | csv | json")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+        console.print(f"dualpath {version('dualpath')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
     """Is the cheaper serving path as good, and how much slower is it?"""
 
 
@@ -113,6 +121,8 @@ def check(config: Path = CONFIG_OPT) -> None:
     cfg = load_config(config)
     preflight(cfg)
     tickers = cfg.tickers()
+    console.print("[dim]offline check: the config alone (no server, warehouse or Prefect is "
+                  "contacted; `dualpath doctor` does that)[/dim]")
     console.print(f"[green]ok[/green] {config}: experiment '{cfg.experiment.name}', "
                   f"{len(tickers)} tickers x {cfg.experiment.draws} draws, "
                   f"horizons {cfg.experiment.horizons}")
@@ -273,7 +283,8 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
                             "reads the warehouse only (no files, COPY TO, EXPORT, ATTACH or "
                             "extensions); use `dualpath export` to write files") from None
         except duckdb.Error as e:
-            raise UserError(f"query failed: {str(e).splitlines()[0][:300]}") from None
+            # DuckDB's whole message: its "Did you mean" hints are on the lines after the first
+            raise UserError(f"query failed: {str(e)[:1500]}") from None
     print_frame(frame, fmt)
 
 
@@ -709,6 +720,28 @@ def doctor(config: Path = CONFIG_OPT) -> None:
     console.print(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
     if failed:
         raise typer.Exit(1)
+
+
+@app.command()
+def export(config: Path = CONFIG_OPT,
+           out: Path = typer.Option(..., help="Folder for one file per table and view."),
+           fmt: str = typer.Option("parquet", "--format", "-f", help="parquet | csv")) -> None:
+    """Write every table and view of the warehouse to files (the way to get data out:
+    `dualpath sql` cannot write files)."""
+    from warehouse.db import reader
+
+    if fmt not in ("parquet", "csv"):
+        raise UserError(f"--format {fmt!r}: use parquet or csv")
+    cfg = load_config(config)
+    out.mkdir(parents=True, exist_ok=True)
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                           "WHERE table_schema = 'main' ORDER BY 1").fetchall()]
+        for name in names:
+            target = (out / f"{name}.{fmt}").resolve()
+            opts = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER, DELIMITER ',')"
+            con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{target}' {opts}")
+    console.print(f"wrote {len(names)} tables and views to {out} as {fmt}")
 
 
 INTERRUPTED = "interrupted; rerun the night to resume"

@@ -461,6 +461,25 @@ def _value_shown(loc: str, value: object) -> str:
     return f" = {_short(value, 80)}"
 
 
+def _closest(loc: tuple) -> str | None:
+    """The valid key nearest to an unknown one (`tempreature` -> `temperature`)."""
+    import difflib
+
+    model: type[BaseModel] = Config
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if isinstance(part, str) else None
+        if field is None:
+            if model is Config or not hasattr(model, "model_fields"):
+                model = ServingPath if loc and loc[0] == "paths" else model
+            continue
+        ann = field.annotation
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else model
+    if not isinstance(loc[-1], str) or not hasattr(model, "model_fields"):
+        return None
+    near = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1, cutoff=0.6)
+    return near[0] if near else None
+
+
 def format_validation_error(err: ValidationError, source: str) -> str:
     """One line per problem: field, bad value, what is allowed (bounded in length: at most
     15 problems, each cut to about 300 characters)."""
@@ -472,7 +491,10 @@ def format_validation_error(err: ValidationError, source: str) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         msg = msg if len(msg) <= 300 else msg[:297] + "..."
         if e["type"] == "extra_forbidden":
-            lines.append(f"  - {loc}: unknown setting; remove it or check its spelling")
+            near = _closest(e["loc"])
+            lines.append(f"  - {loc}: unknown setting; "
+                         + (f"did you mean '{near}'?" if near else
+                            "remove it or check its spelling"))
         elif e["type"] == "missing":
             lines.append(f"  - {loc}: required but missing")
         else:

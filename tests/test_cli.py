@@ -71,3 +71,24 @@ def test_a_night_that_is_no_session_is_refused_naming_the_sessions_around_it(tmp
     r = dualpath("nightly", "--config", str(cfg_path), "--date", "2027-05-01")   # a Saturday
     assert_user_error(r, "2027-05-01 is not a session")
     assert r.returncode == 2 and "2027-04-30" in r.stderr and "2027-05-03" in r.stderr
+
+
+def test_version_suggestions_export_and_an_offline_check(tmp_path):
+    from typer.testing import CliRunner
+
+    from dualpath.cli import app
+    run = CliRunner().invoke
+    assert run(app, ["--version"]).output.startswith("dualpath ")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[experiment]\nuniverse = ["A", "B"]\n[sampling]\ntempreature = 0.5\n'
+                   '[paths.x]\nengine = "sim"\nmodel = "m"\nslotz = 3\n')
+    r = dualpath("check", "--config", str(bad))
+    assert "sampling.tempreature: unknown setting; did you mean 'temperature'?" in r.stderr
+    assert "paths.x.slotz: unknown setting; did you mean 'slots'?" in r.stderr
+    cfg_path, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    ok = run(app, ["check", "-c", str(cfg_path)])
+    assert ok.exit_code == 0 and "offline check" in ok.output
+    r = run(app, ["export", "-c", str(cfg_path), "--out", str(tmp_path / "x"), "-f", "csv"])
+    assert r.exit_code == 0 and (tmp_path / "x" / "prices.csv").read_text().startswith("ticker,")
+    r = dualpath("sql", "--config", str(cfg_path), "SELECT tickr FROM prices")
+    assert 'Candidate bindings: "ticker"' in r.stderr         # DuckDB's whole message
