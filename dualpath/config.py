@@ -88,7 +88,7 @@ class ExpectedIdentity(_Model):
 class SimProfile(_Model):
     """Time and answer model of a simulated llama-server (engine 'sim').
 
-    Rates are per slot with all slots busy. Defaults are the backup path of CONTEXT.md: with
+    Rates are per slot with all slots busy. Defaults are the user's backup path (R9700, llama.cpp): with
     ~8.3k-token prompts and ~1.26k-token outputs a 17-call ticker takes ~172 s on the
     throughput basis at 4 slots. The demo sends short prompts over the wire; `context_tokens`
     stands for the documents a real pipeline attaches and is added to the counted prompt.

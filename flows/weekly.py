@@ -63,6 +63,19 @@ def _plan_info(con, cfg: Config, until: date) -> PlanInfo:
                     primary=p.primary.model_dump(), baseline=p.baseline, candidate=p.candidate)
 
 
+def _freshness(con, cfg: Config, until: date) -> list[str]:
+    """Price freshness for the report's last night (as the night's gate saw it)."""
+    from dualpath.calendar import MarketCalendar
+    from warehouse.freshness import freshness
+
+    try:
+        cal = MarketCalendar.from_settings(cfg.market)
+        night = cal.session_on_or_before(until)
+        return [f"prices: {m}" for m in freshness(con, cfg.tickers(), night, cal).messages]
+    except UserError as e:
+        return [f"prices: freshness not known ({e})"]
+
+
 def _failed_nights(summary: pd.DataFrame) -> pd.DataFrame:
     """Nights with a run that is not complete: a deviation from the plan's window."""
     bad = summary[summary["status"] != "complete"]
@@ -103,6 +116,7 @@ def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
             "AND ? ORDER BY 1", [exp, since, until]).fetchall()]
         devs = pd.concat([plans.deviation_log(con, exp), _failed_nights(summary)],
                          ignore_index=True)
+        fresh = _freshness(con, cfg, until)
         info = _plan_info(con, cfg, until)
     # nights run with a config the frozen plan does not describe are never pooled
     off = set(pd.to_datetime(devs.loc[devs["kind"] == "config differs from plan", "night"]))
@@ -117,7 +131,8 @@ def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
     return ReportData(experiment=exp, since=since, until=until,
                       generated_at=datetime.now(timezone.utc), metrics=m, runs=summary,
                       calls=calls, units=units, sessions=sessions, deviations=devs, plan=info,
-                      config_hashes=hashes, paths=list(cfg.paths), tickers=len(cfg.tickers()))
+                      config_hashes=hashes, paths=list(cfg.paths), tickers=len(cfg.tickers()),
+                      freshness=fresh)
 
 
 def write_report(cfg: Config, out_dir: Path, since: date | None = None,
