@@ -85,6 +85,7 @@ def _warehouse_checks(cfg: Config) -> tuple[list[Check], dict[str, int]]:
         largest = dict(con.execute("SELECT path, max(prompt_tokens) FROM calls GROUP BY 1")
                        .fetchall())
     pending = [n for n, _ in MIGRATIONS if n not in applied]
+    out += _price_and_parity_checks(cfg, path)
     out.append(Check("warehouse: migrations", not pending,
                      "current" if not pending else f"pending: {pending}",
                      "run any command that writes (e.g. `dualpath nightly`) to migrate"))
@@ -92,6 +93,30 @@ def _warehouse_checks(cfg: Config) -> tuple[list[Check], dict[str, int]]:
         out.append(Check("last night", "partial" not in last[1] and "failed" not in last[1],
                          f"{last[0]}: {last[1]}", "see `dualpath runs`; rerun that night"))
     return out, largest
+
+
+def _price_and_parity_checks(cfg: Config, path) -> list[Check]:
+    """Prices fresh for the next night to score; the paths sampling alike last time."""
+    from datetime import datetime, timezone
+
+    from dualpath.calendar import MarketCalendar
+    from flows.report import run_warnings
+    from warehouse.db import reader
+    from warehouse.freshness import freshness
+
+    cal = MarketCalendar.from_settings(cfg.market)
+    night = cal.default_night(datetime.now(timezone.utc))
+    with reader(path) as con:
+        try:
+            f = freshness(con, cfg.tickers(), night, cal)
+            fresh = Check(f"prices for {night}", f.ok, "; ".join(f.messages),
+                          "dualpath prices update (or import the missing days)")
+        except DualpathError as e:
+            fresh = Check(f"prices for {night}", False, str(e), "dualpath prices update")
+        drift = [w for w in run_warnings(con) if "sampled differently" in w]
+    return [fresh, Check("sampling parity", not drift, drift[-1] if drift else
+                         "the paths applied the same sampling on their last nights",
+                         "send the same [sampling] to both; see `dualpath runs`")]
 
 
 async def _prefect_checks() -> list[Check]:
