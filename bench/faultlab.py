@@ -69,8 +69,23 @@ def make_lab_project(root: Path, tickers: int, draws: int, nights: int, clock: f
 REAL_ALIAS = "gemma-backup"
 
 
+class _Process:
+    """A server process a trial can kill -9 or stop."""
+
+    proc: subprocess.Popen | None
+
+    def kill9(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc:
+            stop_process(self.proc)
+
+
 @dataclass
-class RealServer:
+class RealServer(_Process):
     """A real llama-server (Gemma 3 270M) in its own process; same interface as SimServer."""
 
     binary: str
@@ -104,18 +119,9 @@ class RealServer:
             time.sleep(0.2)
         raise RuntimeError("real llama-server did not start")
 
-    def kill9(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc:
-            stop_process(self.proc)
-
 
 @dataclass
-class SimServer:
+class SimServer(_Process):
     """A simulated server in its own process (kill -9 it; start another on its port)."""
 
     cfg: Config
@@ -137,15 +143,6 @@ class SimServer:
         self.url = wait_ready(self.path, self.proc, 30.0)
         self.port = int(self.url.rsplit(":", 1)[1])
         return self
-
-    def kill9(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc:
-            stop_process(self.proc)
 
 
 class Lab:
