@@ -247,8 +247,12 @@ class PathClient:
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
+                # read on to the end of the body (the server ends it here): a body left
+                # unread closes the connection, and every streamed call would open a new one
                 done = True
-                break
+                continue
+            if done:
+                continue
             try:
                 chunk = orjson.loads(data)
             except orjson.JSONDecodeError:

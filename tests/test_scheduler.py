@@ -125,3 +125,16 @@ async def test_server_errors_fail_the_unit_as_server_error(sim_server):
     res = [r for r in records if isinstance(r, UnitResult)][0]
     assert res.outcome == "call_failed" and "exceed_context_size_error" in res.failure_detail
     assert run.calls == 1 and run.calls_failed == 1
+
+
+async def test_streamed_calls_reuse_their_connections(sim_server):
+    """A stream read only to [DONE] leaves its body unread and the connection is dropped."""
+    srv = sim_server(slots=2, time_scale=1e-4)
+    path = ServingPath(engine="sim", base_url=srv.url, model="m", slots=2, stream=True)
+    async with httpx.AsyncClient() as http:
+        client = PathClient("backup", path, Sampling(), http, "t/run")
+        runner = PathRunner(client, builtin, NIGHT, slots=1, sink=lambda r: None,
+                            inputs=inputs, base_seed=1)
+        await runner.run_units([Unit("SYN000", 1)])
+        pool = http._transport._pool
+        assert len(pool.connections) == 1                # 17 calls, one connection
