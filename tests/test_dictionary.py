@@ -26,3 +26,20 @@ def test_the_readme_names_every_table_and_view():
         migrate(con)
         names = set(dictionary(con)["table"])
     assert [n for n in sorted(names) if f"`{n}`" not in readme] == []
+
+
+def test_a_warehouse_from_an_older_dualpath_is_brought_up_to_date_by_readers(tmp_path):
+    from warehouse.db import reader
+    from warehouse.migrations import MIGRATIONS
+
+    db = tmp_path / "old.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE schema_migrations (name VARCHAR PRIMARY KEY, applied_at "
+                    "TIMESTAMPTZ DEFAULT now())")
+        for name, sql in MIGRATIONS[:3]:
+            con.execute(sql)
+            con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [name])
+    with reader(db) as con:
+        views = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables")
+                 .fetchall()}
+    assert "v_calls_real" in views and "plans" in views

@@ -63,11 +63,33 @@ def writer(path: Path, wait_s: float = 120.0) -> Iterator[duckdb.DuckDBPyConnect
         con.close()
 
 
+def _bring_up_to_date(path: Path) -> None:
+    """Apply migrations a warehouse written by an older dualpath lacks, so read-only commands
+    see today's views; skipped (the old schema is read as it is) while a writer holds it."""
+    from warehouse.migrations import MIGRATIONS
+
+    con = _open(path, read_only=True, wait_s=10.0)
+    try:
+        done = {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()}
+    except duckdb.Error:
+        done = set()
+    finally:
+        con.close()
+    if all(name in done for name, _ in MIGRATIONS):
+        return
+    try:
+        with writer(path, wait_s=2.0):
+            pass
+    except WarehouseBusy:
+        pass
+
+
 @contextlib.contextmanager
 def reader(path: Path, wait_s: float = 60.0) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-only connection; waits while a writer ingests."""
     if not path.exists():
         raise UserError(f"no warehouse at {path}; run `dualpath nightly` or `dualpath demo` first")
+    _bring_up_to_date(path)
     con = _open(path, read_only=True, wait_s=wait_s)
     try:
         yield con
