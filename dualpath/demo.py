@@ -9,6 +9,11 @@ from dualpath.config import Config
 from dualpath.market import SyntheticMarket, market_for_nights
 
 
+def example_config_path() -> Path:
+    """The real two-path setup shipped inside the package (`dualpath init`)."""
+    return Path(__file__).with_name("example.toml")
+
+
 def demo_config_path() -> Path:
     """The embedded default config shipped inside the package."""
     return Path(__file__).with_name("demo.toml")

@@ -1,0 +1,118 @@
+"""What every command shares: the Typer apps, the consoles, options and table printing."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.table import Table
+
+from dualpath.errors import UserError
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
+prices_app = typer.Typer(no_args_is_help=True, help="Price data in the warehouse.")
+app.add_typer(prices_app, name="prices")
+prereg_app = typer.Typer(no_args_is_help=True, help="The preregistered comparison plan.")
+app.add_typer(prereg_app, name="prereg")
+console = Console(width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, soft_wrap=True)
+
+CONFIG_OPT = typer.Option(Path("dualpath.toml"), "--config", "-c", help="Config file.")
+
+
+FORMAT_OPT = typer.Option("table", "--format", "-f", help="table | csv | json")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+        console.print(f"dualpath {version('dualpath')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Is the cheaper serving path as good, and how much slower is it?"""
+
+
+def prefect_env(home: Path, quiet: bool = False) -> None:
+    """Settings for Prefect, set at the CLI edge before Prefect is imported."""
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PREFECT_HOME", str(home.resolve()))
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_UI_ENABLED", "false")
+    if quiet:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def progress_bars() -> Progress:
+    return Progress(TextColumn("[bold]{task.description:<20}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[what]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                    TimeRemainingColumn(), console=console)
+
+
+class PathBars:
+    """Rich progress per path: units done / total, calls, ETA."""
+
+    def __init__(self, bars: Progress):
+        self.bars = bars
+        self.tasks: dict[str, int] = {}
+
+    def reset(self, label: str, paths: list[str], totals: dict[str, int]) -> None:
+        for p in paths:
+            desc = f"{p} {label}"
+            if p in self.tasks:
+                self.bars.reset(self.tasks[p], total=totals[p], description=desc, what="")
+            else:
+                self.tasks[p] = self.bars.add_task(desc, total=totals[p], what="")
+
+    def __call__(self, path: str, done: int, total: int, calls: int) -> None:
+        if path in self.tasks:
+            self.bars.update(self.tasks[path], completed=done, total=total,
+                             what=f"units · {calls:,} calls")
+
+
+def print_frame(frame: pd.DataFrame, fmt: str, title: str | None = None) -> None:
+    """A frame as a rich table, CSV or JSON."""
+    if fmt == "csv":
+        sys.stdout.write(frame.to_csv(index=False))
+    elif fmt == "json":
+        sys.stdout.write(frame.to_json(orient="records", date_format="iso", indent=1) + "\n")
+    elif fmt == "table":
+        t = Table(title=title)
+        for col in frame.columns:
+            t.add_column(str(col), justify="right" if frame[col].dtype.kind in "iuf" else "left")
+        for row in frame.itertuples(index=False):
+            t.add_row(*[_cell(v) for v in row])
+        console.print(t)
+    else:
+        raise UserError(f"--format {fmt!r}: use table, csv or json")
+
+
+def _cell(v) -> str:
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
+        return "—"
+    if isinstance(v, pd.Timestamp) and v == v.normalize():
+        return v.date().isoformat()
+    if isinstance(v, float):
+        if v != 0 and abs(v) < 1e-3:
+            return f"{v:.2e}"      # a small p-value is not 0.000
+        return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
+    return str(v)
+
+
+def _parse_date(text: str, option: str = "--date") -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"{option} {text!r} is not a date; use YYYY-MM-DD") from None

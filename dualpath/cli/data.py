@@ -1,0 +1,192 @@
+"""The warehouse and its prices: ad-hoc SQL, the schema, export, price import/update/status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, console,
+                                  err_console, prices_app, print_frame)
+from dualpath.config import load_config
+from dualpath.errors import UserError
+
+
+@app.command("sql")
+def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
+            config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
+            db: Optional[Path] = typer.Option(None, help="Warehouse file (instead of --config).")) -> None:
+    """Ad-hoc SQL over the warehouse (read-only; works while a night is running). It reads
+    the warehouse and nothing else: no files, no COPY TO / EXPORT, no extensions."""
+    import duckdb
+
+    from warehouse.db import sandboxed_reader
+    from warehouse.queries import sql
+
+    if fmt not in ("table", "csv", "json"):
+        raise UserError(f"--format {fmt!r}: use table, csv or json")
+    if db is None:
+        cfg = load_config(config)
+        path = cfg.resolve(cfg.warehouse.path)
+    else:
+        path = db
+    with sandboxed_reader(path) as con:
+        try:
+            frame = sql(con, query)
+        except duckdb.PermissionException as e:
+            raise UserError(f"query refused: {str(e).splitlines()[0][:300]}. `dualpath sql` "
+                            "reads the warehouse only (no files, COPY TO, EXPORT, ATTACH or "
+                            "extensions); use `dualpath export` to write files") from None
+        except duckdb.Error as e:
+            # DuckDB's whole message: its "Did you mean" hints are on the lines after the first
+            raise UserError(f"query failed: {str(e)[:1500]}") from None
+    print_frame(frame, fmt)
+
+
+@app.command()
+def schema(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
+           table: Optional[str] = typer.Option(None, "--table", help="Only this table or view.")) -> None:
+    """Every table and view of the warehouse, each column with its type, unit and meaning."""
+    import duckdb
+
+    from warehouse.dictionary import TABLES, dictionary
+    from warehouse.migrations import migrate
+
+    cfg = load_config(config)
+    path = cfg.resolve(cfg.warehouse.path)
+    if path.exists():
+        from warehouse.db import reader
+        with reader(path) as con:
+            frame = dictionary(con)
+    else:   # the schema a new warehouse will have
+        with duckdb.connect() as con:
+            migrate(con)
+            frame = dictionary(con)
+    if table:
+        if table not in set(frame["table"]):
+            raise UserError(f"no table or view {table!r}; tables: {sorted(set(frame['table']))}")
+        frame = frame[frame["table"] == table]
+    elif fmt == "table":
+        for name, (what, _) in TABLES.items():
+            console.print(f"[bold]{name}[/bold]: {what}")
+    print_frame(frame, fmt, "warehouse schema")
+
+
+@app.command()
+def export(config: Path = CONFIG_OPT,
+           out: Path = typer.Option(..., help="Folder for one file per table and view."),
+           fmt: str = typer.Option("parquet", "--format", "-f", help="parquet | csv")) -> None:
+    """Write every table and view of the warehouse to files (the way to get data out:
+    `dualpath sql` cannot write files)."""
+    from warehouse.db import reader
+
+    if fmt not in ("parquet", "csv"):
+        raise UserError(f"--format {fmt!r}: use parquet or csv")
+    cfg = load_config(config)
+    out.mkdir(parents=True, exist_ok=True)
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                           "WHERE table_schema = 'main' ORDER BY 1").fetchall()]
+        for name in names:
+            target = (out / f"{name}.{fmt}").resolve()
+            opts = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER, DELIMITER ',')"
+            con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{target}' {opts}")
+    console.print(f"wrote {len(names)} tables and views to {out} as {fmt}")
+
+
+@prices_app.command("import")
+def prices_import(file: Path, config: Path = CONFIG_OPT,
+                  map_: Optional[str] = typer.Option(
+                      None, "--map", help="Rename file columns: \"Date=date,'Adj Close'=adj_close\" "
+                      "(targets: ticker, close, adj_close)."),
+                  ticker: Optional[str] = typer.Option(None, help="The ticker of a one-ticker "
+                                                       "export (a file without a ticker column)."),
+                  date_format: Optional[str] = typer.Option(None, help="strptime format of the "
+                                                            "dates, e.g. %d/%m/%Y (default: ISO)."),
+                  strict: bool = typer.Option(False, help="Treat every warning as an error: "
+                                              "nothing is imported.")) -> None:
+    """Validate and import a CSV/Parquet price file (ticker, date, adj_close[, close])."""
+    from rich.markup import escape
+
+    from dualpath.calendar import MarketCalendar
+    from warehouse.db import writer
+    from warehouse.price_sources import import_file
+    from warehouse.prices import parse_map
+
+    cfg = load_config(config)
+    calendar = MarketCalendar.from_settings(cfg.market)
+    columns = parse_map(map_) if map_ else None
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        r = import_file(con, file, cfg.market, calendar, cfg.tickers(), columns=columns,
+                        ticker=ticker, date_format=date_format, strict=strict)
+    for w in r.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    span = f" ({r.first} .. {r.last})" if r.rows else ""
+    console.print(f"imported {r.rows:,} price rows for {r.tickers} tickers{span}: {r.new:,} new, "
+                  f"{r.revised:,} revised")
+    for m in (r.coverage.messages if r.coverage else []):
+        console.print(escape(f"warehouse: {m}"))
+
+
+def _fresh_table(fresh, fmt: str) -> None:
+    frame = fresh.frame()
+    order = {"missing": 0, "stale": 1, "halted": 2, "fresh": 3}
+    frame = frame.sort_values(["status", "ticker"], key=lambda s: s.map(order) if s.name == "status" else s)
+    print_frame(frame, fmt, title=f"prices for the night of {fresh.night}")
+
+
+@prices_app.command("update")
+def prices_update(config: Path = CONFIG_OPT,
+                  night: Optional[str] = typer.Option(None, "--date", help="The night (a session, "
+                                                      "YYYY-MM-DD); default: the latest session "
+                                                      "whose close has passed."),
+                  fmt: str = FORMAT_OPT) -> None:
+    """Import what is new from the market section's prices_file, prices_dir and source, then
+    show each ticker's freshness.
+    Exits 1 when a source failed (the others are still imported)."""
+    from rich.markup import escape
+
+    from dualpath.calendar import MarketCalendar
+    from warehouse.db import writer
+    from warehouse.price_sources import update_prices
+
+    cfg = load_config(config)
+    calendar = MarketCalendar.from_settings(cfg.market)
+    when = calendar.require_session(_parse_date(night)) if night else None
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        report = update_prices(con, cfg.market, cfg.base_dir, calendar, cfg.tickers(), when,
+                               max_horizon=max(cfg.experiment.horizons))
+    out = console if fmt == "table" else err_console     # csv/json: only data on stdout
+    for line in report.lines():
+        (err_console if line.startswith("  warning") else out).print(escape(line))
+    _fresh_table(report.freshness, fmt)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@prices_app.command("status")
+def prices_status(config: Path = CONFIG_OPT,
+                  night: Optional[str] = typer.Option(None, "--date", help="The night (a session, "
+                                                      "YYYY-MM-DD); default: the latest session "
+                                                      "whose close has passed."),
+                  fmt: str = FORMAT_OPT) -> None:
+    """Per ticker: the last priced session and how far behind the night it is (read-only).
+    Exits 1 when a ticker is stale or missing."""
+    from rich.markup import escape
+
+    from dualpath.calendar import MarketCalendar
+    from warehouse.db import reader
+    from warehouse.freshness import freshness
+
+    cfg = load_config(config)
+    calendar = MarketCalendar.from_settings(cfg.market)
+    when = calendar.require_session(_parse_date(night) if night else calendar.default_night())
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        fresh = freshness(con, cfg.tickers(), when, calendar, market=cfg.market,
+                          max_horizon=max(cfg.experiment.horizons))
+    for m in fresh.messages:
+        (console if fmt == "table" else err_console).print(escape(m))
+    _fresh_table(fresh, fmt)
+    if not fresh.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,269 @@
+"""The night: check a config, score a night, the demo, runs, planning, doctor, deployments."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import typer
+from rich.markup import escape
+
+from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, PathBars, _parse_date, app, console,
+                                  err_console, prefect_env, print_frame, progress_bars)
+from dualpath.cli.results import load_metrics, print_metrics
+from dualpath.config import load_config
+from dualpath.errors import UserError
+from dualpath.procs import start_reaper
+
+
+@app.command()
+def check(config: Path = CONFIG_OPT) -> None:
+    """Validate a config file, check that a night could start (universe, pipeline import,
+    API key variables), and show what it describes."""
+    from dualpath.preflight import preflight
+
+    cfg = load_config(config)
+    preflight(cfg)
+    tickers = cfg.tickers()
+    console.print("[dim]offline check: the config alone (no server, warehouse or Prefect is "
+                  "contacted; `dualpath doctor` does that)[/dim]")
+    console.print(f"[green]ok[/green] {config}: experiment '{cfg.experiment.name}', "
+                  f"{len(tickers)} tickers x {cfg.experiment.draws} draws, "
+                  f"horizons {cfg.experiment.horizons}")
+    for name, p in cfg.paths.items():
+        how = "launch" if p.launch else ("simulated" if p.engine == "sim" else "attach")
+        console.print(f"  path {name}: {p.engine} {p.base_url or ''} model={p.model} "
+                      f"slots={p.slots} ({how})")
+
+
+@app.command()
+def init(path: Path = typer.Argument(Path("dualpath.toml")),
+         demo: bool = typer.Option(False, help="Write the simulated demo config instead."),
+         force: bool = typer.Option(False, help="Overwrite an existing file.")) -> None:
+    """Write an example config (the real two-path setup, or --demo)."""
+    if path.exists() and not force:
+        raise UserError(f"{path} exists; pass --force to overwrite it")
+    from dualpath.demo import demo_config_path, example_config_path
+    src = demo_config_path() if demo else example_config_path()
+    path.write_text(src.read_text())
+    console.print(f"wrote {path}; check it with `dualpath check --config {path}`")
+
+
+@app.command()
+def nightly(config: Path = CONFIG_OPT,
+            night: Optional[str] = typer.Option(None, "--date", help="Night (YYYY-MM-DD), a "
+                                                "session of [market] calendar; default: the "
+                                                "latest session whose close has passed."),
+            ) -> None:
+    """Score one night on every path through the Prefect flow (a rerun resumes).
+
+    Exits 1 when any run is not complete (with the reason), 130 when interrupted."""
+    from datetime import datetime, timezone
+
+    from dualpath.calendar import MarketCalendar
+
+    from dualpath.preflight import preflight
+
+    cfg = load_config(config)
+    preflight(cfg)       # one clean error for what every path would fail on, before Prefect
+    cal = MarketCalendar.from_settings(cfg.market)
+    # a night is a session of the market's calendar; by default the latest whose close has
+    # passed in the market's time zone (never the machine's local date)
+    when = (cal.require_session(_parse_date(night)) if night
+            else cal.default_night(datetime.now(timezone.utc)))
+    prefect_env(cfg.resolve(Path(".dualpath/prefect")))
+    start_reaper()
+    from flows.nightly import run_nightly
+    from flows.runner import plan_night
+
+    with progress_bars() as bars:
+        pb = PathBars(bars)
+        pb.reset(str(when), list(cfg.paths), {p.path: p.units_planned for p in plan_night(cfg, when)})
+        complete, result = run_nightly(config, when, progress=pb)
+    _print_night(result)
+    if not complete:   # a scheduler or a shell loop must see that tonight is not a result
+        for r in result["runs"]:
+            if r["status"] != "complete":
+                err_console.print(f"[red]{r['path']}: {r['status']}[/red] — "
+                                  f"{escape(str(r['status_detail']))}")
+        err_console.print("not complete: these runs are not results and are kept out of every "
+                          "metric; fix the cause and rerun the night to resume it")
+        raise typer.Exit(1)
+
+
+def _print_night(result: dict) -> None:
+    from warehouse.queries import SPEED_LABELS
+
+    frame = pd.DataFrame(result["runs"])
+    cols = ["path", "status", "units_planned", "graded", "parse_failed", "failed", "calls",
+            "runaway", "retries", "contaminated", "throughput_s", "slot_latency_s"]
+    print_frame(frame[cols], "table", f"night {result['night']}")
+    for col in ("throughput_s", "slot_latency_s"):
+        console.print(f"[dim]{col}: {SPEED_LABELS[col]}[/dim]")
+    if result.get("missing_inputs"):
+        from flows.inputs import describe_missing
+        err_console.print(f"[yellow]warning:[/yellow] "
+                          f"{describe_missing(result['missing_inputs'], result['night'])}")
+
+
+TOTALS_LABELS = {"throughput_s_median": "s/ticker throughput",
+                 "throughput_s_per_unit_median": "s/unit throughput",
+                 "slot_latency_s_median": "s/unit slot-latency",
+                 "overhead_share": "HTTP overhead share"}
+
+
+@app.command()
+def demo(nights: int = typer.Option(20, min=1, max=120, help="Synthetic nights to score."),
+         tickers: int = typer.Option(20, min=2, max=100, help="Synthetic tickers (of 100)."),
+         draws: int = typer.Option(2, min=1, max=10, help="Draws per ticker."),
+         clock: float = typer.Option(1.0, min=1e-4, max=100.0,
+                                     help="Multiplies the simulated clocks (smaller = faster "
+                                          "demo, but HTTP overhead then distorts the seconds)."),
+         root: Path = typer.Option(Path(".dualpath/demo"),
+                                   help="Demo folder: created, or cleared if an earlier demo "
+                                        "made it; any other non-empty folder is refused.")) -> None:
+    """The embedded default: N synthetic nights on both simulated paths, through the nightly flow."""
+    prefect_env(Path(".dualpath/prefect"), quiet=True)
+    start_reaper()
+    from flows.demo import run_demo
+
+    with progress_bars() as bars:
+        result = run_demo(root, nights, tickers, draws, clock, bars, PathBars(bars))
+    print_frame(result.totals.rename(columns=TOTALS_LABELS), "table",
+                "Per path; seconds from complete one-segment runs only (real-scale)")
+    console.print("[dim]throughput basis = run wall clock ÷ tickers, or ÷ units (ticker × draw) "
+                  "(sets how long a night takes); slot-latency basis = one unit's first call to "
+                  "last call (what one ticker-draw waits, ≈ throughput per unit × slots). Never "
+                  "compare across bases.[/dim]")
+    for line in result.not_complete:
+        err_console.print(f"[red]not complete:[/red] {escape(line)}")
+    for line in result.notes:
+        console.print(line)
+    m = load_metrics(load_config(result.config))
+    print_metrics(m, "table", only=["rank_ic", "comparison", "self_agreement"])
+    from evals.plots import plot_comparison
+    console.print(f"\nplot: {plot_comparison(m, result.config.parent / 'comparison.png')}")
+    console.print(f"weekly report (preregistered demo plan): {result.report}")
+    db = result.warehouse
+    console.print(f"\nwarehouse: {db}  (config: {result.config})")
+    console.print("try:")
+    console.print(f"  dualpath sql --config {result.config} \"SELECT path, count(*) calls, "
+                  "avg(latency_s) FROM v_calls GROUP BY path\"")
+    console.print(f"  dualpath sql --config {result.config} \"SELECT path, grade, count(*) "
+                  "FROM units GROUP BY ALL ORDER BY ALL\"")
+    console.print(f"  dualpath runs --config {result.config}")
+
+
+@app.command()
+def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
+         evidence: bool = typer.Option(False, help="Also compare with the servers' /metrics.")) -> None:
+    """Every run with its completeness (only 'complete' runs are results)."""
+    from warehouse.db import reader
+    from flows.report import run_warnings
+    from warehouse.queries import run_summaries, server_evidence
+
+    cfg = load_config(config)
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        frame = run_summaries(con)
+        warnings = run_warnings(con)
+    cols = ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
+            "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
+            "status_detail"]
+    print_frame(frame[cols], fmt, "runs (only 'complete' runs are results; seconds real-scale: "
+                "throughput s/ticker | slot-latency s/unit, complete one-segment runs only)")
+    if evidence:
+        with reader(cfg.resolve(cfg.warehouse.path)) as con:
+            ev = server_evidence(con)
+        print_frame(ev, fmt, "server evidence: the calls' token counts vs the server's own "
+                    "/metrics counters, and slot occupancy")
+    for w in warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+
+
+@app.command("plan")
+def plan_cmd(config: Path = CONFIG_OPT,
+             tickers: Optional[int] = typer.Option(None, min=1, help="Tickers (default: the universe)."),
+             draws: Optional[int] = typer.Option(None, min=1, help="Draws (default: the config's)."),
+             path: Optional[list[str]] = typer.Option(None, "--path", help="Only these paths."),
+             window_hours: Optional[float] = typer.Option(None, min=0.1, help="Hours available: "
+                                                          "how many draws fit.")) -> None:
+    """Expected night duration per path, with an interval, from the speeds measured so far."""
+    from flows.planning import estimates
+
+    cfg = load_config(config)
+    n_t = tickers or len(cfg.tickers())
+    n_d = draws or cfg.experiment.draws
+    unknown = sorted(set(path or []) - set(cfg.paths))
+    if unknown:
+        raise UserError(f"no such path {unknown}; paths: {list(cfg.paths)}")
+    rows = []
+    for e in estimates(cfg):
+        if path and e.path not in path:
+            continue
+        h, lo, hi = e.hours(n_t * n_d)
+        row = {"path": e.path, "slots": cfg.paths[e.path].slots, "source": e.source,
+               "s_per_unit": e.s_per_unit, "s_per_unit_lo": e.lo, "s_per_unit_hi": e.hi,
+               "hours": h, "hours_lo": lo, "hours_hi": hi}
+        if window_hours:
+            row["draws_that_fit"] = e.draws_that_fit(window_hours * 3600, n_t)
+        rows.append(row)
+    print_frame(pd.DataFrame(rows), "table",
+                f"{n_t} tickers × {n_d} draws per night (throughput basis: seconds per unit = "
+                "run wall clock ÷ ticker-draws; complete one-segment runs at the same slots)")
+
+
+@app.command()
+def doctor(config: Path = CONFIG_OPT) -> None:
+    """Check everything a night depends on (servers, warehouse, Prefect); exit 1 if any fails."""
+    from flows.doctor import doctor as run_checks
+
+    checks = run_checks(load_config(config))
+    for c in checks:
+        mark = "[green]✓[/green]" if c.ok else "[red]✗[/red]"
+        text = f"{c.name}: {c.detail}" + ("" if c.ok else f" — fix: {c.fix}")
+        console.print(f"{mark} {escape(text)}", soft_wrap=True, highlight=False)
+    failed = [c for c in checks if not c.ok]
+    console.print(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _prefect_api_or_explain() -> None:
+    if not os.environ.get("PREFECT_API_URL"):
+        raise UserError("deployments live on a Prefect server: start one (`prefect server "
+                        "start`) and `export PREFECT_API_URL=http://127.0.0.1:4200/api` in "
+                        "every shell that deploys, serves or runs a worker")
+
+
+@app.command("deploy")
+def deploy_cmd(config: Path = CONFIG_OPT,
+               pool: str = typer.Option("dualpath", help="Work pool (a process pool is created "
+                                        "if missing)."),
+               nightly_cron: str = typer.Option("30 18 * * 1-5", help="When the night runs, in "
+                                                "[market] timezone."),
+               weekly_cron: str = typer.Option("0 9 * * 6", help="When the weekly report runs.")
+               ) -> None:
+    """Register the nightly and weekly deployments; then run `prefect worker start --pool P`."""
+    _prefect_api_or_explain()
+    cfg = load_config(config)
+    from flows.deploy import run_deploy
+
+    for name in run_deploy(cfg, config, pool, nightly_cron, weekly_cron):
+        console.print(f"deployed {name} (pool {pool}, times in {cfg.market.timezone})")
+    console.print(f"start a worker: prefect worker start --pool {pool}")
+
+
+@app.command("serve")
+def serve_cmd(config: Path = CONFIG_OPT,
+              nightly_cron: str = typer.Option("30 18 * * 1-5", help="When the night runs."),
+              weekly_cron: str = typer.Option("0 9 * * 6", help="When the weekly report runs.")
+              ) -> None:
+    """Serve the nightly and weekly deployments from this process (no work pool needed)."""
+    _prefect_api_or_explain()
+    cfg = load_config(config)
+    start_reaper()
+    from flows.deploy import serve
+
+    serve(cfg, config, nightly_cron, weekly_cron)

@@ -1,0 +1,211 @@
+"""Results: the metric tables, the preregistered plan, the weekly report."""
+
+from __future__ import annotations
+
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import typer
+
+from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, console,
+                                  err_console, prereg_app, print_frame)
+from dualpath.config import load_config
+from dualpath.errors import UserError
+
+
+def load_metrics(cfg, paths: list[str] | None = None, since: date | None = None):
+    """All metric tables for an experiment, from the warehouse (see `flows.metrics`)."""
+    from flows.metrics import load_metrics as load
+
+    return load(cfg, paths, since)
+
+
+METRIC_TABLES = {
+    # key: (title, columns for csv/json, the fewer columns a terminal table shows or None)
+    "rank_ic": ("RankIC per path x horizon (matured nights; t, p and CI on non-overlapping "
+                "nights, or why not)",
+                ["path", "horizon", "nights", "mean_ic", "sd_ic", "icir", "share_positive",
+                 "skew", "excess_kurtosis", "n_independent", "tested_mean", "t", "df", "p",
+                 "ci_low", "ci_high", "ci_level", "ci_method", "basis", "note", "pending_nights"],
+                ["path", "horizon", "nights", "mean_ic", "icir", "tested_mean", "t", "df", "p",
+                 "ci_low", "ci_high", "ci_level", "ci_method", "note", "pending_nights"]),
+    "comparison": ("Non-inferiority: ΔIC = IC(candidate) − IC(baseline) on common tickers; "
+                   "non-inferior when the one-sided lower bound (ci_low) > −margin; "
+                   "exploratory rows Holm-adjusted",
+                   ["baseline", "candidate", "horizon", "role", "nights", "unpaired_nights",
+                    "unpaired_ticker_nights", "mean_common_tickers", "mean_delta", "sd_delta",
+                    "rho_ic", "n_independent", "tested_mean", "df", "ci_low", "ci_high",
+                    "ci_level", "ci_method", "basis", "margin", "alpha", "p_noninferior",
+                    "p_noninferior_holm", "p_inferior", "p_inferior_holm", "verdict",
+                    "p_equivalent", "equivalence", "mde", "power_at_zero", "note"],
+                   ["horizon", "role", "nights", "unpaired_nights", "unpaired_ticker_nights",
+                    "mean_delta", "tested_mean", "ci_low", "ci_high", "ci_level", "ci_method",
+                    "verdict", "equivalence", "note"]),
+    "cross_path": ("Cross-path agreement of mean scores", None, None),
+    "self_agreement": ("Self-reproducibility between draws (pooled over nights; chance = "
+                       "mean pairwise Cohen p_e)",
+                       ["path", "ticker_nights", "draws", "exact_agreement", "chance_agreement",
+                        "kappa_exact", "mean_qwk", "krippendorff_alpha", "icc_1_1", "icc_1_k",
+                        "spearman_brown_k", "note"], None),
+    "draws": ("What each draw buys: IC of the mean of k draws (measured), Spearman-Brown "
+              "projection beyond", ["path", "horizon", "k", "basis", "nights", "mean_ic",
+                                    "reliability", "attenuation", "projected_ic"], None),
+    "signal_shape": ("Signal shape: top-minus-bottom quintile forward return, score rank "
+                     "autocorrelation night to night", None, None),
+    "by_grade": ("Mean forward return by grade (mean score rounded)", None, None),
+    "grades": ("Grade distribution (share of units; failed = no grade)", None, None),
+    "speed": ("Speed per path, median over complete runs (real-scale; s/ticker labelled by basis)",
+              ["path", "runs", "not_complete_excluded", "partial_runs_excluded",
+               "throughput_s_per_ticker", "slot_latency_s_per_ticker", "calls_per_unit",
+               "calls_per_ticker", "server_prefill_tps", "server_decode_tps",
+               "client_decode_tps", "runaway_share", "runaway_time_share", "retries",
+               "cached_prompt_share"], None),
+}
+
+
+def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None,
+                  meta: dict | None = None, out_dir: Path | None = None) -> None:
+    """The metric tables as rich tables, CSV (one file per table with `out_dir`) or JSON
+    (tables, notes and `meta`)."""
+    import orjson
+    out = {}
+    for key, (title, cols, table_cols) in METRIC_TABLES.items():
+        if only and key not in only:
+            continue
+        frame = getattr(m, key, pd.DataFrame())
+        if horizon is not None and "horizon" in frame:
+            frame = frame[frame["horizon"] == horizon]
+        if key == "comparison" and len(frame) and "margin" in frame:
+            r = frame.iloc[0]
+            title += (f" — {r['candidate']} vs {r['baseline']}, margin δ = {r['margin']:g}, "
+                      f"α = {r['alpha']:g}")
+        cols = table_cols or cols if fmt == "table" else cols
+        if cols is not None and len(frame):
+            frame = frame[[c for c in cols if c in frame]]
+        if fmt == "json":
+            out[key] = frame.to_dict("records")
+        elif fmt == "csv" and out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            frame.to_csv(out_dir / f"{key}.csv", index=False)
+        elif fmt == "csv":
+            sys.stdout.write(f"# {key}\n")
+            print_frame(frame, "csv")
+        elif len(frame):
+            print_frame(frame, fmt, title)
+    if fmt == "json":
+        doc = {"meta": meta or {}, "tables": out, "notes": list(m.notes)}
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
+                                      default=str).decode() + "\n")
+    elif fmt == "csv" and out_dir is not None:
+        (out_dir / "notes.txt").write_text("".join(f"{n}\n" for n in m.notes))
+        err_console.print(f"wrote {len(list(out_dir.glob('*.csv')))} table(s) as CSV into "
+                          f"{out_dir}")
+    elif fmt == "table":
+        for note in m.notes:
+            console.print(f"[yellow]note:[/yellow] {note}")
+
+
+@app.command()
+def metrics(config: Path = CONFIG_OPT,
+            path: Optional[list[str]] = typer.Option(None, "--path", help="Only these paths."),
+            horizon: Optional[int] = typer.Option(None, help="Only this horizon."),
+            since: Optional[str] = typer.Option(None, help="Only nights from YYYY-MM-DD."),
+            fmt: str = FORMAT_OPT,
+            plot: Optional[Path] = typer.Option(None, help="Also write a PNG of the comparison."),
+            out: Optional[Path] = typer.Option(None, help="With -f csv: one file per table "
+                                               "into this folder.")) -> None:
+    """RankIC, path comparison, self-reproducibility and speed (complete runs only)."""
+    if fmt not in ("table", "csv", "json"):
+        raise UserError(f"--format {fmt!r}: use table, csv or json")
+    cfg = load_config(config)
+    if horizon is not None and horizon not in cfg.experiment.horizons:
+        raise UserError(f"--horizon {horizon}: the experiment's horizons are {cfg.experiment.horizons}")
+    start = _parse_date(since, "--since") if since else None
+    m = load_metrics(cfg, path, start)
+    meta = None
+    if fmt == "json":
+        from flows.metrics import metadata
+        meta = metadata(cfg, start)
+    if out is not None and fmt != "csv":
+        raise UserError("--out writes CSV files: add -f csv")
+    print_metrics(m, fmt, horizon, meta=meta, out_dir=out)
+    if plot is not None:
+        from evals.plots import plot_comparison
+        err_console.print(f"wrote {plot_comparison(m, plot, horizon or cfg.experiment.horizons[0])}")
+
+
+@prereg_app.command("draft")
+def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan file to write."),
+                 config: Path = CONFIG_OPT,
+                 first_night: str = typer.Option(..., help="First night of the window (YYYY-MM-DD)."),
+                 nights: int = typer.Option(30, min=2, max=500, help="Trading nights in the window."),
+                 force: bool = typer.Option(False, help="Overwrite an existing file.")) -> None:
+    """Write a plan from the config: fingerprints and universe hash filled in; edit, then freeze."""
+    from dualpath.prereg import draft_plan, plan_toml
+
+    if plan.exists() and not force:
+        raise UserError(f"{plan} exists; pass --force to overwrite it")
+    p = draft_plan(load_config(config), _parse_date(first_night, "--first-night"), nights)
+    plan.write_text(plan_toml(p))
+    console.print(f"wrote {plan} (sha256 {p.sha256()[:12]}); review the hypotheses, then "
+                  f"`dualpath prereg freeze {plan} -c {config}`")
+
+
+@prereg_app.command("freeze")
+def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
+                  config: Path = CONFIG_OPT,
+                  force: bool = typer.Option(False, help="Freeze although nights of the window "
+                                             "exist (marked as forced in every report).")) -> None:
+    """Validate the plan and record its canonical SHA-256 and freeze time in the warehouse."""
+    from flows.prereg import freeze_plan
+
+    frozen = freeze_plan(load_config(config), plan, force)
+    console.print(f"frozen: {frozen.plan_hash} at {frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
+                  + (" [yellow](forced)[/yellow]" if frozen.forced else ""))
+
+
+@prereg_app.command("status")
+def prereg_status(config: Path = CONFIG_OPT) -> None:
+    """The frozen plan, nights collected against its window, and the deviation log."""
+    from flows.prereg import plan_status
+
+    st = plan_status(load_config(config))
+    if st.frozen is None:
+        console.print("no frozen plan: results are exploratory (`dualpath prereg draft`, "
+                      "then `dualpath prereg freeze`)")
+        return
+    p = st.frozen.plan
+    console.print(f"plan {st.frozen.plan_hash[:12]} frozen {st.frozen.frozen_at:%Y-%m-%d}"
+                  + (" (forced)" if st.frozen.forced else "")
+                  + ("" if st.frozen.intact else " [red]EDITED AFTER FREEZING[/red]"))
+    console.print(f"primary: {p.candidate} vs {p.baseline}, {p.primary.test} at "
+                  f"h={p.primary.horizon}, δ={p.primary.margin}, α={p.primary.alpha}")
+    console.print(f"window: {len(st.nights)} of {p.window.nights} nights from "
+                  f"{p.window.first_night}"
+                  + ("" if st.window_complete else " — interim: no decision"))
+    for d in st.deviations:
+        console.print(f"[yellow]deviation[/yellow] {d['night'] or '-'} {d['kind']}: {d['detail']}")
+
+
+@app.command()
+def report(config: Path = CONFIG_OPT,
+           week: Optional[str] = typer.Option(None, help="ISO week, e.g. 2027-W19: everything "
+                                              "from the window's start to that week's end."),
+           since: Optional[str] = typer.Option(None, help="First night (YYYY-MM-DD)."),
+           until: Optional[str] = typer.Option(None, help="Last night (YYYY-MM-DD)."),
+           out: Path = typer.Option(Path("reports"), help="Folder for the HTML and Markdown.")) -> None:
+    """The weekly comparison report: one self-contained HTML file and one Markdown file."""
+    from flows.weekly import week_range, write_report
+
+    cfg = load_config(config)
+    lo = _parse_date(since, "--since") if since else None
+    hi = _parse_date(until, "--until") if until else None
+    if week:
+        if since or until:
+            raise UserError("give --week or --since/--until, not both")
+        lo, hi = None, week_range(week)[1]
+    html, md, data = write_report(cfg, out, lo, hi)
+    console.print(f"report ({data.plan.label}): {html}\n                      {md}")
