@@ -4,7 +4,6 @@ import math
 
 from dualpath.sim.fleet import SimFleet
 from evals.report import compute_metrics
-from flows import runner
 from tests.helpers import ingest, make_project, score_night_plain
 from warehouse.db import reader
 from warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame

@@ -1,10 +1,8 @@
 """Honest outcomes below the flow: what a unit and a run become when things go wrong."""
 
 import asyncio
-import time
 
 import httpx
-import orjson
 import pytest
 
 from dualpath.client import PathClient
