@@ -129,6 +129,10 @@ def prices_import(file: Path, config: Path = CONFIG_OPT,
         console.print(escape(f"warehouse: {m}"))
 
 
+NIGHT_OPT = typer.Option(None, "--date", help="The night (a session, YYYY-MM-DD); default: "
+                         "the latest session whose close has passed.")
+
+
 def _fresh_table(fresh, fmt: str) -> None:
     frame = fresh.frame()
     order = {"missing": 0, "stale": 1, "halted": 2, "fresh": 3}
@@ -138,9 +142,7 @@ def _fresh_table(fresh, fmt: str) -> None:
 
 @prices_app.command("update")
 def prices_update(config: Path = CONFIG_OPT,
-                  night: Optional[str] = typer.Option(None, "--date", help="The night (a session, "
-                                                      "YYYY-MM-DD); default: the latest session "
-                                                      "whose close has passed."),
+                  night: Optional[str] = NIGHT_OPT,
                   fmt: str = FORMAT_OPT) -> None:
     """Import what is new from the market section's prices_file, prices_dir and source, then
     show each ticker's freshness.
@@ -167,9 +169,7 @@ def prices_update(config: Path = CONFIG_OPT,
 
 @prices_app.command("status")
 def prices_status(config: Path = CONFIG_OPT,
-                  night: Optional[str] = typer.Option(None, "--date", help="The night (a session, "
-                                                      "YYYY-MM-DD); default: the latest session "
-                                                      "whose close has passed."),
+                  night: Optional[str] = NIGHT_OPT,
                   fmt: str = FORMAT_OPT) -> None:
     """Per ticker: the last priced session and how far behind the night it is (read-only).
     Exits 1 when a ticker is stale or missing."""
