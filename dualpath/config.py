@@ -39,6 +39,9 @@ class Experiment(_Model):
         None, description="A text file with one ticker per line ('#' comments allowed); "
         "relative paths are relative to the config file.")
     draws: int = Field(3, ge=1, le=50, description="Independent scorings of each ticker per night.")
+    prefix_affinity: bool = Field(True, description="Send a unit's calls to the slot whose "
+                                  "prompt cache holds their shared prefix (llama-server "
+                                  "id_slot; call order for vLLM's prefix cache).")
     horizons: list[Annotated[int, Field(ge=1, le=260)]] = Field(
         default_factory=lambda: [1, 5, 20],
         description="Forward-return horizons in trading days.")
@@ -118,6 +121,23 @@ class SimProfile(_Model):
     market_seed: int = Field(7, description="Seed of the synthetic market the answers follow.")
 
 
+class MeasuredSpeed(_Model):
+    """A path's speed as measured by a sweep's replay (written back by `dualpath sweep`)."""
+
+    prefill_tps: float = Field(gt=0, description="Aggregate prompt tokens per second "
+                               "(server counters).")
+    decode_tps: float = Field(gt=0, description="Aggregate generated tokens per second "
+                              "(server counters).")
+    ticker_s_throughput: float | None = Field(None, gt=0, description="Seconds per ticker, "
+                                              "throughput basis (wall clock / tickers).")
+    ticker_s_latency: float | None = Field(None, gt=0, description="Seconds per ticker, "
+                                           "latency basis (median unit seconds).")
+    replay_set: str | None = Field(None, description="Content hash of the frozen replay set.")
+    measured_on: date | None = Field(None, description="Date of the measurement.")
+    build: str | None = Field(None, description="Server build measured.")
+    slots: int | None = Field(None, ge=1, description="Parallel slots measured.")
+
+
 class ServingPath(_Model):
     """One serving path: an engine behind an OpenAI-compatible endpoint."""
 
@@ -163,6 +183,14 @@ class ServingPath(_Model):
     grade_format: Literal["text", "json"] = Field(
         "text", description="'json' constrains the final-grade call to a JSON schema.")
     sim: SimProfile = Field(default_factory=SimProfile, description="Simulated server model.")
+    queue_depth: int = Field(1, ge=0, le=64, description="Requests kept queued at the server "
+                             "beyond `slots`, so a slot never waits for the next request "
+                             "(its queue time is recorded apart from service time).")
+    work_pool: str | None = Field(None, min_length=1, max_length=128, description="Prefect "
+                                  "work pool whose worker scores this path on its own host "
+                                  "(unset: scored by the flow's own process).")
+    measured: MeasuredSpeed | None = Field(None, description="Speed measured by a sweep "
+                                           "(informational; used by `dualpath plan`).")
 
     @property
     def dialect(self) -> str:
@@ -207,6 +235,8 @@ class WarehouseSettings(_Model):
 
     path: Path = Field(Path(".dualpath/warehouse.duckdb"), description="DuckDB file.")
     runs_dir: Path = Field(Path(".dualpath/runs"), description="Run folders (journals, logs).")
+    journal_store: str | None = Field(None, description="Where workers on other hosts ship "
+                                      "their journals: a folder or an fsspec URL.")
 
 
 class PipelineSettings(_Model):
@@ -389,9 +419,12 @@ class Config(_Model):
         price_io = {"prices_file", "prices_dir", "columns", "ticker_from_filename",
                     "date_format", "source", "symbol_suffix", "backfill_sessions",
                     "refetch_sessions", "max_abs_log_return"}
+        # Nor does which worker scores a path, or a sweep's note of its measured speed.
         data = self.model_dump(mode="json", exclude={"warehouse": True, "base_dir": True,
                                                      "comparison": True, "schedule": True,
-                                                     "market": price_io})
+                                                     "market": price_io,
+                                                     "paths": {"__all__": {"work_pool",
+                                                                           "measured"}}})
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 

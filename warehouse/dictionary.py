@@ -132,6 +132,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "runaway": "bool", "is_contaminated": "bool", "abandoned": "bool",
         "unit_outcome": "outcome of the call's unit attempt", "run_status": "status",
         "experiment": "name"}),
+    "v_prompts": ("the messages each call sent, by prompt hash", {
+        "prompt_hash": "hash — calls.prompt_hash", "prompt_text": "JSON — the messages as sent"}),
     "v_units": ("units with their run's status and the flags metrics use", {
         **_UNIT, "run_status": "status of its run", "experiment": "name",
         "is_final": "bool — the latest attempt of this ticker × draw",

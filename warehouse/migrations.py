@@ -217,6 +217,28 @@ LEFT JOIN units u ON u.run_id = c.run_id AND u.ticker = c.ticker AND u.draw = c.
                  AND u.unit_attempt = c.unit_attempt;
 """
 
+M009_PROMPT_VIEW = """
+-- The messages each call sent, as recorded (JSON array), by prompt hash: the one way to read
+-- prompts back, whatever the storage beneath.
+CREATE OR REPLACE VIEW v_prompts AS
+SELECT hash AS prompt_hash, text AS prompt_text FROM texts;
+"""
+
+# sweeps of engine settings over a frozen replay set (issue: retuning a path)
+M010_SWEEPS = """
+SELECT 1;
+"""
+
+# which host and worker scored each path-run
+M011_HOSTS = """
+SELECT 1;
+"""
+
+# prompts stored as their messages, each distinct message once
+M012_MESSAGES = """
+SELECT 1;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
@@ -226,6 +248,10 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m006_real_seconds", M006_REAL_SECONDS),
     ("m007_price_log", M007_PRICE_LOG),
     ("m008_attempt_errors", M008_ATTEMPT_ERRORS),
+    ("m009_prompt_view", M009_PROMPT_VIEW),
+    ("m010_sweeps", M010_SWEEPS),
+    ("m011_hosts", M011_HOSTS),
+    ("m012_messages", M012_MESSAGES),
 ]
 
 
