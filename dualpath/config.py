@@ -101,6 +101,9 @@ class SimProfile(_Model):
     decode_tps: float = Field(43.0, gt=0, description="Generated tokens per second per busy slot.")
     time_scale: float = Field(1.0, gt=0, le=1.0,
                               description="Real seconds slept per modelled second (demo: tiny).")
+    knee_slots: int | None = Field(None, ge=1, le=256, description="Busy slots beyond which "
+                                   "aggregate speed stops growing (each slot slows by busy / "
+                                   "knee_slots); unset: every slot runs at full speed.")
     context_tokens: int = Field(8200, ge=0, description="Unsent prompt tokens added to each call.")
     output_mean_tokens: float = Field(1260.0, gt=0, description="Mean generated tokens per call.")
     output_sigma: float = Field(0.35, ge=0, le=2, description="Log-normal sigma of output length.")

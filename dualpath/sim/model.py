@@ -1,7 +1,9 @@
 """Time and answer models of a simulated serving path.
 
 Time: a call holds one slot for `(prompt_n - cache_n) / prefill_tps + n_out / decode_tps`
-modelled seconds (rates per busy slot), slept as that times `time_scale`.
+modelled seconds (rates per busy slot), slept as that times `time_scale`. With `knee_slots`
+set, a call that starts while more slots than that are busy is slowed by busy / knee_slots,
+so aggregate throughput stops growing at the knee (as a real GPU's does).
 
 Answers: the final-grade call sees the synthetic market's hidden signal through this path's
 own noise. The latent score of a ticker-night is
@@ -74,6 +76,9 @@ class SimModel:
                   + self.p.draw_noise * rng.gauss(0, 1))
         return 1 + sum(latent > c for c in self.cuts)
 
-    def seconds(self, prompt_n: int, cache_n: int, n_out: int) -> tuple[float, float]:
-        """Modelled (prefill, decode) seconds of one call."""
-        return (prompt_n - cache_n) / self.p.prefill_tps, n_out / self.p.decode_tps
+    def seconds(self, prompt_n: int, cache_n: int, n_out: int,
+                busy: int = 1) -> tuple[float, float]:
+        """Modelled (prefill, decode) seconds of one call started with `busy` slots busy."""
+        slow = max(1.0, busy / self.p.knee_slots) if self.p.knee_slots else 1.0
+        return ((prompt_n - cache_n) / self.p.prefill_tps * slow,
+                n_out / self.p.decode_tps * slow)

@@ -287,7 +287,7 @@ def _begin(sim: SimServer, slot: int, body: dict, text: str, prompt_n: int,
     cache_n = min(len(os.path.commonprefix([last, text])) // 4, prompt_n - 1) if last else 0
     sim._last_prompt[slot] = text
     sim._params[slot] = {**_SERVER_DEFAULTS, **{k: body[k] for k in _SERVER_DEFAULTS if k in body}}
-    return (cache_n, *sim.model.seconds(prompt_n, cache_n, n_out))
+    return (cache_n, *sim.model.seconds(prompt_n, cache_n, n_out, sim.counters.processing))
 
 
 def _finish(sim: SimServer, prompt_n: int, cache_n: int, n_out: int, t_prefill: float,
