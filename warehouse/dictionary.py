@@ -42,7 +42,7 @@ _CALL = {
     "server_metrics_json": "JSON — vLLM per-request metrics, verbatim",
     "contaminated": "why this response came from another server (NULL: it did not)",
     "request_hash": "hash → texts: the request body sent (without messages)",
-    "prompt_hash": "hash → texts: the messages sent", "output_hash": "hash → texts: the answer",
+    "prompt_hash": "hash → v_prompts: the messages sent", "output_hash": "hash → texts: the answer",
 }
 _UNIT = {
     "run_id": "id — experiment/night/path", "path": "name", "night": "date", "ticker": "symbol",
@@ -96,8 +96,12 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
     "server_sessions": ("the server a segment talked to and what it said it was", _SESSION),
     "calls": ("one LLM call with the client's clocks and the server's timings", _CALL),
     "units": ("one attempt of one ticker × draw on one path", _UNIT),
-    "texts": ("every prompt, answer and request body, stored once",
-              {"hash": "hash — the key other tables refer to", "text": "text"}),
+    "texts": ("every answer, request body and prompt part (whole prompts before m012), "
+              "stored once", {"hash": "hash — the key other tables refer to", "text": "text"}),
+    "prompts": ("one distinct prompt (since m012) as its parts; read prompts in v_prompts", {
+        "prompt_hash": "hash — calls.prompt_hash: DuckDB hash() of the whole JSON text",
+        "parts": "hashes → texts: the JSON text cut after each message and each blank line "
+                 "inside one, in order; concatenated, they are the text as sent"}),
     "prices": ("one ticker × trading day", {
         "ticker": "symbol", "date": "date — session", "close": "currency — raw close",
         "adj_close": "currency — split/dividend-adjusted close (returns use this)"}),

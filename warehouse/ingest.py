@@ -1,11 +1,17 @@
-"""Journal -> warehouse, idempotently and in one transaction.
+"""Journal -> warehouse, idempotently, one transaction per journal.
 
-Call lines (the bulk) are parsed by DuckDB's own JSON reader and their texts hashed in SQL;
-the few other lines (begin, session, unit, end) are parsed in Python. Every row is keyed
-(calls by call_id, units by run/ticker/draw/attempt, texts by content hash), so ingesting the
-same journal twice changes nothing and a journal that grew since the last ingest adds only
-what is new. Prompts, outputs and request bodies are stored once: they repeat across draws
-and paths.
+Call and part lines (the bulk) are parsed by DuckDB's own JSON reader and their texts hashed
+in SQL; the few other lines (begin, session, unit, end) are parsed in Python from a streamed
+scan. Every row is keyed (calls by call_id, units by run/ticker/draw/attempt, texts by
+content hash, prompts by prompt hash), so ingesting the same journal twice changes nothing
+and a journal that grew since the last ingest adds only what is new. Outputs, request
+bodies and prompt parts are stored once: they repeat across calls, draws and paths. A
+prompt is stored as the list of its parts' hashes (see `warehouse.journal`); a journal
+written before parts existed brings whole prompts, stored whole as before.
+
+Memory is flat in the size of the warehouse and of the batch: journals are ingested one at
+a time, and every lookup against the stored rows builds its hash table on the journal's
+side and streams the warehouse's (texts, prompts).
 """
 
 from __future__ import annotations
@@ -20,14 +26,16 @@ import pandas as pd
 
 from dualpath.errors import DataError
 from dualpath.records import MEASURED, CallRecord
-from warehouse.journal import JournalContents, read_journal
+from warehouse.journal import JournalContents, read_journal, snapshot
 
 _SQL_TYPE = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE"}
 _UNIT_COLUMNS = ("run_id", "path", "night", "ticker", "draw", "unit_attempt", "start_wall",
                  "end_wall", "seconds", "n_calls", "outcome", "grade", "failure_detail",
                  "final_text")
 CALL_COLUMNS = {"k": "VARCHAR", **{
-    f.name: _SQL_TYPE[str(f.type).split(" | ")[0]] for f in fields(CallRecord)}}
+    f.name: _SQL_TYPE[str(f.type).split(" | ")[0]] for f in fields(CallRecord)},
+    # the journal's own fields of a call line (prompts as parts)
+    "prompt_hash": "UBIGINT", "prompt_parts": "BIGINT[]"}
 _COLUMNS_SQL = "{" + ", ".join(f"'{k}': '{v}'" for k, v in CALL_COLUMNS.items()) + "}"
 
 
@@ -110,10 +118,13 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]
     con.executemany("INSERT INTO stage_runs VALUES (?, ?, ?)",
                     [[jc.begins[-1]["run_id"], jc.begins[-1]["night"], jc.call_lines]
                      for jc in contents if jc.call_lines])
+    # a call line with parts brings its prompt's hash; an older one its whole prompt
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE stage_calls AS
-        SELECT * EXCLUDE (k), hash(prompt_text) AS prompt_hash, hash(output_text) AS output_hash,
-               hash(request_json) AS request_hash,
+        SELECT * EXCLUDE (k, prompt_hash),
+               CASE WHEN prompt_parts IS NULL THEN hash(prompt_text) ELSE prompt_hash END
+                   AS prompt_hash,
+               hash(output_text) AS output_hash, hash(request_json) AS request_hash,
                end_mono - start_mono AS latency_s, first_token_mono - start_mono AS ttft_s
         FROM read_json(?, format = 'newline_delimited', columns = {_COLUMNS_SQL},
                        ignore_errors = true)
@@ -137,15 +148,54 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]
                             [problem, jc.begins[-1]["run_id"], lo, hi])
 
 
-def _insert_texts(con: duckdb.DuckDBPyConnection, table: str, hash_col: str, text_col: str) -> None:
+def _stage_prompts(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]) -> None:
+    """The prompts of the staged calls not yet stored, as lists of part hashes, and the texts
+    of their parts (stage_parts). Raises when a call refers to a part its journal lacks."""
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE stage_prompts AS
+        WITH known AS (SELECT prompt_hash FROM prompts
+                       WHERE prompt_hash IN (SELECT prompt_hash FROM stage_calls))
+        SELECT prompt_hash, any_value(prompt_parts) AS keys FROM stage_calls
+        WHERE prompt_parts IS NOT NULL AND prompt_hash NOT IN (SELECT prompt_hash FROM known)
+        GROUP BY prompt_hash""")
+    con.execute("""CREATE OR REPLACE TEMP TABLE stage_refs AS
+                   SELECT p.prompt_hash, u.key, u.seq FROM stage_prompts p,
+                   unnest(p.keys) WITH ORDINALITY AS u(key, seq)""")
+    files = [str(jc.path) for jc in contents if jc.part_lines]
+    con.execute("CREATE OR REPLACE TEMP TABLE stage_parts (key BIGINT, hash UBIGINT, text VARCHAR)")
+    if files and con.execute("SELECT count(*) FROM stage_refs").fetchone()[0]:
+        con.execute("""
+            INSERT INTO stage_parts
+            SELECT key, hash(text), text
+            FROM read_json(?, format = 'newline_delimited', ignore_errors = true,
+                           columns = {'k': 'VARCHAR', 'key': 'BIGINT', 'text': 'VARCHAR'})
+            WHERE k = 'part' AND key IN (SELECT key FROM stage_refs)""", [files])
+    missing = con.execute("SELECT count(*) FROM stage_refs WHERE key NOT IN "
+                          "(SELECT key FROM stage_parts)").fetchone()[0]
+    if missing:
+        raise DataError(f"journal {contents[0].path}: {missing} prompt part(s) referred to "
+                        "but not readable; a damaged line in the middle of the journal")
+    con.execute("""
+        INSERT INTO prompts
+        SELECT r.prompt_hash, list(m.hash ORDER BY r.seq) FROM stage_refs r
+        JOIN (SELECT DISTINCT key, hash FROM stage_parts) m USING (key)
+        GROUP BY r.prompt_hash""")
+
+
+def _insert_texts(con: duckdb.DuckDBPyConnection, table: str, hash_col: str, text_col: str,
+                  where: str = "TRUE") -> None:
     """Store each new text once. Deduplicate on (hash, rowid) integers first, then move each
-    text once: grouping the long strings themselves was the slowest step of a bulk ingest."""
+    text once: grouping the long strings themselves was the slowest step of a bulk ingest.
+    The stored hashes are matched against the staged ones (a small hash table), never the
+    other way round: that table would grow with the warehouse."""
     con.execute(f"""
         INSERT INTO texts
+        WITH known AS (SELECT hash FROM texts
+                       WHERE hash IN (SELECT {hash_col} FROM {table}))
         SELECT {hash_col}, {text_col} FROM {table}
         WHERE rowid IN (SELECT min(rowid) FROM {table} WHERE {text_col} IS NOT NULL
-                        GROUP BY {hash_col})
-          AND {hash_col} NOT IN (SELECT hash FROM texts)""")
+                        AND {where} GROUP BY {hash_col})
+          AND {hash_col} NOT IN (SELECT hash FROM known)""")
 
 
 def ingest_journal(con: duckdb.DuckDBPyConnection, journal: Path, *, running: bool = False) -> IngestStats:
@@ -153,26 +203,20 @@ def ingest_journal(con: duckdb.DuckDBPyConnection, journal: Path, *, running: bo
     return ingest_journals(con, [journal], running=running)[0]
 
 
-def _snapshot(journal: Path, folder: Path) -> Path:
-    """A copy of a journal being written, cut at its last complete line: DuckDB and the
-    line scanner must read the same bytes."""
-    data = journal.read_bytes()
-    copy = folder / f"{len(list(folder.iterdir()))}-{journal.name}"
-    copy.write_bytes(data[:data.rfind(b"\n") + 1])
-    return copy
-
-
 def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
                     running: bool = False) -> list[IngestStats]:
-    """Ingest run journals in one transaction; safe to repeat. Each run's identity comes from
-    its begin record. With `running`, the journals are still being written: their runs are
-    stored as `running`, from snapshots, and unfinished units are not yet abandoned."""
-    if not journals:
-        return []
-    if running:
-        with tempfile.TemporaryDirectory() as tmp:
-            return _ingest(con, [_snapshot(j, Path(tmp)) for j in journals], running)
-    return _ingest(con, journals, running)
+    """Ingest run journals, each in its own transaction (memory stays flat however many);
+    safe to repeat. Each run's identity comes from its begin record. With `running`, the
+    journals are still being written: their runs are stored as `running`, from snapshots,
+    and unfinished units are not yet abandoned."""
+    out = []
+    for j in journals:
+        if running:
+            with tempfile.TemporaryDirectory() as tmp:
+                out += _ingest(con, [snapshot(j, Path(tmp) / j.name)], running)
+        else:
+            out += _ingest(con, [j], running)
+    return out
 
 
 def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
@@ -222,7 +266,10 @@ def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
         texts = []
         if any_calls:
             _stage_calls(con, contents)
-            texts += [("stage_calls", "prompt_hash", "prompt_text"),
+            _stage_prompts(con, contents)
+            texts += [("stage_parts", "hash", "text"),
+                      # a journal written before parts: whole prompts, stored whole
+                      ("stage_calls", "prompt_hash", "prompt_text", "prompt_parts IS NULL"),
                       ("stage_calls", "output_hash", "output_text"),
                       ("stage_calls", "request_hash", "request_json")]
         new_units: dict[str, int] = {}
@@ -241,14 +288,15 @@ def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
                                          "GROUP BY 1").fetchall())
             con.execute("INSERT OR REPLACE INTO units BY NAME SELECT * EXCLUDE (final_text, "
                         "is_new) FROM stage_units")
-        for table, hash_col, text_col in texts:
-            _insert_texts(con, table, hash_col, text_col)
+        for args in texts:
+            _insert_texts(con, *args)
         new_calls: dict[str, int] = {}
         if any_calls:
             new_calls = dict(con.execute("SELECT run_id, count(*) FROM stage_calls GROUP BY 1").fetchall())
             # the night joins here, where no text is carried along
             con.execute("INSERT INTO calls BY NAME SELECT s.* EXCLUDE (prompt_text, output_text, "
-                        "request_json), r.night FROM stage_calls s JOIN stage_runs r USING (run_id)")
+                        "request_json, prompt_parts), r.night FROM stage_calls s "
+                        "JOIN stage_runs r USING (run_id)")
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
@@ -256,7 +304,8 @@ def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
     finally:
         for name in frames:
             con.unregister(name)
-        for t in ("stage_calls", "stage_units", "stage_runs"):
+        for t in ("stage_calls", "stage_units", "stage_runs", "stage_prompts", "stage_refs",
+                  "stage_parts"):
             con.execute(f"DROP TABLE IF EXISTS {t}")
     for st in stats:
         st.new_calls, st.new_units = new_calls.get(st.run_id, 0), new_units.get(st.run_id, 0)

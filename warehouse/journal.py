@@ -8,6 +8,16 @@ One JSON object per line, each with a kind `k`:
     call     one LLM call                        (dualpath.records.CallRecord)
     unit     a unit ended, with its outcome      (dualpath.records.UnitResult)
     end      the segment ended: status, counts   (dualpath.records.RunEnd)
+    part     one distinct part of prompts: {"key": int, "text": str}
+
+A call's prompt (its messages as JSON, ~33 KB at real size) is not repeated on its line: the
+text is cut into parts after each message and after each blank line inside one (where the
+pipeline joins its sections: ticker context, documents, earlier agents' answers), each
+distinct part is written once per writer as a `part` line before the first call line that
+uses it, and the call line carries `prompt_parts` (their keys, in order) and `prompt_hash`
+(DuckDB's `hash()` of the whole text, as the warehouse keys prompts) with `prompt_text`
+empty. The parts concatenated are the text, byte for byte. Journals written before parts
+existed carry `prompt_text` whole; both are read.
 
 Durability is group commit: a writer thread appends lines and fsyncs when a unit has ended
 and at least every `max_delay_s` otherwise, so a crash loses at most about a second of
@@ -17,15 +27,19 @@ ignored on read. One fsync per call would dominate a night of ~7k calls per path
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
 import os
 import queue
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+import duckdb
 import orjson
 
 from dualpath.errors import DataError
@@ -48,8 +62,37 @@ def encode(record: Any, kind: bytes | None = None) -> bytes:
     return b'{"k":"' + kind + b'",' + body[1:] + b"\n"
 
 
+# where a prompt's JSON text is cut: after a blank line inside a message (escaped in JSON)
+# and after each message
+_PART_CUTS = ("\\n\\n", '"},')
+
+
+def prompt_parts(prompt_text: str) -> list[str]:
+    """A prompt's JSON text cut into consecutive, non-empty parts (see the module docstring);
+    `"".join(parts) == prompt_text` whatever the text is."""
+    parts = [prompt_text]
+    for cut in _PART_CUTS:
+        out = []
+        for p in parts:
+            pieces = p.split(cut)
+            out += [x + cut for x in pieces[:-1]]
+            out += [pieces[-1]] if pieces[-1] else []
+        parts = out
+    return parts
+
+
+def part_key(part: bytes) -> int:
+    """A part's key in a journal: 63 bits of BLAKE2b, the same in every process (a resumed
+    segment's parts meet the earlier segment's)."""
+    return int.from_bytes(hashlib.blake2b(part, digest_size=8).digest(), "little") >> 1
+
+
 class JournalWriter:
-    """Appends records to a journal file from any thread; fsyncs in groups."""
+    """Appends records to a journal file from any thread; fsyncs in groups.
+
+    A call's prompt is cut into parts in the writer thread, which alone writes the file:
+    a part's line always precedes the first call line that needs it, in one ordered stream.
+    """
 
     def __init__(self, path: Path, max_delay_s: float = 0.5):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,6 +103,8 @@ class JournalWriter:
         self._f = open(path, "ab")
         self.fsyncs = 0
         self.lines = 0
+        self._parts_written: set[int] = set()
+        self._duck: duckdb.DuckDBPyConnection | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"journal:{path.name}", daemon=True)
         self._thread.start()
@@ -68,7 +113,31 @@ class JournalWriter:
         """Queue a record (the scheduler's sink); raises if the writer thread has failed."""
         if self._error is not None:
             raise self._error
-        self._q.put((encode(record), type(record) in _URGENT))
+        if type(record) is CallRecord and record.prompt_text:
+            # the text travels beside the line; the writer thread cuts it
+            line = encode(dataclasses.replace(record, prompt_text=""))
+            self._q.put((line, False, record.prompt_text))
+        else:
+            self._q.put((encode(record), type(record) in _URGENT, None))
+
+    def _with_parts(self, line: bytes, prompt: str) -> bytes:
+        """The part lines not yet written, then the call line that refers to them."""
+        out, keys = [], []
+        for part in prompt_parts(prompt):
+            raw = part.encode()
+            key = part_key(raw)
+            keys.append(key)
+            if key not in self._parts_written:
+                self._parts_written.add(key)
+                out.append(b'{"k":"part","key":%d,"text":%s}\n' % (key, orjson.dumps(part)))
+        if self._duck is None:
+            self._duck = duckdb.connect(":memory:")
+        # the warehouse keys prompts by DuckDB's hash of the whole text: taken here, where
+        # the text is in memory anyway, so that ingest never rebuilds 13 GB of prompts
+        prompt_hash = self._duck.execute("SELECT hash(?)", [prompt]).fetchone()[0]
+        out.append(line[:-2] + b',"prompt_hash":%d,"prompt_parts":%s}\n'
+                   % (prompt_hash, orjson.dumps(keys)))
+        return b"".join(out)
 
     def _run(self) -> None:
         dirty_since: float | None = None
@@ -86,7 +155,7 @@ class JournalWriter:
                     if item is _STOP:
                         stop = True
                         break
-                    batch.append(item[0])
+                    batch.append(item[0] if item[2] is None else self._with_parts(*item[::2]))
                     urgent |= item[1]
                     try:
                         item = self._q.get_nowait()
@@ -108,6 +177,9 @@ class JournalWriter:
         except BaseException as e:  # surfaced on the next write and on close
             self._error = e
             log.error("journal %s: %s", self.path, e)
+        finally:
+            if self._duck is not None:
+                self._duck.close()
 
     def close(self) -> None:
         """Flush, fsync and close; raises if the writer thread failed."""
@@ -124,22 +196,44 @@ class JournalWriter:
         self.close()
 
 
+def complete_end(f, size: int) -> int:
+    """The end of the last complete line of an open binary file of `size` bytes, found by
+    reading backwards from the end (a journal can be gigabytes; a torn line is short)."""
+    pos = size
+    while pos > 0:
+        step = min(pos, 1 << 20)
+        f.seek(pos - step)
+        nl = f.read(step).rfind(b"\n")
+        if nl >= 0:
+            return pos - step + nl + 1
+        pos -= step
+    return 0
+
+
 def _drop_torn_tail(path: Path) -> int:
     """Cut a half-written last line (a crash mid-write) so that appending stays parseable."""
     if not path.exists() or path.stat().st_size == 0:
         return 0
     with open(path, "rb+") as f:
         size = f.seek(0, os.SEEK_END)
-        f.seek(max(0, size - 1))
-        if f.read(1) == b"\n":
+        keep = complete_end(f, size)
+        if keep == size:
             return 0
-        f.seek(0)
-        keep = f.read().rfind(b"\n") + 1
         f.truncate(keep)
         f.flush()
         os.fsync(f.fileno())
     log.warning("journal %s: dropped %d bytes of a torn last record", path, size - keep)
     return size - keep
+
+
+def snapshot(journal: Path, copy: Path) -> Path:
+    """A copy of a journal being written, cut at its last complete line, streamed (never the
+    whole file in memory): DuckDB and the line scanner must read the same bytes."""
+    with open(journal, "rb") as src, open(copy, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    with open(copy, "rb+") as f:
+        f.truncate(complete_end(f, f.seek(0, os.SEEK_END)))
+    return copy
 
 
 @dataclass
@@ -154,6 +248,7 @@ class JournalContents:
     units: list[dict] = field(default_factory=list)
     ends: list[dict] = field(default_factory=list)
     call_lines: int = 0
+    part_lines: int = 0
     torn_tail: bool = False
 
     def unit_results(self, running: bool = False) -> list[dict]:
@@ -221,6 +316,7 @@ def unit_outcome(u: dict) -> str:
 
 
 _CALL_PREFIX = b'{"k":"call",'
+_PART_PREFIX = b'{"k":"part",'
 _GROUPS = {"begin": "begins", "session": "sessions", "ustart": "ustarts", "call": "calls",
            "unit": "units", "end": "ends"}
 
@@ -237,71 +333,45 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
             yield n, prev, True
 
 
-def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
-    """Parse a journal. A torn last line (crash mid-write) is skipped; damage elsewhere is an error.
+def _damaged(path: Path, n: int, line: bytes) -> DataError:
+    return DataError(f"journal {path} line {n} is damaged: {line[:120]!r}; "
+                     "move the file aside to rerun the night from scratch")
 
-    With `skip_calls`, call lines are only counted (the warehouse parses those in bulk).
+
+def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
+    """Parse a journal, streaming it. A torn last line (crash mid-write) is skipped; damage
+    elsewhere is an error. Calls get their `prompt_text` back whole from the parts.
+
+    With `skip_calls`, call and part lines are only counted (the warehouse parses those in
+    bulk), and the file is scanned with a cheap prefix test per line.
     """
     out = JournalContents(path)
     if not path.exists():
         return out
-    if skip_calls:
-        return _read_skipping_calls(path, out)
+    parts: dict[int, str] = {}
     for n, line, last in iter_lines(path):
-        if skip_calls and line.startswith(_CALL_PREFIX) and line.endswith(b"\n"):
+        if not line.endswith(b"\n"):
+            out.torn_tail = True     # the process died mid-line; that record was never synced
+            break
+        if skip_calls and line.startswith(_CALL_PREFIX):
             out.call_lines += 1
+            continue
+        if line.startswith(_PART_PREFIX):
+            out.part_lines += 1
+            if not skip_calls:
+                try:
+                    obj = orjson.loads(line)
+                    parts[obj["key"]] = obj["text"]
+                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    raise _damaged(path, n, line) from None
             continue
         try:
             obj = orjson.loads(line)
             group = getattr(out, _GROUPS[obj.pop("k")])
+            if "prompt_parts" in obj:
+                obj["prompt_text"] = "".join(parts[k] for k in obj.pop("prompt_parts"))
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-            if last and not line.endswith(b"\n"):
-                out.torn_tail = True     # the process died mid-line; that record was never synced
-                break
-            raise DataError(f"journal {path} line {n} is damaged: {line[:120]!r}; "
-                            "move the file aside to rerun the night from scratch") from None
+            raise _damaged(path, n, line) from None
         group.append(obj)
     out.call_lines += len(out.calls)
     return out
-
-
-_OTHER_PREFIXES = tuple(b'{"k":"' + k.encode() + b'",' for k in _GROUPS if k != "call")
-
-
-def _read_skipping_calls(path: Path, out: JournalContents) -> JournalContents:
-    """Count call lines and parse the rest, scanning the bytes in C (a night is ~10k calls)."""
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
-    if end < len(data):
-        out.torn_tail = True        # the process died mid-line; that record was never synced
-        data = data[:end]
-    out.call_lines = data.count(b'\n{"k":"call",') + data.startswith(_CALL_PREFIX)
-    starts = []
-    for prefix in _OTHER_PREFIXES:
-        starts += [0] if data.startswith(prefix) else []
-        pos = data.find(b"\n" + prefix)
-        while pos >= 0:
-            starts.append(pos + 1)
-            pos = data.find(b"\n" + prefix, pos + 1)
-    if out.call_lines + len(starts) != data.count(b"\n"):
-        _raise_damaged(path, data)
-    for start in sorted(starts):
-        line = data[start:data.index(b"\n", start) + 1]
-        try:
-            obj = orjson.loads(line)
-            getattr(out, _GROUPS[obj.pop("k")]).append(obj)
-        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-            _raise_damaged(path, data)
-    return out
-
-
-def _raise_damaged(path: Path, data: bytes) -> None:
-    """Find the first line that is not a readable record, and say where it is."""
-    for n, line in enumerate(data.splitlines(keepends=True), 1):
-        try:
-            if not line.startswith(_CALL_PREFIX):
-                _GROUPS[orjson.loads(line)["k"]]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            raise DataError(f"journal {path} line {n} is damaged: {line[:120]!r}; "
-                            "move the file aside to rerun the night from scratch") from None
-    raise DataError(f"journal {path} is damaged; move it aside to rerun the night from scratch")

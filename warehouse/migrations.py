@@ -236,7 +236,20 @@ SELECT 1;
 
 # prompts stored as their messages, each distinct message once
 M012_MESSAGES = """
-SELECT 1;
+-- A prompt (the JSON text of its messages) as its parts: the text cut after each message and
+-- after each blank line inside one, each distinct part stored once in texts. A unit's 17
+-- prompts repeat the ticker context and earlier answers, section by section, so a prompt
+-- costs a list of hashes. Prompts ingested before this stay whole in texts; v_prompts reads
+-- both, and returns each call's prompt_hash once, byte for byte the text that was sent.
+CREATE TABLE prompts (prompt_hash UBIGINT NOT NULL, parts UBIGINT[] NOT NULL);
+CREATE OR REPLACE VIEW v_prompts AS
+SELECT p.prompt_hash, string_agg(t.text, '' ORDER BY u.seq) AS prompt_text
+FROM prompts p, unnest(p.parts) WITH ORDINALITY AS u(part_hash, seq)
+JOIN texts t ON t.hash = u.part_hash
+GROUP BY p.prompt_hash
+UNION ALL
+SELECT hash AS prompt_hash, text AS prompt_text FROM texts
+WHERE hash IN (SELECT prompt_hash FROM calls) AND hash NOT IN (SELECT prompt_hash FROM prompts);
 """
 
 MIGRATIONS: list[tuple[str, str]] = [

@@ -1,0 +1,215 @@
+"""Prompts as parts: journaled once per writer, stored once, read back byte for byte.
+
+A real prompt is ~33 KB of JSON whose sections (ticker context, documents, earlier answers)
+repeat across a unit's 17 calls; the journal and the warehouse keep each distinct part once.
+"""
+
+import duckdb
+import orjson
+import pytest
+
+from dualpath.errors import DataError
+from dualpath.records import CallRecord, RunBegin, RunEnd, UnitResult, UnitStart
+from warehouse.ingest import ingest_journal
+from warehouse.journal import JournalWriter, encode, prompt_parts, read_journal
+from warehouse.migrations import MIGRATIONS, migrate
+
+CONTEXT = "TICKER: AAA | AS OF: 2027-01-04\n\nAdjusted closes:\n" + "\n".join(
+    f"2026-12-{d:02d},{100 + d}.00" for d in range(1, 29)) + "\n\nDocuments:\nQ3 revenue ±3% — “guidance” \\ kept\n\nnew plant"
+
+
+def messages(agent: str, *sections: str) -> str:
+    """The JSON text of a call's messages, exactly as dualpath.client records it."""
+    return orjson.dumps([{"role": "system", "content": "You are on a committee."},
+                         {"role": "user", "content": "\n\n".join((CONTEXT, *sections,
+                                                                  f"Your role: {agent}"))}]).decode()
+
+
+def call(i: int, prompt: str, ticker="AAA", run="r") -> CallRecord:
+    return CallRecord(call_id=f"{run}-c{i}", run_id=run, path="p", ticker=ticker, draw=1,
+                      unit_attempt=1, agent=f"a{i}", call_seq=i, start_wall=1.0 + i,
+                      start_mono=1.0, end_wall=2.0 + i, end_mono=2.0, prompt_text=prompt,
+                      output_text=f"answer {i}\n\nsecond paragraph", request_json="{}")
+
+
+def begin(run="r") -> RunBegin:
+    return RunBegin(run, "e", "2027-01-04", "p", "sim", "h", 1, 1, 1, 4, 1.0, 1, 1.0)
+
+
+def end(run="r") -> RunEnd:
+    return RunEnd(run, 1, 1.0, 9.0, "complete", None, 1, 1, 3)
+
+
+PROMPTS = [messages("data_summary", "Summarise."),
+           messages("technical", "Data summary:\nanswer 1\n\nsecond paragraph", "Report."),
+           messages("bull_1", "## technical\nanswer 2\n\nsecond paragraph", "Open the case.")]
+
+
+def write_unit(path, prompts=PROMPTS, run="r", writer=None):
+    w = writer or JournalWriter(path)
+    w.write(begin(run))
+    w.write(UnitStart(run, "p", "AAA", 1, 1, 1.0))
+    for i, p in enumerate(prompts, 1):
+        w.write(call(i, p, run=run))
+    w.write(UnitResult(run, "p", "AAA", 1, 1, 1.0, 1.0, 9.0, 9.0, len(prompts), "graded", 3))
+    w.write(end(run))
+    if writer is None:
+        w.close()
+
+
+def stored_prompts(con) -> dict[int, str]:
+    rows = con.execute("SELECT prompt_hash, prompt_text FROM v_prompts WHERE prompt_hash IN "
+                       "(SELECT prompt_hash FROM calls)").fetchall()
+    assert len(rows) == len({h for h, _ in rows}), "a prompt came back twice"
+    return dict(rows)
+
+
+@pytest.mark.parametrize("text", ["", "[]", '"},', "a\\n\\n", "\\n\\n\\n\\n", PROMPTS[1],
+                                  '[{"role":"user","content":"\\\\n\\n"}]'])
+def test_parts_are_the_text_cut_in_pieces(text):
+    parts = prompt_parts(text)
+    assert "".join(parts) == text and all(parts)
+
+
+def test_parts_fall_at_messages_and_blank_lines():
+    parts = prompt_parts(PROMPTS[0])
+    # the system message, the header, the price table, the two document paragraphs, the rest
+    assert parts[0] == '[{"role":"system","content":"You are on a committee."},'
+    assert parts[1] == '{"role":"user","content":"TICKER: AAA | AS OF: 2027-01-04\\n\\n'
+    assert len(parts) == 7
+
+
+def test_each_distinct_part_is_journaled_once_before_its_first_call(tmp_path):
+    p = tmp_path / "j.jsonl"
+    write_unit(p)
+    lines = p.read_bytes().splitlines()
+    kinds = [orjson.loads(x)["k"] for x in lines]
+    # the shared context is on one line, not on every call's
+    assert p.read_bytes().count(b"Adjusted closes") == 1
+    parts = [set(prompt_parts(x)) for x in PROMPTS]
+    assert kinds.count("part") == len(set().union(*parts)) < sum(map(len, parts))
+    seen = set()
+    for x in lines:
+        obj = orjson.loads(x)
+        if obj["k"] == "part":
+            seen.add(obj["key"])
+        elif obj["k"] == "call":
+            assert obj["prompt_text"] == "" and set(obj["prompt_parts"]) <= seen
+    jc = read_journal(p)
+    assert [c["prompt_text"] for c in jc.calls] == PROMPTS
+    fast = read_journal(p, skip_calls=True)
+    assert (fast.call_lines, fast.part_lines, fast.units) == (3, kinds.count("part"), jc.units)
+
+
+def test_the_journal_hash_is_the_warehouse_hash_of_the_whole_text(tmp_path):
+    p = tmp_path / "j.jsonl"
+    write_unit(p)
+    with duckdb.connect() as con:
+        for line in p.read_bytes().splitlines():
+            obj = orjson.loads(line)
+            if obj["k"] == "call":
+                text = PROMPTS[obj["call_seq"] - 1]
+                assert obj["prompt_hash"] == con.execute("SELECT hash(?)", [text]).fetchone()[0]
+
+
+def test_new_journals_read_back_byte_for_byte_and_ingest_once(tmp_path):
+    p = tmp_path / "j.jsonl"
+    write_unit(p)
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        migrate(con)
+        assert ingest_journal(con, p).new_calls == 3
+        rows = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("calls", "prompts", "texts")}
+        assert ingest_journal(con, p).new_calls == 0
+        assert {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in rows} == rows
+        got = stored_prompts(con)
+        assert sorted(got.values()) == sorted(PROMPTS)
+        # calls.prompt_hash is still the hash of the whole text
+        assert con.execute("SELECT count(*) FROM v_prompts WHERE prompt_hash <> hash(prompt_text)"
+                           ).fetchone()[0] == 0
+        # no whole prompt is stored: the context is in texts once
+        assert con.execute("SELECT count(*) FROM texts WHERE text LIKE '%Adjusted closes%'"
+                           ).fetchone()[0] == 1
+        assert rows["texts"] == con.execute("SELECT count(DISTINCT hash) FROM texts").fetchone()[0]
+
+
+def test_a_resumed_writer_writes_its_parts_again_and_ingest_keeps_them_once(tmp_path):
+    p = tmp_path / "j.jsonl"
+    write_unit(p)
+    p.write_bytes(p.read_bytes() + b'{"k":"part","key":1,"text":"tor')   # crash mid-part
+    more = PROMPTS[:1] + [messages("bear_1", "## technical\nanswer 2", "Open the bear case.")]
+    w = JournalWriter(p)
+    assert w.dropped_torn_tail
+    for i, pr in enumerate(more, 10):
+        w.write(call(i, pr))
+    w.close()
+    assert [c["prompt_text"] for c in read_journal(p).calls] == PROMPTS + more
+    with duckdb.connect() as con:
+        migrate(con)
+        ingest_journal(con, p)
+        assert sorted(stored_prompts(con).values()) == sorted(set(PROMPTS + more))
+        assert con.execute("SELECT count(*) - count(DISTINCT hash) FROM texts").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM prompts").fetchone()[0] == 4
+
+
+def test_a_running_journal_is_ingested_from_its_complete_lines(tmp_path):
+    p = tmp_path / "j.jsonl"
+    write_unit(p)
+    data = p.read_bytes()
+    cut = data.index(b'{"k":"call"', data.index(b'"call_seq":2')) - 1   # call 3's parts onward
+    p.write_bytes(data[:cut] + data[cut:cut + 40])       # a line half written
+    with duckdb.connect() as con:
+        migrate(con)
+        st = ingest_journal(con, p, running=True)
+        assert st.status == "running" and st.new_calls == 2
+        p.write_bytes(data)
+        assert ingest_journal(con, p).new_calls == 1
+        assert sorted(stored_prompts(con).values()) == sorted(PROMPTS)
+
+
+def test_a_part_missing_from_the_middle_of_a_journal_is_an_error(tmp_path):
+    p = tmp_path / "j.jsonl"
+    write_unit(p)
+    lines = p.read_bytes().splitlines(keepends=True)
+    i = next(n for n, x in enumerate(lines) if x.startswith(b'{"k":"part"'))
+    p.write_bytes(b"".join(lines[:i] + [b'{"k":"part","key":' + b"x" * 20 + b"\n"] + lines[i + 1:]))
+    with duckdb.connect() as con:
+        migrate(con)
+        with pytest.raises(DataError, match="prompt part"):
+            ingest_journal(con, p)
+
+
+def test_an_old_warehouse_and_old_journals_read_back_the_same_prompts(tmp_path):
+    """A warehouse written before m012 holds whole prompts in texts; a journal written before
+    parts carries them whole. After m012 both read back byte for byte, beside new ones, and
+    a prompt stored both ways comes back once."""
+    db = tmp_path / "old.duckdb"
+    old_prompt = messages("risk_judge", "an old plan")
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE schema_migrations (name VARCHAR PRIMARY KEY, applied_at "
+                    "TIMESTAMPTZ DEFAULT now())")
+        for name, sql in MIGRATIONS[:11]:
+            con.execute(sql)
+            con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [name])
+        # what the ingest before m012 stored: the whole text under its hash
+        for i, text in enumerate([old_prompt, PROMPTS[0]]):
+            con.execute("INSERT INTO texts SELECT hash($t), $t", {"t": text})
+            con.execute("INSERT INTO calls (call_id, run_id, prompt_hash) SELECT ?, 'old', hash(?)",
+                        [f"old{i}", text])
+        before = dict(con.execute("SELECT prompt_hash, prompt_text FROM v_prompts").fetchall())
+        assert migrate(con) == ["m012_messages"]
+        assert stored_prompts(con) == {h: t for h, t in before.items()}
+        # an old-format journal (whole prompt_text on the call line), and a new one sharing
+        # PROMPTS[0] with the old warehouse
+        old_j = tmp_path / "old.jsonl"
+        old_j.write_bytes(b"".join(encode(r) for r in (
+            begin("o"), call(1, old_prompt, run="o"), call(2, PROMPTS[2], run="o"), end("o"))))
+        assert read_journal(old_j).calls[1]["prompt_text"] == PROMPTS[2]
+        ingest_journal(con, old_j)
+        new_j = tmp_path / "new.jsonl"
+        write_unit(new_j)
+        ingest_journal(con, new_j)
+        got = stored_prompts(con)
+        assert sorted(got.values()) == sorted({old_prompt, *PROMPTS})
+        assert con.execute("SELECT count(*) FROM v_prompts WHERE prompt_hash <> hash(prompt_text)"
+                           ).fetchone()[0] == 0
