@@ -50,6 +50,7 @@ class ChatRequest:
     call_seq: int
     seed: int | None = None
     json_schema: dict[str, Any] | None = None
+    id_slot: int | None = None     # llama-server slot to run on (its prompt cache), None: any
 
 
 def sampling_body(dialect: str, s: Sampling, seed: int | None) -> dict[str, Any]:
@@ -128,6 +129,8 @@ class PathClient:
             body["stream_options"] = {"include_usage": True}
         if req.json_schema is not None:
             body.update(schema_body(self.path.dialect, req.json_schema))
+        if req.id_slot is not None and self.path.dialect == "llama.cpp":
+            body["id_slot"] = req.id_slot
         return body
 
     async def chat(self, req: ChatRequest) -> CallRecord:

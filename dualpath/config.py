@@ -186,9 +186,10 @@ class ServingPath(_Model):
     grade_format: Literal["text", "json"] = Field(
         "text", description="'json' constrains the final-grade call to a JSON schema.")
     sim: SimProfile = Field(default_factory=SimProfile, description="Simulated server model.")
-    queue_depth: int = Field(1, ge=0, le=64, description="Requests kept queued at the server "
-                             "beyond `slots`, so a slot never waits for the next request "
-                             "(its queue time is recorded apart from service time).")
+    queue_depth: int | None = Field(None, ge=0, le=64, description="Requests kept queued at "
+                                    "the server beyond `slots`, so a slot never waits for the "
+                                    "next request (default: 1 for llama.cpp, whose slots are "
+                                    "fixed; 0 for vLLM and others, which batch what they get).")
     work_pool: str | None = Field(None, min_length=1, max_length=128, description="Prefect "
                                   "work pool whose worker scores this path on its own host "
                                   "(unset: scored by the flow's own process).")
@@ -199,6 +200,13 @@ class ServingPath(_Model):
     def dialect(self) -> str:
         """The server dialect spoken on the wire: a simulated path speaks its profile's."""
         return self.sim.dialect if self.engine == "sim" else self.engine
+
+    @property
+    def server_queue_depth(self) -> int:
+        """Requests dualpath keeps queued at the server beyond its slots."""
+        if self.queue_depth is not None:
+            return self.queue_depth
+        return 1 if self.dialect == "llama.cpp" else 0
 
     @field_validator("base_url")
     @classmethod

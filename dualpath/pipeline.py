@@ -15,7 +15,9 @@ The built-in pipeline is a DAG modelled on the user's pipeline and on TradingAge
       -> risk_aggressive | risk_neutral | risk_conservative           (parallel)
       -> risk_judge -> portfolio_manager (final grade) -> consistency_check
 
-17 calls, 10 sequential stages.
+17 calls, 10 sequential stages. Every prompt opens with the same system message and the unit's
+ticker context (header, prices, documents), then what differs (earlier outputs, the role and
+its task), so a server's prompt cache can serve the shared part (see `ticker_context`).
 """
 
 from __future__ import annotations
@@ -81,6 +83,10 @@ _ROLES = {
 }
 
 
+COMMITTEE = ("You are one member of an investment committee scoring a stock. The stock's data "
+             "comes first; your role and task follow it.")
+
+
 def header(unit: UnitInput) -> str:
     """The first line of every prompt; it names the ticker and the night."""
     return f"TICKER: {unit.ticker} | AS OF: {unit.night.isoformat()}"
@@ -91,9 +97,21 @@ def price_table(unit: UnitInput) -> str:
     return "\n".join(f"{d.isoformat()},{c:.2f}" for d, c in unit.closes)
 
 
-def _msgs(role: str, unit: UnitInput, *sections: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": _ROLES[role]},
-            {"role": "user", "content": "\n\n".join((header(unit), *sections))}]
+def ticker_context(unit: UnitInput) -> str:
+    """What every call of a unit shares, byte for byte: header, prices, documents.
+
+    It opens every prompt (after one system message common to all roles), so a server's
+    prompt cache can reuse it across the unit's 17 calls; what differs comes after it."""
+    parts = [header(unit), f"Adjusted closes (date,close):\n{price_table(unit)}"]
+    if unit.documents:
+        parts.append(f"Documents:\n{unit.documents}")
+    return "\n\n".join(parts)
+
+
+def _msgs(role: str, context: str, *sections: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": COMMITTEE},
+            {"role": "user", "content": "\n\n".join((context, *sections,
+                                                      f"Your role: {_ROLES[role]}"))}]
 
 
 def _reports(named: dict[str, str]) -> str:
@@ -102,47 +120,48 @@ def _reports(named: dict[str, str]) -> str:
 
 async def builtin(unit: UnitInput, llm: LLM) -> str:
     """The built-in 17-call pipeline (see the module docstring); returns the PM's answer."""
-    prices = f"Adjusted closes (date,close):\n{price_table(unit)}"
-    summary = await llm("data_summary", _msgs("data_summary", unit, prices,
+    ctx = ticker_context(unit)
+    summary = await llm("data_summary", _msgs("data_summary", ctx,
                         "Summarise the trend, volatility and notable moves in 5 bullet points."))
     base = f"Data summary:\n{summary}"
-    docs = (f"Documents:\n{unit.documents}",) if unit.documents else ()
     desks = ("technical", "fundamental", "news_sentiment", "sector_macro")
-    outs = await asyncio.gather(*(
-        llm(d, _msgs(d, unit, base, *docs, *((prices,) if d == "technical" else ()),
-                     "Write your desk's report."))
-        for d in desks))
+    outs = await asyncio.gather(*(llm(d, _msgs(d, ctx, base, "Write your desk's report."))
+                                  for d in desks))
     reports = _reports(dict(zip(desks, outs)))
     bull, bear = await asyncio.gather(
-        llm("bull_1", _msgs("bull", unit, reports, "Round 1: open the bull case.")),
-        llm("bear_1", _msgs("bear", unit, reports, "Round 1: open the bear case.")))
+        llm("bull_1", _msgs("bull", ctx, reports, "Round 1: open the bull case.")),
+        llm("bear_1", _msgs("bear", ctx, reports, "Round 1: open the bear case.")))
     bull2, bear2 = await asyncio.gather(
-        llm("bull_2", _msgs("bull", unit, reports, f"Bear said:\n{bear}", "Round 2: rebut.")),
-        llm("bear_2", _msgs("bear", unit, reports, f"Bull said:\n{bull}", "Round 2: rebut.")))
+        llm("bull_2", _msgs("bull", ctx, reports, f"Bear said:\n{bear}", "Round 2: rebut.")),
+        llm("bear_2", _msgs("bear", ctx, reports, f"Bull said:\n{bull}", "Round 2: rebut.")))
     debate = _reports({"bull_1": bull, "bear_1": bear, "bull_2": bull2, "bear_2": bear2})
-    view = await llm("research_manager", _msgs("research_manager", unit, reports, debate,
+    view = await llm("research_manager", _msgs("research_manager", ctx, reports, debate,
                                                "State the investment view and its reasons."))
-    plan = await llm("trader", _msgs("trader", unit, view, "Propose the position plan."))
+    plan = await llm("trader", _msgs("trader", ctx, view, "Propose the position plan."))
     risk_roles = ("risk_aggressive", "risk_neutral", "risk_conservative")
-    risks = await asyncio.gather(*(llm(r, _msgs(r, unit, view, plan, "Assess the plan's risk."))
+    risks = await asyncio.gather(*(llm(r, _msgs(r, ctx, view, plan, "Assess the plan's risk."))
                                    for r in risk_roles))
-    judged = await llm("risk_judge", _msgs("risk_judge", unit, plan,
+    judged = await llm("risk_judge", _msgs("risk_judge", ctx, plan,
                                            _reports(dict(zip(risk_roles, risks))),
                                            "Decide the risk-adjusted plan."))
-    final = await _final_grade(unit, llm, view, judged)
-    await llm("consistency_check", _msgs("consistency_check", unit, f"Answer:\n{final}",
+    final = await _final_grade(ctx, llm, view, judged)
+    await llm("consistency_check", _msgs("consistency_check", ctx, f"Answer:\n{final}",
                                          "Reply CONSISTENT or INCONSISTENT with one reason."))
     return final
 
 
-async def _final_grade(unit: UnitInput, llm: LLM, view: str, judged: str) -> str:
+async def _final_grade(ctx: str, llm: LLM, view: str, judged: str) -> str:
+    # The grade instruction must end the prompt (a base model continues from it), so the
+    # role line goes before it here.
+    role = f"Your role: {_ROLES['portfolio_manager']}"
+    msgs = [{"role": "system", "content": COMMITTEE}]
     if llm.json_grades:
         ask = 'Answer with one JSON object: {"grade": <1-5>}.'
-        return await llm("portfolio_manager", _msgs("portfolio_manager", unit, view, judged, ask),
-                         json_schema=GRADE_SCHEMA)
-    return await llm("portfolio_manager", _msgs("portfolio_manager", unit, view, judged,
-                                                "Give the rationale in three sentences.",
-                                                GRADE_INSTRUCTION))
+        msgs.append({"role": "user", "content": "\n\n".join((ctx, view, judged, role, ask))})
+        return await llm("portfolio_manager", msgs, json_schema=GRADE_SCHEMA)
+    msgs.append({"role": "user", "content": "\n\n".join(
+        (ctx, view, judged, role, "Give the rationale in three sentences.", GRADE_INSTRUCTION))})
+    return await llm("portfolio_manager", msgs)
 
 
 def load_pipeline(name: str) -> Pipeline:

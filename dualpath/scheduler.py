@@ -1,4 +1,4 @@
-"""The slot-filling scheduler: keeps exactly `slots` calls in flight on a path.
+"""The slot-filling scheduler: keeps a path's slots busy (pools in `dualpath.slots`).
 
 Units (ticker x draw) are admitted in draw-major order, so every ticker's draw 1 finishes
 before any draw 2 starts and a night cut short still holds complete draws. A unit's next call
@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import heapq
-import itertools
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -28,48 +26,12 @@ from dualpath.client import ChatRequest, PathClient
 from dualpath.errors import CallFailed, HarnessError
 from dualpath.grades import parse_grade
 from dualpath.pipeline import Pipeline, UnitInput
+from dualpath.slots import PinnedSlots, SharedSlots
 from dualpath.records import (CALL_FAILED, CONTAMINATED, GRADED, INPUT_FAILED, PARSE_FAILED,
                               PIPELINE_FAILED, CallRecord, UnitResult, UnitStart)
 
 Sink = Callable[[CallRecord | UnitStart | UnitResult], None]
 Progress = Callable[[str, int, int, int], None]   # (path, units done, units total, calls)
-
-
-class SlotPool:
-    """At most `slots` holders at once; waiters are served lowest priority value first."""
-
-    def __init__(self, slots: int):
-        self.slots = slots
-        self.free = slots
-        self._waiters: list[tuple[int, int, asyncio.Future]] = []
-        self._seq = itertools.count()
-        self.on_idle: Callable[[], None] | None = None
-
-    def has_waiters(self) -> bool:
-        return any(not f.done() for _, _, f in self._waiters)
-
-    async def acquire(self, priority: int) -> None:
-        if self.free > 0 and not self.has_waiters():
-            self.free -= 1
-            return
-        fut = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (priority, next(self._seq), fut))
-        try:
-            await fut
-        except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                self.release()   # the slot was handed over just as we were cancelled
-            raise
-
-    def release(self) -> None:
-        while self._waiters:
-            _, _, fut = heapq.heappop(self._waiters)
-            if not fut.done():
-                fut.set_result(None)   # hand the slot over directly
-                return
-        self.free += 1
-        if self.on_idle is not None:
-            self.on_idle()
 
 
 def derive_seed(base: int, night: date, ticker: str, draw: int, agent: str) -> int:
@@ -129,6 +91,7 @@ class _UnitLLM:
         self.runner, self.unit, self.attempt, self.priority = runner, unit, attempt, priority
         self.json_grades = runner.client.path.grade_format == "json"
         self.calls = 0
+        self.home: int | None = None      # the slot whose prompt cache holds this unit
         self.contaminated: str | None = None
         self.runaway_outputs: set[str] = set()
 
@@ -139,16 +102,17 @@ class _UnitLLM:
         seed = None
         if r.sampling_seeded:
             seed = derive_seed(r.base_seed, r.night, self.unit.ticker, self.unit.draw, agent)
-        req = ChatRequest(agent=agent, messages=messages, ticker=self.unit.ticker,
-                          draw=self.unit.draw, unit_attempt=self.attempt, call_seq=self.calls,
-                          seed=seed, json_schema=json_schema)
         if self.calls == 1:
             r.starting -= 1   # this unit no longer counts as about to ask for a slot
-        await r.pool.acquire(self.priority)
+            self.home = r.pool.claim()
+        slot = await r.pool.acquire(self.priority, self.home)
+        req = ChatRequest(agent=agent, messages=messages, ticker=self.unit.ticker,
+                          draw=self.unit.draw, unit_attempt=self.attempt, call_seq=self.calls,
+                          seed=seed, json_schema=json_schema, id_slot=slot)
         try:
             rec = await r.client.chat(req)
         finally:
-            r.pool.release()
+            r.pool.release(slot)
         r.on_call(rec)
         if rec.contaminated:
             self.contaminated = self.contaminated or rec.contaminated
@@ -164,10 +128,11 @@ class PathRunner:
 
     def __init__(self, client: PathClient, pipeline: Pipeline, night: date, *,
                  slots: int, sink: Sink, inputs: Callable[[Unit], UnitInput],
+                 queue_depth: int = 0, pin_slots: bool = False,
                  base_seed: int = 0, seeded: bool = True, progress: Progress | None = None,
                  attempts: dict[Unit, int] | None = None, deadline_mono: float | None = None):
         self.client, self.pipeline, self.night = client, pipeline, night
-        self.pool = SlotPool(slots)
+        self.pool = (PinnedSlots if pin_slots else SharedSlots)(slots, queue_depth)
         self.sink, self.inputs, self.progress = sink, inputs, progress
         self.base_seed, self.sampling_seeded = base_seed, seeded
         self.attempts = attempts or {}
@@ -227,8 +192,7 @@ class PathRunner:
 
         def _fill_now() -> None:
             # Admitted units that have not yet asked for their first slot count as demand.
-            while (self.pool.free > self.starting and not self.pool.has_waiters()
-                   and not run.stopped_early):
+            while self.pool.room_for_unit(self.starting) and not run.stopped_early:
                 before = len(tasks)
                 admit()
                 if len(tasks) == before:
@@ -273,6 +237,7 @@ class PathRunner:
         finally:
             if llm.calls == 0:
                 self.starting -= 1
+            self.pool.disown(llm.home)
         res = UnitResult(run_id=self.client.run_id, path=self.client.name, ticker=unit.ticker,
                          draw=unit.draw, unit_attempt=attempt, start_wall=start_wall,
                          start_mono=start_mono, end_wall=time.time(), end_mono=time.monotonic(),

@@ -2,7 +2,10 @@
 
 from datetime import date
 
+import itertools
+
 import httpx
+import orjson
 
 from dualpath.client import PathClient
 from dualpath.config import Sampling, ServingPath
@@ -20,14 +23,15 @@ def inputs(unit: Unit) -> UnitInput:
     return UnitInput(unit.ticker, unit.draw, NIGHT, tuple(zip(h["date"], h["adj_close"])))
 
 
-async def run_path(url, units, slots, pipeline=builtin, stream=False, grade_format="text"):
+async def run_path(url, units, slots, pipeline=builtin, stream=False, grade_format="text",
+                   queue_depth=0, pin=False):
     records = []
     path = ServingPath(engine="sim", base_url=url, model="m", slots=slots, stream=stream,
                        grade_format=grade_format)
     async with httpx.AsyncClient() as http:
         client = PathClient("backup", path, Sampling(), http, "t/run")
         runner = PathRunner(client, pipeline, NIGHT, slots=slots, sink=records.append,
-                            inputs=inputs, base_seed=1)
+                            inputs=inputs, base_seed=1, queue_depth=queue_depth, pin_slots=pin)
         run = await runner.run_units(units)
     return run, records
 
@@ -51,6 +55,44 @@ async def test_in_flight_never_exceeds_slots_and_reaches_them(sim_server):
     assert srv.sim.counters.peak_processing == 3  # dualpath kept exactly 3 in flight
     assert srv.sim.counters.deferred == 0
     assert run.complete and run.units_done == 12 and run.calls == 12 * 17
+
+
+async def test_a_queued_request_waits_at_the_server_not_in_the_harness(sim_server):
+    srv = sim_server(slots=3)
+    run, records = await run_path(srv.url, draw_major(MARKET.tickers[:6], 2), slots=3,
+                                  queue_depth=1)
+    c = srv.sim.counters
+    assert c.peak_processing == 3                 # never more than the server's slots busy
+    assert run.complete and run.calls == 12 * 17
+    # four requests were in flight at once, so the fourth waited in the server's queue
+    calls = [r for r in records if isinstance(r, CallRecord)]
+    edges = sorted([(r.start_mono, 1) for r in calls] + [(r.end_mono, -1) for r in calls])
+    peak = max(itertools.accumulate(d for _, d in edges))
+    assert peak == 4
+
+
+async def test_pinned_calls_keep_to_their_units_slot_and_hit_its_cache(sim_server):
+    srv = sim_server(slots=2)
+    units = draw_major(MARKET.tickers[:4], 1)
+    run_on, on = await run_path(srv.url, units, slots=2, queue_depth=1, pin=True)
+    calls = [r for r in on if isinstance(r, CallRecord)]
+    slots = [orjson.loads(r.request_json)["id_slot"] for r in calls]
+    assert set(slots) == {0, 1} and run_on.complete
+    # every call after a unit's first reuses the shared ticker context when on its home slot
+    by_unit: dict = {}
+    for c, slot in zip(calls, slots):
+        by_unit.setdefault(c.ticker, []).append((c.call_seq, slot, c.cache_n))
+    home_hits = [n for seq in by_unit.values() for (k, slot, n) in sorted(seq)[1:]
+                 if slot == sorted(seq)[0][1]]
+    # mostly the modelled context (8200 tokens) is cached; a call of another unit in between
+    # can evict it
+    assert home_hits and sorted(home_hits)[len(home_hits) // 2] > 8000
+    srv2 = sim_server(slots=2)
+    _, off = await run_path(srv2.url, units, slots=2, queue_depth=1, pin=False)
+    share = lambda recs: (sum(r.cache_n for r in recs if isinstance(r, CallRecord))
+                          / sum(r.cache_n + r.prompt_n for r in recs if isinstance(r, CallRecord)))
+    assert all("id_slot" not in r.request_json for r in off if isinstance(r, CallRecord))
+    assert share(on) > 0.9 and share(on) > share(off) + 0.3   # measured 0.94 vs 0.32
 
 
 async def test_units_start_draw_major_and_every_unit_makes_17_calls(sim_server):

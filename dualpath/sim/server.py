@@ -81,7 +81,7 @@ class SimServer:
         self.model = SimModel(self.profile, self.market_start)
         self.started = time.monotonic()
         self.n_ctx_slot = self.profile.n_ctx // self.slots
-        self._sem: asyncio.Semaphore | None = None
+        self._waiting: list[tuple[int | None, asyncio.Future]] = []
         self._free = list(range(self.slots))
         self._last_prompt = [""] * self.slots
         self._busy = [False] * self.slots
@@ -140,16 +140,28 @@ class SimServer:
             out += [f"# TYPE llamacpp:{name} {kind}", f"llamacpp:{name} {value}"]
         return "\n".join(out) + "\n"
 
-    async def acquire(self) -> int:
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.slots)
-        if self._sem.locked():
-            self.counters.deferred += 1
-            await self._sem.acquire()
-            self.counters.deferred -= 1
+    async def acquire(self, text: str = "", want: int | None = None) -> int:
+        """A slot for a request: `want` (llama-server `id_slot`) waits for that slot; otherwise
+        the free slot whose last prompt shares the most with `text`, as llama-server picks."""
+        if want is None and self._free:
+            slot = max(self._free, key=lambda i: len(os.path.commonprefix(
+                [self._last_prompt[i], text])))
+            self._free.remove(slot)
+        elif want is not None and want in self._free:
+            slot = want
+            self._free.remove(slot)
         else:
-            await self._sem.acquire()
-        slot = self._free.pop()
+            fut = asyncio.get_running_loop().create_future()
+            self._waiting.append((want, fut))
+            self.counters.deferred += 1
+            try:
+                slot = await fut              # handed over by `release`, already off the list
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():
+                    self._hand_on(fut.result())
+                raise
+            finally:
+                self.counters.deferred -= 1
         self._busy[slot] = True
         self.counters.processing += 1
         self.counters.peak_processing = max(self.counters.peak_processing,
@@ -158,9 +170,16 @@ class SimServer:
 
     def release(self, slot: int) -> None:
         self._busy[slot] = False
-        self._free.append(slot)
         self.counters.processing -= 1
-        self._sem.release()
+        self._hand_on(slot)
+
+    def _hand_on(self, slot: int) -> None:
+        for i, (want, fut) in enumerate(self._waiting):
+            if not fut.done() and (want is None or want == slot):
+                del self._waiting[i]
+                fut.set_result(slot)
+                return
+        self._free.append(slot)
 
     def answer(self, body: dict, text: str, rng, runaway: bool) -> str:
         """The completion text: a grade for the final-grade call, a short note otherwise."""
@@ -237,6 +256,12 @@ def build_app(sim: SimServer) -> Starlette:
         if sim.vllm and body.get("model") != sim.profile.model_alias:
             return _json({"object": "error", "type": "NotFoundError", "param": None, "code": 404,
                           "message": f"The model `{body.get('model')}` does not exist."}, 404)
+        id_slot = body.get("id_slot")
+        if not sim.vllm and id_slot is not None and (
+                not isinstance(id_slot, int) or not -1 <= id_slot < sim.slots):
+            return _error(400, "invalid_request_error", f"invalid id_slot {id_slot!r}")
+        if id_slot == -1:
+            body["id_slot"] = None
         rln = body.get("repeat_last_n", 64)
         if not isinstance(rln, int) or rln < 0:   # as llama-server validates it
             return _error(400, "invalid_request_error", "Field 'repeat_last_n': Value must be "
@@ -284,7 +309,12 @@ def _begin(sim: SimServer, slot: int, body: dict, text: str, prompt_n: int,
            n_out: int) -> tuple[int, float, float]:
     """Take a slot's prompt cache and sampling; returns (cache_n, prefill s, decode s)."""
     last = sim._last_prompt[slot]
-    cache_n = min(len(os.path.commonprefix([last, text])) // 4, prompt_n - 1) if last else 0
+    shared = len(os.path.commonprefix([last, text])) if last else 0
+    header = _HEADER.search(text)
+    # The modelled unsent context belongs to the ticker and sits right after the header: a
+    # slot whose cache holds this prompt's header holds that context too.
+    ctx = sim.profile.context_tokens if header and shared >= header.end() else 0
+    cache_n = min(shared // 4 + ctx, prompt_n - 1) if shared else 0
     sim._last_prompt[slot] = text
     sim._params[slot] = {**_SERVER_DEFAULTS, **{k: body[k] for k in _SERVER_DEFAULTS if k in body}}
     return (cache_n, *sim.model.seconds(prompt_n, cache_n, n_out, sim.counters.processing))
@@ -314,7 +344,7 @@ def _finish(sim: SimServer, prompt_n: int, cache_n: int, n_out: int, t_prefill: 
 async def _process(sim: SimServer, body: dict, text: str, prompt_n: int,
                    n_out: int) -> tuple[dict, dict]:
     """Hold a slot for the modelled time of a non-streaming request."""
-    slot = await sim.acquire()
+    slot = await sim.acquire(text, body.get("id_slot"))
     try:
         cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
         await asyncio.sleep((t_prefill + t_decode) * sim.profile.time_scale)
@@ -329,7 +359,7 @@ async def _stream(sim, body, text, prompt_n, n_out, runaway, content, meta):
     def event(**fields) -> bytes:
         return b"data: " + orjson.dumps({**chunk, **fields}) + b"\n\n"
 
-    slot = await sim.acquire()
+    slot = await sim.acquire(text, body.get("id_slot"))
     try:
         cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
         await asyncio.sleep(t_prefill * sim.profile.time_scale)

@@ -1,0 +1,130 @@
+"""Slot pools: how many calls of a path are in flight, and on which server slot.
+
+`SharedSlots` lets any call take any room: `slots` calls on the server's slots plus
+`queue_depth` more waiting in the server's own queue, so a slot that frees starts its next
+request at once instead of after a round trip through the harness. Units are admitted while
+there is room nobody is about to ask for.
+
+`PinnedSlots` (prefix affinity, llama-server `id_slot`) gives each admitted unit a slot of
+its own: every call of the unit runs there, so the slot's prompt cache holds the unit's
+shared context (system message, ticker header, prices, documents) and only what is new in
+each call is prefilled. A unit's calls that are ready together queue at its slot (at most
+`1 + queue_depth` sent at once); a new unit is admitted when a slot has no unit. Slots stay
+busy because a unit always has a call ready except in the instant between a call's answer
+and the next call it unlocks. A unit's calls run one after another on its slot, so its own
+latency is longer than when its parallel calls spread over several slots: the throughput
+basis gains, the latency basis pays, which is why the switch is part of the fingerprint.
+
+Both serve waiting calls lowest priority value (oldest unit) first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from typing import Callable
+
+
+class _Waiters:
+    """Futures served lowest priority first."""
+
+    def __init__(self):
+        self._heap: list[tuple[int, int, asyncio.Future]] = []
+        self._seq = itertools.count()
+
+    def pending(self) -> bool:
+        return any(not f.done() for _, _, f in self._heap)
+
+    async def wait(self, priority: int, give_back: Callable[[], None]) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._heap, (priority, next(self._seq), fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                give_back()   # the room was handed over just as we were cancelled
+            raise
+
+    def wake_one(self) -> bool:
+        while self._heap:
+            _, _, fut = heapq.heappop(self._heap)
+            if not fut.done():
+                fut.set_result(None)
+                return True
+        return False
+
+
+class SharedSlots:
+    """At most `slots + queue_depth` calls in flight, on whichever slot the server picks."""
+
+    def __init__(self, slots: int, queue_depth: int = 0):
+        self.slots = slots
+        self.free = slots + queue_depth
+        self._waiters = _Waiters()
+        self.on_idle: Callable[[], None] | None = None
+
+    def room_for_unit(self, starting: int) -> bool:
+        """Whether a new unit would find room that no admitted unit is about to ask for."""
+        return self.free > starting and not self._waiters.pending()
+
+    def claim(self) -> int | None:
+        return None
+
+    def disown(self, home: int | None) -> None:
+        pass
+
+    async def acquire(self, priority: int, home: int | None = None) -> int | None:
+        if self.free > 0 and not self._waiters.pending():
+            self.free -= 1
+        else:
+            await self._waiters.wait(priority, self._hand_on)
+        return None
+
+    def release(self, slot: int | None = None) -> None:
+        self._hand_on()
+
+    def _hand_on(self) -> None:
+        if not self._waiters.wake_one():
+            self.free += 1
+            if self.on_idle is not None:
+                self.on_idle()
+
+
+class PinnedSlots:
+    """One unit per slot; every call of a unit is sent to its slot (see the module doc)."""
+
+    def __init__(self, slots: int, queue_depth: int = 0):
+        self.slots = slots
+        self.per_slot = 1 + queue_depth
+        self.owned = [False] * slots
+        self.load = [0] * slots
+        self._waiters = [_Waiters() for _ in range(slots)]
+        self.on_idle: Callable[[], None] | None = None
+
+    def room_for_unit(self, starting: int) -> bool:
+        return self.owned.count(False) > starting
+
+    def claim(self) -> int:
+        """The slot of a unit about to make its first call."""
+        slot = self.owned.index(False)
+        self.owned[slot] = True
+        return slot
+
+    def disown(self, home: int | None) -> None:
+        """A unit finished: its slot takes the next unit."""
+        if home is not None:
+            self.owned[home] = False
+            if self.on_idle is not None:
+                self.on_idle()
+
+    async def acquire(self, priority: int, home: int | None = None) -> int:
+        if self.load[home] < self.per_slot and not self._waiters[home].pending():
+            self.load[home] += 1
+        else:
+            await self._waiters[home].wait(priority, lambda: self.release(home))
+        return home
+
+    def release(self, slot: int | None = None) -> None:
+        if not self._waiters[slot].wake_one():
+            self.load[slot] -= 1
