@@ -1,11 +1,18 @@
-"""Scheduler benchmark: slot occupancy and makespan vs. a naive one-worker-per-ticker pool.
+"""Scheduler benchmark: server-side slot occupancy and makespan, dualpath vs a naive pool.
 
-Both run the built-in 17-call pipeline for 100 tickers against the same simulated 4-slot
-llama-server (its own process, real loopback HTTP). Lower bound of the makespan =
-max(total service time / slots, longest unit chain), from the server's own timings
-(prompt_ms + predicted_ms, scaled), so HTTP overhead counts against the scheduler.
+Every arm runs the built-in 17-call pipeline for 100 tickers against the same simulated 4-slot
+llama-server (its own process, real loopback HTTP): dualpath with prefix affinity (the default:
+each unit owns a slot, one request queued per slot), dualpath sharing slots with 0 and 1
+requests queued at the server, and the naive one-worker-per-ticker pool. The server's side is
+the measure: a call occupies its slot for its own reported service time (prompt_ms +
+predicted_ms, scaled), ending when its answer ended; occupancy is the time-weighted share of
+slots so occupied from the first moment all were to the admission of the last unit, and the
+server's own counters give busy slot-seconds over the whole makespan. Lower bound of the
+makespan = max(total service time / slots, longest unit chain) of the arm's own calls, so a
+gap the harness leaves counts against it (prefix caching shortens service and is reported
+apart, as the cached-token share).
 
-Last line: `occupancy=... makespan_ratio=... naive_makespan_ratio=...`
+Last line: `occupancy=... makespan_ratio=... naive_makespan_ratio=...` (the default arm)
 """
 
 from __future__ import annotations
@@ -48,9 +55,9 @@ def measure(records: list, slots: int, scale: float, t0: float, t1: float) -> di
         stages[STAGE[c.agent]] = max(stages.get(STAGE[c.agent], 0.0), service_s(c, scale))
     longest = max(sum(s.values()) for s in chains.values())
     lower = max(busy / slots, longest)
-    # occupancy: time-weighted min(in flight, slots)/slots while work was available, i.e. from
-    # the first moment all slots were busy to the admission of the last unit
-    ev = sorted([(c.start_mono, 1) for c in calls] + [(c.end_mono, -1) for c in calls])
+    # the server's side: each call held a slot for its service time, ending with its answer
+    ev = sorted([(c.end_mono - service_s(c, scale), 1) for c in calls]
+                + [(c.end_mono, -1) for c in calls])
     t, n, first_full, area = ev[0][0], 0, None, 0.0
     last_admit = max(s.start_wall for s in starts) - time.time() + time.monotonic()
     for when, d in ev:
@@ -61,12 +68,15 @@ def measure(records: list, slots: int, scale: float, t0: float, t1: float) -> di
         t, n = when, n + d
         if first_full is None and n >= slots:
             first_full = when
-    window = last_admit - first_full
+    window = last_admit - first_full if first_full is not None else 0.0
     # time a call spent beyond its service time: HTTP overhead plus waiting in the server's
-    # queue. Queueing inflates client-side latencies, which then no longer measure the server.
+    # queue (a queued request's latency is queue + service; both are on the record)
     wait = np.median([c.latency_s - service_s(c, scale) for c in calls])
-    return {"median_wait_ms": wait * 1e3,"makespan_s": t1 - t0, "lower_bound_s": lower, "ratio": (t1 - t0) / lower,
+    cached = sum(c.cache_n or 0 for c in calls)
+    return {"median_wait_ms": wait * 1e3, "makespan_s": t1 - t0, "lower_bound_s": lower,
+            "ratio": (t1 - t0) / lower, "busy_s": busy,
             "occupancy": area / (slots * window) if window > 0 else float("nan"),
+            "cached_share": cached / max(1, cached + sum(c.prompt_n or 0 for c in calls)),
             "calls": len(calls)}
 
 
@@ -97,7 +107,40 @@ async def naive_pool(client: PathClient, units: list[Unit], workers: int, inputs
     return records
 
 
-async def main(tickers: int, slots: int, scale: float) -> None:
+def counters(http_url: str) -> dict[str, float]:
+    text = httpx.get(f"{http_url}/metrics").text
+    return {ln.split()[0].split(":")[1]: float(ln.split()[1]) for ln in text.splitlines()
+            if ln and not ln.startswith("#")}
+
+
+ARMS = {"affinity q=1": dict(pin=True, queue=1), "shared q=1": dict(pin=False, queue=1),
+        "shared q=0": dict(pin=False, queue=0), "naive": None}
+DEFAULT = "affinity q=1"
+
+
+async def run_arm(name, fleet_url, path, units, slots, scale, inputs, night, http) -> dict:
+    client = PathClient("bench", path, Sampling(), http, f"bench/{name}")
+    before = counters(fleet_url)
+    t0 = time.monotonic()
+    arm = ARMS[name]
+    if arm is None:
+        records = await naive_pool(client, units, slots, inputs, night)
+    else:
+        records: list = []
+        runner = PathRunner(client, builtin, night, slots=slots, sink=records.append,
+                            inputs=inputs, base_seed=1, queue_depth=arm["queue"],
+                            pin_slots=arm["pin"])
+        await runner.run_units(units)
+    t1 = time.monotonic()
+    after = counters(fleet_url)
+    r = measure(records, slots, scale, t0, t1)
+    served = sum(after[k] - before[k] for k in ("prompt_seconds_total",
+                                               "tokens_predicted_seconds_total"))
+    r["server_busy_share"] = served * scale / (slots * (t1 - t0))
+    return r
+
+
+async def main(tickers: int, slots: int, scale: float, rounds: int) -> None:
     cfg = parse_config({"experiment": {"universe": ["X"]}, "paths": {"bench": {
         "engine": "sim", "model": "m", "slots": slots,
         "sim": SimProfile(time_scale=scale).model_dump()}}})
@@ -109,32 +152,31 @@ async def main(tickers: int, slots: int, scale: float) -> None:
         return UnitInput(unit.ticker, unit.draw, night, tuple(zip(h["date"], h["adj_close"])))
 
     units = draw_major(market.tickers, 1)
-    results = {}
+    results: dict[str, list[dict]] = {name: [] for name in ARMS}
     with SimFleet(cfg) as fleet:
-        path = ServingPath(engine="sim", base_url=fleet.urls["bench"], model="m", slots=slots,
-                           stream=False)
+        url = fleet.urls["bench"]
+        path = ServingPath(engine="sim", base_url=url, model="m", slots=slots, stream=False)
         async with httpx.AsyncClient(limits=httpx.Limits(max_connections=64)) as http:
-            for name in ("dualpath", "naive"):
-                client = PathClient("bench", path, Sampling(), http, f"bench/{name}")
-                t0 = time.monotonic()
-                if name == "dualpath":
-                    records: list = []
-                    runner = PathRunner(client, builtin, night, slots=slots, sink=records.append,
-                                        inputs=inputs, base_seed=1)
-                    await runner.run_units(units)
-                else:
-                    records = await naive_pool(client, units, slots, inputs, night)
-                results[name] = measure(records, slots, scale, t0, time.monotonic())
-                r = results[name]
-                print(f"{name:>9}: {r['calls']} calls, makespan {r['makespan_s']:.1f} s, "
-                      f"lower bound {r['lower_bound_s']:.1f} s, ratio {r['ratio']:.3f}, "
-                      f"steady-state occupancy {r['occupancy']:.3f}, median call wait beyond "
-                      f"service {r['median_wait_ms']:.1f} ms", flush=True)
-    print(f"naive / dualpath makespan: {results['naive']['makespan_s'] / results['dualpath']['makespan_s']:.2f}x")
-    print(f"occupancy={results['dualpath']['occupancy']:.4f} "
-          f"makespan_ratio={results['dualpath']['ratio']:.4f} "
-          f"naive_makespan_ratio={results['naive']['ratio']:.4f} "
-          f"naive_occupancy={results['naive']['occupancy']:.4f}")
+            for rnd in range(rounds):     # arms interleaved, so drift hits all alike
+                for name in ARMS:
+                    r = await run_arm(name, url, path, units, slots, scale, inputs, night, http)
+                    results[name].append(r)
+                    print(f"[{rnd + 1}/{rounds}] {name:>13}: {r['calls']} calls, makespan "
+                          f"{r['makespan_s']:.1f} s, lower bound {r['lower_bound_s']:.1f} s, "
+                          f"ratio {r['ratio']:.3f}, occupancy (server side) "
+                          f"{r['occupancy']:.4f}, server busy share of makespan "
+                          f"{r['server_busy_share']:.3f}, cached share {r['cached_share']:.2f}, "
+                          f"median wait beyond service {r['median_wait_ms']:.1f} ms", flush=True)
+    med = {name: {k: float(np.median([r[k] for r in rs])) for k in rs[0]}
+           for name, rs in results.items()}
+    print(f"medians over {rounds} round(s):")
+    for name, m in med.items():
+        print(f"  {name:>13}: makespan {m['makespan_s']:.1f} s, ratio {m['ratio']:.3f}, "
+              f"occupancy {m['occupancy']:.4f}, cached share {m['cached_share']:.2f}")
+    d, nv = med[DEFAULT], med["naive"]
+    print(f"naive / dualpath makespan: {nv['makespan_s'] / d['makespan_s']:.2f}x")
+    print(f"occupancy={d['occupancy']:.4f} makespan_ratio={d['ratio']:.4f} "
+          f"naive_makespan_ratio={nv['ratio']:.4f} naive_occupancy={nv['occupancy']:.4f}")
 
 
 if __name__ == "__main__":
@@ -143,6 +185,7 @@ if __name__ == "__main__":
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--time-scale", type=float, default=3e-3,
                     help="real seconds per modelled second (3e-3: a ~40 s call takes ~120 ms)")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm")
     a = ap.parse_args()
-    asyncio.run(main(a.tickers, a.slots, a.time_scale))
+    asyncio.run(main(a.tickers, a.slots, a.time_scale, a.rounds))
     sys.exit(0)

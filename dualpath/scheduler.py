@@ -176,6 +176,7 @@ class PathRunner:
                 return
             nxt = next(pending, None)
             if nxt is None:
+                self.pool.no_more_units = True
                 return
             task = loop.create_task(self._unit(*nxt))
             tasks.add(task)

@@ -36,21 +36,22 @@ class _Waiters:
     def pending(self) -> bool:
         return any(not f.done() for _, _, f in self._heap)
 
-    async def wait(self, priority: int, give_back: Callable[[], None]) -> None:
+    async def wait(self, priority: int, give_back: Callable[[object], None]) -> object:
+        """Wait to be woken; returns what the waker handed over."""
         fut = asyncio.get_running_loop().create_future()
         heapq.heappush(self._heap, (priority, next(self._seq), fut))
         try:
-            await fut
+            return await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
-                give_back()   # the room was handed over just as we were cancelled
+                give_back(fut.result())   # handed over just as we were cancelled
             raise
 
-    def wake_one(self) -> bool:
+    def wake_one(self, value: object = None) -> bool:
         while self._heap:
             _, _, fut = heapq.heappop(self._heap)
             if not fut.done():
-                fut.set_result(None)
+                fut.set_result(value)
                 return True
         return False
 
@@ -61,6 +62,7 @@ class SharedSlots:
     def __init__(self, slots: int, queue_depth: int = 0):
         self.slots = slots
         self.free = slots + queue_depth
+        self.no_more_units = False
         self._waiters = _Waiters()
         self.on_idle: Callable[[], None] | None = None
 
@@ -78,7 +80,7 @@ class SharedSlots:
         if self.free > 0 and not self._waiters.pending():
             self.free -= 1
         else:
-            await self._waiters.wait(priority, self._hand_on)
+            await self._waiters.wait(priority, lambda _: self._hand_on())
         return None
 
     def release(self, slot: int | None = None) -> None:
@@ -98,6 +100,7 @@ class PinnedSlots:
         self.slots = slots
         self.per_slot = 1 + queue_depth
         self.owned = [False] * slots
+        self.no_more_units = False        # set by the scheduler once every unit is admitted
         self.load = [0] * slots
         self._waiters = [_Waiters() for _ in range(slots)]
         self.on_idle: Callable[[], None] | None = None
@@ -117,14 +120,39 @@ class PinnedSlots:
             self.owned[home] = False
             if self.on_idle is not None:
                 self.on_idle()
+            if self.no_more_units and self.load[home] == 0:
+                self._lend(home)
 
     async def acquire(self, priority: int, home: int | None = None) -> int:
         if self.load[home] < self.per_slot and not self._waiters[home].pending():
             self.load[home] += 1
-        else:
-            await self._waiters[home].wait(priority, lambda: self.release(home))
-        return home
+            return home
+        spare = self._spare()
+        if spare is not None:
+            self.load[spare] += 1
+            return spare
+        given = await self._waiters[home].wait(
+            priority, lambda lent: self.release(home if lent is None else lent))
+        return home if given is None else given   # its own slot, or one lent to it
+
+    def _spare(self) -> int | None:
+        """Once no unit is left to admit, an idle slot without a unit takes any call: the
+        night's last units then spread over the slots instead of leaving them idle."""
+        if not self.no_more_units:
+            return None
+        idle = [i for i in range(self.slots) if not self.owned[i] and self.load[i] == 0]
+        return idle[0] if idle else None
 
     def release(self, slot: int | None = None) -> None:
         if not self._waiters[slot].wake_one():
             self.load[slot] -= 1
+            if not self.owned[slot] and self.no_more_units:
+                self._lend(slot)
+
+    def _lend(self, slot: int) -> None:
+        """Hand an idle slot without a unit to a call waiting at another slot."""
+        for waiters in self._waiters:
+            if waiters.pending():
+                self.load[slot] += 1
+                waiters.wake_one(slot)
+                return

@@ -95,6 +95,15 @@ async def test_pinned_calls_keep_to_their_units_slot_and_hit_its_cache(sim_serve
     assert share(on) > 0.9 and share(on) > share(off) + 0.3   # measured 0.94 vs 0.32
 
 
+async def test_pinned_slots_left_without_a_unit_take_the_last_units_calls(sim_server):
+    srv = sim_server(slots=4)
+    run, records = await run_path(srv.url, [Unit(MARKET.tickers[0], 1)], slots=4, pin=True)
+    calls = [r for r in records if isinstance(r, CallRecord)]
+    desks = {orjson.loads(r.request_json)["id_slot"] for r in calls
+             if r.agent in ("technical", "fundamental", "news_sentiment", "sector_macro")}
+    assert run.complete and len(desks) == 4      # the one unit's four desks ran side by side
+
+
 async def test_units_start_draw_major_and_every_unit_makes_17_calls(sim_server):
     srv = sim_server(slots=4)
     run, records = await run_path(srv.url, draw_major(MARKET.tickers[:5], 2), slots=4)
