@@ -1,11 +1,19 @@
-"""Warehouse benchmark: ingest a synthetic six-week warehouse and query it.
+"""Warehouse benchmark: six weeks of real-size journals, ingested, and one more night.
 
-42 nights x 2 paths x 100 tickers x 3 draws x 17 calls (~428k calls). Prompts have the
-pipeline's structure: a system prompt per agent, a ticker-night block shared by every draw
-and both paths (header + price table), and a per-call part carrying upstream answers.
-Journals are written first (not timed); then every journal is ingested (timed: read, hash,
-insert), the file size is compared with the deduplicated text, and a representative
-query is timed. Last line: `ingest_s=... calls=... db_mb=... text_mb=... query_s=...`
+42 nights x 2 paths x 100 tickers x 3 draws x 17 calls (~428k calls), written through the
+real journal writer by the real built-in pipeline (`dualpath.pipeline.builtin`) driven by a
+stand-in LLM, so prompts share exactly what the pipeline shares: every call of a unit the
+ticker context (header, prices, documents), later calls the earlier agents' answers. Sizes
+are the real ones: answers ~1.4k tokens (lognormal, ~5.6 KB of fresh text each, never
+reused), documents sized (on two trial units) so that prompts average ~8.3k tokens
+(~33 KB; the largest come to ~22k), new documents every night. 4 bytes per token.
+
+Journals are written first (not timed); every ingest runs in a fresh process so its peak
+RSS is its own: one week and six weeks into empty warehouses (the two peaks show whether
+memory grows with calls), then one more night into the six-week warehouse. Then the file
+is checkpointed, its size compared with the bytes of text as sent, and one unit's prompts
+are read back through v_prompts and compared, byte for byte, with what was sent.
+Last line: `ingest_s=... calls=... db_mb=... text_mb=... night_ingest_s=... peak_rss_mb=...`
 """
 
 from __future__ import annotations
@@ -17,143 +25,299 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
+import asyncio
+import hashlib
+import json
+import resource
 import shutil
+import subprocess
 import tempfile
 import time
 import uuid
-from datetime import timedelta
-from pathlib import Path
+from datetime import date
 
 import numpy as np
+import orjson
 
-from dualpath.pipeline import AGENTS
+from dualpath.market import WARMUP_DAYS, SyntheticMarket
+from dualpath.pipeline import UnitInput, builtin
 from dualpath.records import CallRecord, RunBegin, RunEnd, UnitResult, UnitStart
 from warehouse.db import writer
-from warehouse.ingest import ingest_journal, ingest_journals
-from warehouse.journal import JournalWriter
+from warehouse.ingest import ingest_journals
+from warehouse.journal import JournalWriter, prompt_parts
 from warehouse.prices import import_prices, validate_prices
-from dualpath.market import WARMUP_DAYS, SyntheticMarket
 
-WORDS = np.array("trend momentum volume support resistance margin guidance revenue sector "
-                 "rates inflation breakout drawdown valuation catalyst risk upside downside "
-                 "earnings liquidity".split())
-
-
-def text(rng: np.random.Generator, n_words: int) -> str:
-    return " ".join(WORDS[rng.integers(0, len(WORDS), n_words)])
+BYTES_PER_TOKEN = 4
+PROMPT_MEAN_BYTES = 8300 * BYTES_PER_TOKEN
+ANSWER_MEAN_BYTES = 1400 * BYTES_PER_TOKEN
+REQUEST = '{"temperature":0.7,"top_p":0.8,"top_k":20,"max_tokens":4096,"seed":1}'
 
 
-def bench_market(nights: int, tickers: int) -> SyntheticMarket:
-    return SyntheticMarket(7, n_tickers=tickers, n_days=WARMUP_DAYS + nights + 25)
+class Words:
+    """Fresh English-like text: Zipf-distributed words of a 6,000-word vocabulary, with a
+    paragraph break every ~70 words (so it compresses like prose, and no two texts share a
+    paragraph by accident)."""
+
+    def __init__(self, rng: np.random.Generator):
+        letters = np.array(list("etaoinshrdlcumwfgypbvkjxqz"))
+        freq = 1 / np.arange(1, 27) ** 0.9
+        lens = rng.integers(2, 11, 6000)
+        vocab = ["".join(rng.choice(letters, n, p=freq / freq.sum())) for n in lens]
+        vocab += [".\n\nThe", "%", ","]
+        p = 1 / np.arange(1, len(vocab) + 1) ** 1.05
+        p[:-3] *= (1 - 1 / 70 - 1 / 300 - 1 / 25) / p[:-3].sum()
+        p[-3:] = [1 / 70, 1 / 300, 1 / 25]     # a blank line every ~70 words, as answers have
+        self.cdf = np.cumsum(p)
+        self.vocab = np.array(vocab, dtype=object)
+        self.rng = rng
+
+    def text(self, n_bytes: int) -> str:
+        n = max(1, n_bytes // 7)     # a word, its space and punctuation: ~7 bytes
+        idx = np.searchsorted(self.cdf, self.rng.random(n))
+        return " ".join(self.vocab[np.minimum(idx, len(self.vocab) - 1)])
 
 
-def write_journals(root: Path, nights: int, tickers: int, draws: int, seed: int) -> list[Path]:
-    rng = np.random.default_rng(seed)
-    systems = {a: f"You are the {a} agent. " + text(rng, 25) for a in AGENTS}
+class StandInLLM:
+    """The pipeline's `llm`: records each call as the client does (messages as
+    `orjson.dumps(messages)`) into the journal and answers with fresh text."""
+
+    json_grades = False
+
+    def __init__(self, words: Words, sink, run_id: str, path: str, unit: UnitInput):
+        self.words, self.sink, self.run_id, self.path, self.unit = words, sink, run_id, path, unit
+        self.calls, self.sent = 0, []
+
+    async def __call__(self, agent, messages, *, json_schema=None) -> str:
+        self.calls += 1
+        size = int(self.words.rng.lognormal(np.log(ANSWER_MEAN_BYTES) - 0.045, 0.3))
+        answer = self.words.text(size) + ("\nFINAL GRADE: 3 (HOLD)" if agent ==
+                                          "portfolio_manager" else "")
+        prompt = orjson.dumps(messages).decode()
+        self.sent.append(prompt)
+        t = time.time()
+        self.sink(CallRecord(
+            call_id=uuid.uuid4().hex, run_id=self.run_id, path=self.path,
+            ticker=self.unit.ticker, draw=self.unit.draw, unit_attempt=1, agent=agent,
+            call_seq=self.calls, start_wall=t, start_mono=1.0, end_wall=t + 40, end_mono=41.0,
+            http_status=200, attempts=1, finish_reason="stop", response_model="m",
+            system_fingerprint="b1", prompt_tokens=len(prompt) // BYTES_PER_TOKEN,
+            completion_tokens=len(answer) // BYTES_PER_TOKEN, cached_tokens=0,
+            prompt_n=len(prompt) // BYTES_PER_TOKEN, prompt_ms=11000.0,
+            prompt_per_second=754.0, predicted_n=len(answer) // BYTES_PER_TOKEN,
+            predicted_ms=29000.0, predicted_per_second=43.4, request_json=REQUEST,
+            prompt_text=prompt, output_text=answer))
+        return answer
+
+
+def unit_input(market: SyntheticMarket, ticker: str, draw: int, night: date, docs: str) -> UnitInput:
+    h = market.history(ticker, night, 60)
+    return UnitInput(ticker, draw, night, tuple(zip(h["date"], h["adj_close"])), docs)
+
+
+async def _score(words, sink, run_id, path, unit) -> list[str]:
+    llm = StandInLLM(words, sink, run_id, path, unit)
+    await builtin(unit, llm)
+    return llm.sent
+
+
+def calibrate_docs(market: SyntheticMarket, words: Words) -> int:
+    """Documents' size for a prompt mean of ~8.3k tokens: the mean is linear in it."""
+    night = market.nights(1)[0]
+    means = []
+    for size in (0, 40_000):
+        sent = asyncio.run(_score(words, lambda r: None, "x", "main",
+                                  unit_input(market, market.tickers[0], 1, night,
+                                             words.text(size) if size else None)))
+        means.append(np.mean([len(p) for p in sent]))
+    slope = (means[1] - means[0]) / 40_000
+    return max(0, int((PROMPT_MEAN_BYTES - means[0]) / slope))
+
+
+async def _night(market, words, night, root, tickers, draws, doc_bytes, stats) -> list[Path]:
+    docs = {t: words.text(int(doc_bytes * words.rng.uniform(0.7, 1.3))) for t in tickers}
     journals = []
-    market = bench_market(nights, tickers)
-    for night in market.nights(nights):
-        blocks = {t: f"TICKER: SYN{t:03d} | AS OF: {night}\n" + "\n".join(
-            f"{night - timedelta(days=k)},{100 + rng.normal():.2f}" for k in range(60))
-            for t in range(tickers)}
-        for path in ("main", "backup"):
-            run_id = f"bench/{night}/{path}"
-            jp = root / f"{night}-{path}.jsonl"
-            w = JournalWriter(jp, max_delay_s=5)
-            w.write(RunBegin(run_id=run_id, experiment="bench", night=night.isoformat(),
-                             path=path, engine="sim", config_hash="x",
-                             units_planned=tickers * draws, units_remaining=tickers * draws,
-                             tickers_planned=tickers, slots=4, time_scale=1.0, segment=1,
-                             started_wall=time.time()))
-            t0 = time.time()
-            for d in range(1, draws + 1):
-                for t in range(tickers):
-                    w.write(UnitStart(run_id, path, f"SYN{t:03d}", d, 1, t0))
-                    for seq, agent in enumerate(AGENTS, 1):
-                        upstream = text(rng, 0 if seq == 1 else 120)   # answers so far
-                        prompt = f'[{{"role":"system","content":"{systems[agent]}"}},' \
-                                 f'{{"role":"user","content":"{blocks[t]}\\n{upstream}"}}]'
-                        w.write(CallRecord(
-                            call_id=uuid.uuid4().hex, run_id=run_id, path=path,
-                            ticker=f"SYN{t:03d}", draw=d, unit_attempt=1, agent=agent,
-                            call_seq=seq, start_wall=t0, start_mono=1.0, end_wall=t0 + 40,
-                            end_mono=41.0, http_status=200, attempts=1, finish_reason="stop",
-                            response_model="m", system_fingerprint="b1", prompt_tokens=8300,
-                            completion_tokens=1260, cached_tokens=0, prompt_n=8300,
-                            prompt_ms=11000.0, prompt_per_second=754.0, predicted_n=1260,
-                            predicted_ms=29000.0, predicted_per_second=43.4,
-                            request_json='{"temperature":0.7,"top_p":0.8,"top_k":20}',
-                            prompt_text=prompt, output_text=text(rng, 90)))
-                    w.write(UnitResult(run_id, path, f"SYN{t:03d}", d, 1, t0, 1.0, t0 + 600,
-                                       601.0, 17, "graded", int(rng.integers(1, 6)), None,
-                                       "FINAL GRADE: 3 (HOLD)"))
-            w.write(RunEnd(run_id=run_id, segment=1, started_wall=t0, ended_wall=t0 + 17000,
-                           status="complete", detail=None, units_done=tickers * draws,
-                           units_measured=tickers * draws, calls=tickers * draws * 17))
-            w.close()
-            journals.append(jp)
+    for path in ("main", "backup"):
+        run_id = f"bench/{night}/{path}"
+        jp = root / f"{night}-{path}.jsonl"
+        w = JournalWriter(jp, max_delay_s=5)
+        w.write(RunBegin(run_id=run_id, experiment="bench", night=night.isoformat(), path=path,
+                         engine="sim", config_hash="x", units_planned=len(tickers) * draws,
+                         units_remaining=len(tickers) * draws, tickers_planned=len(tickers),
+                         slots=4, time_scale=1.0, segment=1, started_wall=time.time()))
+        t0 = time.time()
+        for d in range(1, draws + 1):
+            for t in tickers:
+                w.write(UnitStart(run_id, path, t, d, 1, t0))
+                unit = unit_input(market, t, d, night, docs[t])
+                sent = await _score(words, _counting(w.write, stats), run_id, path, unit)
+                stats.setdefault("first_unit", sent)
+                w.write(UnitResult(run_id, path, t, d, 1, t0, 1.0, t0 + 600, 601.0, len(sent),
+                                   "graded", 3, None, "FINAL GRADE: 3 (HOLD)"))
+        w.write(RunEnd(run_id=run_id, segment=1, started_wall=t0, ended_wall=t0 + 17000,
+                       status="complete", detail=None, units_done=len(tickers) * draws,
+                       units_measured=len(tickers) * draws,
+                       calls=len(tickers) * draws * 17))
+        w.close()
+        journals.append(jp)
     return journals
 
 
+def _counting(sink, stats):
+    """Counts the bytes as sent, the largest prompt, and what each way of deduplicating
+    would keep (whole messages vs parts), on the way to the journal."""
+    def count(rec: CallRecord) -> None:
+        n = len(rec.prompt_text.encode())
+        stats["prompt_bytes"] += n
+        stats["max_prompt"] = max(stats["max_prompt"], n)
+        stats["text_bytes"] += n + len(rec.output_text.encode()) + len(rec.request_json)
+        if stats["tally_dedup"]:
+            for m in orjson.loads(rec.prompt_text):
+                raw = orjson.dumps(m)
+                k = hashlib.blake2b(raw, digest_size=8).digest()
+                if k not in stats["messages"]:
+                    stats["messages"].add(k)
+                    stats["message_bytes"] += len(raw)
+            for p in prompt_parts(rec.prompt_text):
+                k = hashlib.blake2b(p.encode(), digest_size=8).digest()
+                if k not in stats["parts"]:
+                    stats["parts"].add(k)
+                    stats["part_bytes"] += len(p)
+        stats["calls"] += 1
+        sink(rec)
+    return count
+
+
+def write_journals(root: Path, market: SyntheticMarket, nights: list[date], draws: int,
+                   tally_nights: int) -> tuple[list[list[Path]], dict]:
+    words = Words(np.random.default_rng(1))
+    doc_bytes = calibrate_docs(market, words)
+    stats = {"prompt_bytes": 0, "max_prompt": 0, "text_bytes": 0, "calls": 0,
+             "messages": set(), "parts": set(), "message_bytes": 0, "part_bytes": 0,
+             "doc_bytes": doc_bytes, "tally_dedup": True}
+    out = []
+    for i, night in enumerate(nights):
+        stats["tally_dedup"] = i < tally_nights
+        if i == tally_nights:
+            stats["tally"] = (stats["prompt_bytes"], stats["message_bytes"], stats["part_bytes"])
+        out.append(asyncio.run(_night(market, words, night, root, market.tickers, draws,
+                                      doc_bytes, stats)))
+        if i == len(nights) - 2:
+            stats["six_weeks_text_bytes"] = stats["text_bytes"]
+    return out, stats
+
+
+def run_ingest(db: Path, journals: list[Path]) -> dict:
+    """Ingest in a fresh process: its own seconds and peak RSS."""
+    r = subprocess.run([sys.executable, __file__, "--ingest", str(db), *map(str, journals)],
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def _ingest_child(db: Path, journals: list[Path]) -> None:
+    with writer(db) as con:      # migrations: not timed
+        pass
+    t = time.monotonic()
+    with writer(db) as con:
+        calls = sum(s.new_calls for s in ingest_journals(con, journals))
+    seconds = time.monotonic() - t
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": seconds, "calls": calls, "peak_rss_mb": rss}))
+
+
+UNIT_PROMPTS = """SELECT prompt_hash FROM calls WHERE run_id = ? AND ticker = ? AND draw = 1
+                  ORDER BY call_seq"""
 QUERY = """SELECT path, agent, count(*) AS calls, median(latency_s) AS p50,
                   quantile_cont(latency_s, 0.95) AS p95, sum(completion_tokens) AS tokens,
-                  avg(length(t.text)) AS avg_prompt_chars
-           FROM calls c JOIN texts t ON t.hash = c.prompt_hash
-           WHERE night >= DATE '2027-01-20' GROUP BY ALL ORDER BY ALL"""
+                  avg(prompt_tokens) AS avg_prompt_tokens
+           FROM calls WHERE night >= DATE '2027-01-20' GROUP BY ALL ORDER BY ALL"""
 
 
-def main(nights: int, tickers: int, draws: int, keep: Path | None, repeats: int) -> None:
-    root = Path(tempfile.mkdtemp(prefix="dualpath-bench-"))
+def main(a: argparse.Namespace) -> None:
+    root = Path(tempfile.mkdtemp(prefix="dualpath-bench-", dir=a.tmp))
+    market = SyntheticMarket(7, n_tickers=a.tickers, n_days=WARMUP_DAYS + a.nights + 26)
+    nights = market.nights(a.nights + 1)
     try:
         t = time.monotonic()
-        journals = write_journals(root, nights, tickers, draws, seed=1)
-        jsize = sum(j.stat().st_size for j in journals) / 2**20
-        print(f"wrote {len(journals)} journals ({jsize:,.0f} MB) in {time.monotonic() - t:.1f} s")
-        # The machine is shared and noisy: ingest into fresh databases several times, keep the median.
-        times = []
-        for rep in range(repeats):
-            db = root / f"w{rep}.duckdb"
-            t = time.monotonic()
-            with writer(db) as con:
-                calls = sum(s.new_calls for s in ingest_journals(con, journals))
-            times.append(time.monotonic() - t)
-            if rep < repeats - 1:
-                db.unlink()
-        ingest_s = float(np.median(times))
-        print("ingest runs: " + ", ".join(f"{x:.1f} s" for x in times))
-        with writer(db) as con:   # prices for bench/evals.py (not timed)
-            import_prices(con, validate_prices(bench_market(nights, tickers).prices())[0])
+        by_night, st = write_journals(root, market, nights, a.draws, a.tally_nights)
+        six = [j for js in by_night[:-1] for j in js]
+        jsize = sum(j.stat().st_size for j in six) / 2**20
+        pb, mb, qb = st["tally"] if "tally" in st else (st["prompt_bytes"], st["message_bytes"],
+                                                        st["part_bytes"])
+        print(f"wrote {len(six) + 2} journals ({jsize:,.0f} MB for {a.nights} nights) in "
+              f"{time.monotonic() - t:.0f} s; documents {st['doc_bytes'] / 1000:.0f} KB a "
+              f"ticker; prompts {st['prompt_bytes'] / st['calls'] / BYTES_PER_TOKEN:,.0f} "
+              f"tokens mean, {st['max_prompt'] / BYTES_PER_TOKEN:,.0f} max")
+        print(f"prompt bytes kept over the first {min(a.tally_nights, a.nights)} night(s): "
+              f"{pb / 2**20:,.0f} MB as sent; distinct messages {mb / 2**20:,.0f} MB "
+              f"({mb / pb:.0%}); distinct parts {qb / 2**20:,.0f} MB ({qb / pb:.1%})")
+        week = [j for js in by_night[:min(7, a.nights)] for j in js]
+        small = run_ingest(root / "week.duckdb", week)
+        (root / "week.duckdb").unlink()
+        runs = []
+        for rep in range(a.repeats):
+            db = root / "six.duckdb"
+            db.unlink(missing_ok=True)
+            runs.append(run_ingest(db, six))
+        print("six-week ingests: " + ", ".join(f"{r['seconds']:.1f} s / {r['peak_rss_mb']:.0f} MB"
+                                              for r in runs))
+        ingest_s = float(np.median([r["seconds"] for r in runs]))
+        peak = float(np.median([r["peak_rss_mb"] for r in runs]))
+        calls = runs[-1]["calls"]
         with writer(db) as con:
-            again = sum(ingest_journal(con, j).new_calls for j in journals[:4])
-            text_mb = con.execute("SELECT sum(strlen(text)) FROM texts").fetchall()[0][0] / 2**20
-            raw_mb = con.execute("SELECT sum(strlen(t.text)) FROM calls c JOIN texts t "
-                                 "ON t.hash = c.prompt_hash").fetchall()[0][0] / 2**20
             con.execute("CHECKPOINT")
         db_mb = db.stat().st_size / 2**20
-        with writer(db) as con:
+        nights_s = []
+        for rep in range(a.repeats):
+            copy = root / "plus1.duckdb"
+            shutil.copy(db, copy)
+            nights_s.append(run_ingest(copy, by_night[-1])["seconds"])
+        night_s = float(np.median(nights_s))
+        print("one more night into the six-week warehouse: "
+              + ", ".join(f"{x:.2f} s" for x in nights_s))
+        print(f"peak RSS of the ingesting process: {small['calls']:,} calls "
+              f"{small['peak_rss_mb']:.0f} MB; {calls:,} calls {peak:.0f} MB")
+        with writer(copy) as con:   # prices for bench/evals.py (not timed)
+            import_prices(con, validate_prices(market.prices())[0])
             t = time.monotonic()
             rows = con.execute(QUERY).fetchall()
             query_s = time.monotonic() - t
-        print(f"ingest: {calls:,} calls in {ingest_s:.1f} s, median ({calls / ingest_s:,.0f} calls/s); "
-              f"re-ingest added {again}")
-        print(f"text: prompts as sent {raw_mb:,.0f} MB; all texts (prompts, outputs, requests) "
-              f"deduplicated {text_mb:,.0f} MB; "
-              f"database {db_mb:,.0f} MB = {db_mb / text_mb:.2f}x the deduplicated text")
-        print(f"query (per path x agent latency quantiles, {len(rows)} rows): {query_s:.3f} s")
-        if keep:
-            shutil.copy(db, keep)
+            t = time.monotonic()
+            hashes = [h for h, in con.execute(UNIT_PROMPTS, [f"bench/{nights[0]}/main",
+                                                               market.tickers[0]]).fetchall()]
+            # by literal hashes: a filter on prompt_hash reaches the prompts table; a join
+            # with v_prompts would rebuild every prompt first
+            text = dict(con.execute("SELECT prompt_hash, prompt_text FROM v_prompts WHERE "
+                                    f"prompt_hash IN ({','.join(map(str, hashes))})").fetchall())
+            back = [(h, text[h]) for h in hashes]
+            readback_s = time.monotonic() - t
+        same = [p for _, p in back] == st["first_unit"]
+        text_mb = st["six_weeks_text_bytes"] / 2**20
+        print(f"query (per path x agent latency quantiles, {len(rows)} rows) {query_s:.3f} s; "
+              f"one unit's {len(back)} prompts through v_prompts {readback_s:.3f} s, "
+              f"{'byte-identical' if same else 'DIFFERENT'} to what was sent")
+        print(f"ingest {calls / ingest_s:,.0f} calls/s (median of {a.repeats}); text as sent "
+              f"{text_mb:,.0f} MB; database {db_mb:,.0f} MB = {db_mb / text_mb:.3f}x")
+        if a.keep:
+            shutil.copy(copy, a.keep)
         print(f"ingest_s={ingest_s:.2f} calls={calls} db_mb={db_mb:.0f} text_mb={text_mb:.0f} "
-              f"query_s={query_s:.3f}")
+              f"night_ingest_s={night_s:.2f} peak_rss_mb={peak:.0f}")
+        if not same:
+            raise SystemExit("v_prompts did not give back the prompts as sent")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--ingest"]:
+        _ingest_child(Path(sys.argv[2]), [Path(p) for p in sys.argv[3:]])
+        raise SystemExit
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nights", type=int, default=42)
+    ap.add_argument("--nights", type=int, default=42, help="nights ingested (scales the calls)")
     ap.add_argument("--tickers", type=int, default=100)
     ap.add_argument("--draws", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3, help="ingests into fresh warehouses")
+    ap.add_argument("--tally-nights", type=int, default=2,
+                    help="nights over which message- vs part-level sharing is tallied")
+    ap.add_argument("--tmp", type=Path, help="folder for journals and warehouses (~6 GB)")
     ap.add_argument("--keep", type=Path, help="copy the built warehouse here (for bench/evals.py)")
-    ap.add_argument("--repeats", type=int, default=3, help="ingests into fresh databases")
-    a = ap.parse_args()
-    main(a.nights, a.tickers, a.draws, a.keep, a.repeats)
+    main(ap.parse_args())
