@@ -208,6 +208,8 @@ class ServerSession:
     log_path: str | None = None
     gpu_state: str | None = None
     started_wall: float | None = None
+    host: str | None = None                # the machine that scored the segment
+    worker: str | None = None              # the Prefect worker that ran it (None: the flow's own)
 
 
 @dataclass(slots=True)

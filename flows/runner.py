@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from dataclasses import dataclass
 from datetime import date
@@ -47,6 +48,7 @@ class PathWork:
     segment: int
     units_planned: int
     tickers_planned: int
+    worker: str | None = None    # the Prefect worker scoring it on another host (None: here)
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,7 @@ def _session(cfg: Config, work: PathWork, ep: Endpoint, ident: ServerIdentity,
         n_ctx_per_slot=ident.n_ctx_per_slot, build=ident.build, speculative=ident.speculative,
         sampling_json=_dumps(ident.sampling), raw_json=_dumps(ident.raw), command=ep.command,
         env_json=_dumps(ep.env), log_path=ep.log_path, gpu_state=ep.gpu_state,
-        started_wall=began)
+        started_wall=began, host=socket.gethostname(), worker=work.worker)
 
 
 def _record_input_failures(w: JournalWriter, work: PathWork, units: list[Unit],

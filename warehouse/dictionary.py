@@ -84,6 +84,9 @@ _SESSION = {
     "identity_checks": "count — identity re-reads during the run",
     "identity_lost_after_wall": f"{WALL} — last good re-read before a change (NULL: none)",
     "identity_problem": "text — what changed",
+    "host": "host name of the machine that scored the segment (NULL: before m011)",
+    "worker": "Prefect worker that scored it on the path's work pool (NULL: the flow's own "
+              "process)",
 }
 
 TABLES: dict[str, tuple[str, dict[str, str]]] = {

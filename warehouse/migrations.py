@@ -231,7 +231,8 @@ SELECT 1;
 
 # which host and worker scored each path-run
 M011_HOSTS = """
-SELECT 1;
+ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS host VARCHAR;
+ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS worker VARCHAR;
 """
 
 # prompts stored as their messages, each distinct message once

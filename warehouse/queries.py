@@ -162,3 +162,12 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         FROM s JOIN runs r USING (run_id) JOIN c USING (run_id)
         WHERE r.segments = 1
         ORDER BY s.session_id""").df()
+
+
+def run_hosts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Per segment of each run: the host and the Prefect worker that scored it (worker empty:
+    the nightly flow's own process), and how the server was obtained there."""
+    return con.execute("""
+        SELECT r.night, s.path, s.segment, s.host, s.worker, s.how, s.base_url
+        FROM server_sessions s JOIN runs r USING (run_id)
+        ORDER BY r.night, s.path, s.segment""").df()

@@ -162,7 +162,7 @@ def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
     """Every run with its completeness (only 'complete' runs are results)."""
     from warehouse.db import reader
     from flows.report import run_warnings
-    from warehouse.queries import run_summaries, server_evidence
+    from warehouse.queries import run_hosts, run_summaries, server_evidence
 
     cfg = load_config(config)
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
@@ -176,8 +176,11 @@ def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
     if evidence:
         with reader(cfg.resolve(cfg.warehouse.path)) as con:
             ev = server_evidence(con)
+            hosts = run_hosts(con)
         print_frame(ev, fmt, "server evidence: the calls' token counts vs the server's own "
                     "/metrics counters, and slot occupancy")
+        print_frame(hosts, fmt, "where each run was scored: host and Prefect worker per "
+                    "segment (no worker: the nightly flow's own process)")
     for w in warnings:
         err_console.print(f"[yellow]warning:[/yellow] {escape(w)}")
 
