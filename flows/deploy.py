@@ -3,7 +3,9 @@
 `deploy` registers the nightly and weekly deployments with a work pool (created if missing;
 a worker started with `prefect worker start --pool NAME` runs them): the flow code comes from
 this checkout (absolute path) and the config path is absolute, so nothing depends on the
-worker's working directory or environment variables. `serve` runs both in one long-lived
+worker's working directory or environment variables. Paths scored on other hosts
+(`paths.X.work_pool`) also get their pool's `dualpath-path-share` deployment, which runs the
+installed dualpath on that host (`flows.remote`). `serve` runs both in one long-lived
 process for users without a work pool.
 """
 
@@ -15,6 +17,7 @@ from pathlib import Path
 from prefect.schedules import Cron
 
 from dualpath.config import Config
+from flows.remote import ensure_share_deployment, pooled, prepare
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 NIGHTLY_CRON = "30 18 * * 1-5"     # after the close, on weekdays; holidays: see the calendar
@@ -60,6 +63,11 @@ async def deploy(cfg: Config, config_path: Path, pool: str,
         await flow.deploy(work_pool_name=pool, concurrency_limit=1, print_next_steps=False,
                           build=False, push=False, **spec)
         names.append(f"{flow.name}/{spec['name']}")
+    shipped = pooled(cfg)
+    if shipped:     # each pool's worker scores its paths' shares of the night
+        await prepare(cfg, shipped)
+        for pool in sorted({cfg.paths[n].work_pool for n in shipped}):
+            names.append(await ensure_share_deployment(pool, replace_existing=True))
     return names
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from datetime import date, datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
@@ -22,7 +23,7 @@ from prefect.states import Completed, Failed
 from dualpath.config import Config, load_config
 from dualpath.preflight import preflight
 from dualpath.scheduler import Progress
-from flows import inputs, runner
+from flows import inputs, remote, runner
 from flows.progress import LoggedProgress
 from flows.prereg import hold_night_to_plan
 from flows.report import night_summary, summary_markdown
@@ -38,6 +39,15 @@ async def score_path(cfg: Config, night: date, work: runner.PathWork, history,
     return await runner.run_path(cfg, night, work, history, missing,
                                  override_url=override_url, progress=progress,
                                  deadline_mono=deadline_mono, max_draw=max_draw)
+
+
+@task(cache_policy=NO_CACHE, timeout_seconds=24 * 3600, task_run_name="score-{work.path}@pool")
+async def score_share(cfg: Config, night: date, work: runner.PathWork, history,
+                      missing: dict[str, str], deadline_mono: float | None = None,
+                      max_draw: int | None = None) -> runner.PathOutcome:
+    """The path's share scored by a worker of its work pool, on the path's host."""
+    return await remote.score_share(cfg, night, work, history, missing, deadline_mono,
+                                    max_draw)
 
 
 def night_window(cfg: Config, works: list, log) -> dict[str, tuple[float, int | None]]:
@@ -77,9 +87,11 @@ def ingest(cfg: Config, journals: list[Path]) -> list[IngestStats]:
 
 
 async def _ingest_while_running(cfg: Config, works: list, stop: asyncio.Event,
-                                first_s: float = 3.0, every_s: float = 60.0) -> None:
+                                first_s: float = 3.0, every_s: float = 60.0,
+                                refresh: Callable[[], None] | None = None) -> None:
     """Ingest the journals as they grow, so `dualpath runs` shows tonight as `running` and
-    `dualpath sql` sees calls mid-night. A failed look is logged; the final ingest decides."""
+    `dualpath sql` sees calls mid-night; `refresh` first fetches the journals shipped from
+    other hosts. A failed look is logged; the final ingest decides."""
     log = get_run_logger()
     wait = first_s
     while not stop.is_set():
@@ -89,10 +101,12 @@ async def _ingest_while_running(cfg: Config, works: list, stop: asyncio.Event,
         except asyncio.TimeoutError:
             pass
         wait = every_s
-        journals = [w.journal for w in works if w.journal.exists()]
-        if not journals:
-            continue
         try:
+            if refresh is not None:
+                await asyncio.to_thread(refresh)
+            journals = [w.journal for w in works if w.journal.exists()]
+            if not journals:
+                continue
             await asyncio.to_thread(_ingest_running, cfg, journals)
         except Exception as e:   # the warehouse busy, a torn write: the next look retries
             log.warning("mid-night ingest skipped: %s: %s", type(e).__name__, e)
@@ -162,14 +176,23 @@ async def score_night(config_path: str, night: date | None = None,
     missing = {**gated, **inputs.missing_inputs(cfg, history, night)}
     if missing:
         log.warning(inputs.describe_missing(missing, night))
+    shipped = remote.pooled(cfg, paths)
+    if shipped:      # paths scored on their own hosts: their journals come from the store
+        await remote.prepare(cfg, shipped)
+        for name in shipped:
+            await asyncio.to_thread(remote.sync_journal, cfg, night, name)
     works = runner.plan_night(cfg, night, paths)
     progress = LoggedProgress(log, every_s=30.0, forward=progress)
     window = night_window(cfg, works, log)
     # one path's crash must not stop the other, nor the ingest of what both recorded
     stop = asyncio.Event()
-    live = asyncio.create_task(_ingest_while_running(cfg, [w for w in works if w.units], stop))
+    live = asyncio.create_task(_ingest_while_running(
+        cfg, [w for w in works if w.units], stop,
+        refresh=lambda: [remote.sync_journal(cfg, night, name) for name in shipped]))
     try:
         done = await asyncio.gather(*(
+            score_share(cfg, night, w, history, missing, *window.get(w.path, (None, None)))
+            if w.path in shipped else
             score_path(cfg, night, w, history, missing, (endpoints or {}).get(w.path), progress,
                        *window.get(w.path, (None, None)))
             for w in works), return_exceptions=True)
