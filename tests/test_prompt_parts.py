@@ -10,7 +10,7 @@ import pytest
 
 from dualpath.errors import DataError
 from dualpath.records import CallRecord, RunBegin, RunEnd, UnitResult, UnitStart
-from warehouse.ingest import ingest_journal
+from warehouse.ingest import ingest_journal, ingest_journals
 from warehouse.journal import JournalWriter, encode, prompt_parts, read_journal
 from warehouse.migrations import MIGRATIONS, migrate
 
@@ -213,3 +213,16 @@ def test_an_old_warehouse_and_old_journals_read_back_the_same_prompts(tmp_path):
         assert sorted(got.values()) == sorted({old_prompt, *PROMPTS})
         assert con.execute("SELECT count(*) FROM v_prompts WHERE prompt_hash <> hash(prompt_text)"
                            ).fetchone()[0] == 0
+
+
+def test_a_journal_given_twice_in_one_call_is_ingested_once(tmp_path):
+    p = tmp_path / "j.jsonl"
+    write_unit(p)
+    copy = tmp_path / "shipped-again.jsonl"
+    copy.write_bytes(p.read_bytes())
+    with duckdb.connect() as con:
+        migrate(con)
+        stats = ingest_journals(con, [p, copy])
+        assert [s.new_calls for s in stats] == [3, 0]
+        assert con.execute("SELECT count(*), count(DISTINCT call_id) FROM calls").fetchone() == (3, 3)
+        assert sorted(stored_prompts(con).values()) == sorted(PROMPTS)

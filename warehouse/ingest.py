@@ -22,6 +22,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 import duckdb
+import orjson
 import pandas as pd
 
 from dualpath.errors import DataError
@@ -228,17 +229,29 @@ def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
 
 
 def _batches(journals: list[Path], max_bytes: int = BATCH_BYTES) -> list[list[Path]]:
-    """Consecutive groups of journals of up to `max_bytes` (at least one journal each)."""
+    """Consecutive groups of journals of up to `max_bytes` (at least one journal each); two
+    journals of one run (a copy shipped twice) never share a group: each is keyed by run."""
     out: list[list[Path]] = []
-    size = 0
+    size, runs = 0, set()
     for j in journals:
         n = j.stat().st_size if j.exists() else 0
-        if not out or size + n > max_bytes:
+        run = _run_of(j)
+        if not out or size + n > max_bytes or run in runs:
             out.append([])
-            size = 0
+            size, runs = 0, set()
         out[-1].append(j)
         size += n
+        runs.add(run)
     return out
+
+
+def _run_of(journal: Path) -> str | None:
+    """The run id on a journal's first line (its begin record), if it has one."""
+    try:
+        with open(journal, "rb") as f:
+            return orjson.loads(f.readline()).get("run_id")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
 
 
 def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
