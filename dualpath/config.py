@@ -139,6 +139,15 @@ class MeasuredSpeed(_Model):
     measured_on: date | None = Field(None, description="Date of the measurement.")
     build: str | None = Field(None, description="Server build measured.")
     slots: int | None = Field(None, ge=1, description="Parallel slots measured.")
+    probe_prefill_tps: float | None = Field(None, gt=0, description="Single-request prefill "
+                                            "tokens per second of the verify probe's long "
+                                            "prompt (what `dualpath verify` compares).")
+    probe_decode_tps: float | None = Field(None, gt=0, description="Single-request decode "
+                                           "tokens per second of the verify probe's short "
+                                           "prompt (what `dualpath verify` compares).")
+    probe_long_tokens: int | None = Field(None, ge=16, description="Length of the probe's "
+                                          "long prompt (approximate tokens).")
+    sweep: str | None = Field(None, description="Id of the sweep that measured it.")
 
 
 class ServingPath(_Model):

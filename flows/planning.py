@@ -2,8 +2,9 @@
 answered by hand ("100 tickers ≈ 4.8 h"), with an interval and its source labelled.
 
 Seconds per unit (one ticker × one draw) on the throughput basis, from complete one-segment
-runs of the same path at the same slot count; with none, a simulated path's time model, and
-otherwise nothing (said so).
+runs of the same path at the same slot count; with none, the path's `measured` block (a
+sweep's replay at the same slots), then a simulated path's time model, and otherwise nothing
+(said so).
 """
 
 from __future__ import annotations
@@ -61,12 +62,27 @@ def estimates(cfg: Config) -> list[Estimate]:
             out.append(Estimate(name, f"measured ({len(s)} runs, "
                                 f"{'p10–p90' if len(s) >= 5 else 'min–max'})", len(s),
                                 float(np.median(s)), float(lo), float(hi)))
+        elif _swept(sp) is not None:
+            m = _swept(sp)
+            out.append(Estimate(name, f"measured by sweep {sp.measured.sweep or '?'} (replay "
+                                f"set {sp.measured.replay_set or '?'}, "
+                                f"{sp.measured.measured_on or 'undated'})", 0, m, m, m))
         elif sp.engine == "sim":
             m = expected_ticker_seconds(sp.sim, sp.slots)
             out.append(Estimate(name, "time model (no measurements yet)", 0, m, m, m))
         else:
             out.append(Estimate(name, "no measurements yet", 0, math.nan, math.nan, math.nan))
     return out
+
+
+def _swept(sp) -> float | None:
+    """Seconds per unit from the path's `measured` block, when it was measured at the
+    path's slot count (a replay set holds one unit per ticker, so its s/ticker on the
+    throughput basis is s/unit)."""
+    m = sp.measured
+    if m is None or m.ticker_s_throughput is None or m.slots not in (None, sp.slots):
+        return None
+    return m.ticker_s_throughput
 
 
 def seconds_until(deadline: str, tz: str, now: datetime) -> float:

@@ -89,6 +89,35 @@ _SESSION = {
               "process)",
 }
 
+_POINT = {
+    "sweep_id": "id", "point_key": "hash of the point's argv", "repeat": "1.. — fresh launch each",
+    "attempt": "1.. — a rerun measures an unfinished point again", "label": "what differs from base",
+    "argv_json": "JSON — launch argv (placeholders unexpanded)", "slots": "count — in flight",
+    "settings_json": "JSON — the axis values", "status": "ready | failed to start | incomplete "
+    "(incomplete = tentative: never chosen)", "failure_kind": "out of memory | exited | not ready "
+    "in time | not found | identity mismatch", "detail": "text — why not ready",
+    "log_tail": "server log tail of a failed start", "base_url": "URL — a fresh port",
+    "model": "as the server reports it", "build": "as the server reports it",
+    "identity_json": "JSON — identity read after launch",
+    "calls_planned": "count — frozen calls", "calls_ok": "count — answered by the checked server",
+    "wall_s": "s, real-scale — replay wall clock", "time_scale": "factor (1: real server)",
+    "prompt_tokens": "tokens — server counter delta over the replay",
+    "predicted_tokens": "tokens — server counter delta over the replay",
+    "prefill_tps": "tokens/s — aggregate: prompt tokens ÷ replay wall (server counters)",
+    "decode_tps": "tokens/s — aggregate: generated tokens ÷ replay wall (server counters)",
+    "prefill_tps_per_slot": "tokens/s — per busy slot (counter tokens ÷ counter seconds)",
+    "decode_tps_per_slot": "tokens/s — per busy slot (counter tokens ÷ counter seconds)",
+    "ticker_s_throughput": "s/ticker, throughput basis (replay wall ÷ tickers), real-scale",
+    "ticker_s_latency": "s/ticker, slot-latency basis (median unit first to last call)",
+    "runaway_share": "share of calls that hit max_tokens",
+    "cached_share": "share of prompt tokens served from cache",
+    "probe_prefill_tps": "tokens/s — verify probe, one request, long prompt",
+    "probe_decode_tps": "tokens/s — verify probe, one request, short prompt",
+    "gpu_state": "nvidia-smi / rocm-smi text: memory per device, PCIe link ('not available')",
+    "metrics_before_json": "JSON — /metrics before the replay", "metrics_after_json": "JSON — after",
+    "started_wall": WALL, "ended_wall": WALL,
+}
+
 TABLES: dict[str, tuple[str, dict[str, str]]] = {
     "runs": ("one night × one path", _RUN),
     "run_segments": ("one scoring session of a run (a resume adds one)", {
@@ -126,6 +155,33 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "kind": "config differs from plan | night refused | plan replaced",
         "detail": "text", "plan_hash": "hash", "recorded_at": "timestamp"}),
     "schema_migrations": ("applied schema migrations", {"name": "migration", "applied_at": "timestamp"}),
+    "replay_sets": ("a frozen replay set: N tickers' recorded requests (`dualpath freeze`)", {
+        "replay_hash": "SHA-256 (16 hex) of what the set sends", "experiment": "name",
+        "night": "date — the night frozen", "path": "name — the path whose requests they are",
+        "tickers": "count", "units": "count — ticker × draw", "calls": "count",
+        "prompt_tokens": "tokens — as recorded", "file_path": "path — the Parquet file",
+        "created_at": "timestamp"}),
+    "sweeps": ("one sweep of engine settings over one replay set", {
+        "sweep_id": "hash of the spec and the replay set (a rerun resumes it)",
+        "name": "the spec's name", "experiment": "name", "path": "name — the path retuned",
+        "replay_hash": "hash → replay_sets", "mode": "grid | one-at-a-time | ablation",
+        "knee_share": "share — the knee: fewest slots within this of the best",
+        "spec_json": "JSON — the spec", "started_at": "timestamp", "ended_at": "timestamp",
+        "status": "running | done", "chosen_point": "point_key of the knee (NULL: no point ready)",
+        "proposal_path": "path — the [paths.X] proposal written"}),
+    "sweep_points": ("one launch + replay of one sweep point (latest attempt counts)", _POINT),
+    "sweep_calls": ("every replayed call of a sweep point", {
+        "sweep_id": "id", "point_key": "hash of the point's argv", "repeat": "1..",
+        "attempt": "1..", "ticker": "symbol", "draw": "1.. — as frozen",
+        "call_seq": "1.. — call order in the unit, as frozen", "agent": "name",
+        "start_mono": MONO, "first_token_mono": MONO, "end_mono": MONO,
+        "latency_s": "s, client clock (compressed for simulated servers)",
+        "http_status": "HTTP status", "attempts": "count", "error_kind": "NULL: ok",
+        "finish_reason": "stop | length (runaway)", "prompt_tokens": "tokens (usage)",
+        "completion_tokens": "tokens (usage)", "cached_tokens": "tokens from cache",
+        "prompt_n": "tokens the server prefilled", "prompt_ms": "ms, server clock",
+        "predicted_n": "tokens generated", "predicted_ms": "ms, server clock",
+        "contaminated": "why another server answered (NULL: it did not)"}),
     "v_calls": ("calls with the flags every metric filters on", {
         **_CALL, "runaway": "bool — finish_reason = length", "is_contaminated": "bool",
         "abandoned": "bool — its unit attempt never finished",

@@ -226,7 +226,47 @@ SELECT hash AS prompt_hash, text AS prompt_text FROM texts;
 
 # sweeps of engine settings over a frozen replay set (issue: retuning a path)
 M010_SWEEPS = """
-SELECT 1;
+-- A frozen replay set: recorded requests of N tickers (the Parquet file holds the bodies).
+CREATE TABLE replay_sets (
+    replay_hash VARCHAR PRIMARY KEY, experiment VARCHAR NOT NULL, night DATE NOT NULL,
+    path VARCHAR NOT NULL, tickers INTEGER, units INTEGER, calls INTEGER,
+    prompt_tokens BIGINT, file_path VARCHAR, created_at TIMESTAMPTZ DEFAULT now()
+);
+-- A sweep: one spec over one replay set; its id hashes both, so a rerun resumes it.
+CREATE TABLE sweeps (
+    sweep_id VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, experiment VARCHAR, path VARCHAR,
+    replay_hash VARCHAR NOT NULL, mode VARCHAR, knee_share DOUBLE, spec_json VARCHAR,
+    started_at TIMESTAMPTZ, ended_at TIMESTAMPTZ,
+    status VARCHAR,                       -- running | done
+    chosen_point VARCHAR, proposal_path VARCHAR
+);
+-- One launch + replay of one point (a rerun of an unfinished one adds an attempt).
+CREATE TABLE sweep_points (
+    sweep_id VARCHAR NOT NULL, point_key VARCHAR NOT NULL, repeat INTEGER NOT NULL,
+    attempt INTEGER NOT NULL, label VARCHAR, argv_json VARCHAR, slots INTEGER,
+    settings_json VARCHAR,
+    status VARCHAR NOT NULL,              -- ready | failed to start | incomplete
+    failure_kind VARCHAR, detail VARCHAR, log_tail VARCHAR, base_url VARCHAR,
+    model VARCHAR, build VARCHAR, identity_json VARCHAR,
+    calls_planned INTEGER, calls_ok INTEGER, wall_s DOUBLE, time_scale DOUBLE,
+    prompt_tokens BIGINT, predicted_tokens BIGINT, prefill_tps DOUBLE, decode_tps DOUBLE,
+    prefill_tps_per_slot DOUBLE, decode_tps_per_slot DOUBLE, ticker_s_throughput DOUBLE,
+    ticker_s_latency DOUBLE, runaway_share DOUBLE, cached_share DOUBLE,
+    probe_prefill_tps DOUBLE, probe_decode_tps DOUBLE, gpu_state VARCHAR,
+    metrics_before_json VARCHAR, metrics_after_json VARCHAR,
+    started_wall DOUBLE, ended_wall DOUBLE,
+    PRIMARY KEY (sweep_id, point_key, repeat, attempt)
+);
+-- Every replayed call of a point attempt.
+CREATE TABLE sweep_calls (
+    sweep_id VARCHAR NOT NULL, point_key VARCHAR NOT NULL, repeat INTEGER NOT NULL,
+    attempt INTEGER NOT NULL, ticker VARCHAR, draw INTEGER, call_seq INTEGER, agent VARCHAR,
+    start_mono DOUBLE, first_token_mono DOUBLE, end_mono DOUBLE, latency_s DOUBLE,
+    http_status INTEGER, attempts INTEGER, error_kind VARCHAR, finish_reason VARCHAR,
+    prompt_tokens INTEGER, completion_tokens INTEGER, cached_tokens INTEGER,
+    prompt_n INTEGER, prompt_ms DOUBLE, predicted_n INTEGER, predicted_ms DOUBLE,
+    contaminated VARCHAR
+);
 """
 
 # which host and worker scored each path-run
