@@ -87,7 +87,7 @@ def ingest(cfg: Config, journals: list[Path]) -> list[IngestStats]:
 
 
 async def _ingest_while_running(cfg: Config, works: list, stop: asyncio.Event,
-                                first_s: float = 3.0, every_s: float = 60.0,
+                                first_s: float = 3.0, every_s: float = 60.0, *,
                                 refresh: Callable[[], None] | None = None) -> None:
     """Ingest the journals as they grow, so `dualpath runs` shows tonight as `running` and
     `dualpath sql` sees calls mid-night; `refresh` first fetches the journals shipped from
@@ -115,6 +115,17 @@ async def _ingest_while_running(cfg: Config, works: list, stop: asyncio.Event,
 def _ingest_running(cfg: Config, journals: list[Path]) -> None:
     with writer(cfg.resolve(cfg.warehouse.path), wait_s=10.0) as con:
         ingest_journals(con, journals, running=True)
+
+
+async def _fetch_shipped(cfg: Config, night: date, paths: list[str] | None) -> list[str]:
+    """The paths scored on their own hosts (work_pool), ready to send: the store, pools and
+    deployments checked, and what they shipped so far fetched here to plan the night."""
+    shipped = remote.pooled(cfg, paths)
+    if shipped:
+        await remote.prepare(cfg, shipped)
+        for name in shipped:
+            await asyncio.to_thread(remote.sync_journal, cfg, night, name)
+    return shipped
 
 
 def night_of(night: date | str | None) -> date | None:
@@ -176,11 +187,7 @@ async def score_night(config_path: str, night: date | None = None,
     missing = {**gated, **inputs.missing_inputs(cfg, history, night)}
     if missing:
         log.warning(inputs.describe_missing(missing, night))
-    shipped = remote.pooled(cfg, paths)
-    if shipped:      # paths scored on their own hosts: their journals come from the store
-        await remote.prepare(cfg, shipped)
-        for name in shipped:
-            await asyncio.to_thread(remote.sync_journal, cfg, night, name)
+    shipped = await _fetch_shipped(cfg, night, paths)
     works = runner.plan_night(cfg, night, paths)
     progress = LoggedProgress(log, every_s=30.0, forward=progress)
     window = night_window(cfg, works, log)

@@ -106,7 +106,9 @@ RUNS = ("SELECT path, status, units_planned, units_measured, config_hash FROM ru
         "WHERE night = ? ORDER BY ALL")
 UNITS = ("SELECT path, ticker, draw, unit_attempt, outcome, grade FROM units WHERE night = ? "
          "ORDER BY ALL")
-CALLS = ("SELECT path, ticker, draw, unit_attempt, agent, call_seq, prompt_hash, output_hash, "
+# call_seq is left out: it numbers a unit's calls in the order they were sent, and agents
+# that run concurrently are sent in whichever order the event loop reaches them
+CALLS = ("SELECT path, ticker, draw, unit_attempt, agent, prompt_hash, output_hash, "
          "prompt_tokens, completion_tokens, finish_reason, error_kind FROM calls "
          "WHERE night = ? ORDER BY ALL")
 
