@@ -5,7 +5,7 @@ real journal writer by the real built-in pipeline (`dualpath.pipeline.builtin`) 
 stand-in LLM, so prompts share exactly what the pipeline shares: every call of a unit the
 ticker context (header, prices, documents), later calls the earlier agents' answers. Sizes
 are the real ones: answers ~1.4k tokens (lognormal, ~5.6 KB of fresh text each, never
-reused), documents sized (on two trial units) so that prompts average ~8.3k tokens
+reused), documents sized (on trial units) so that prompts average ~8.3k tokens
 (~33 KB; the largest come to ~22k), new documents every night. 4 bytes per token.
 
 Journals are written first (not timed); every ingest runs in a fresh process so its peak
@@ -124,10 +124,10 @@ def calibrate_docs(market: SyntheticMarket, words: Words) -> int:
     """Documents' size for a prompt mean of ~8.3k tokens: the mean is linear in it."""
     night = market.nights(1)[0]
     means = []
-    for size in (0, 40_000):
-        sent = asyncio.run(_score(words, lambda r: None, "x", "main",
-                                  unit_input(market, market.tickers[0], 1, night,
-                                             words.text(size) if size else None)))
+    for size in (0, 40_000):      # 20 trial units each: one unit's answers vary too much
+        sent = [p for d in range(20) for p in asyncio.run(_score(
+            words, lambda r: None, "x", "main",
+            unit_input(market, market.tickers[0], d, night, words.text(size) if size else None)))]
         means.append(np.mean([len(p) for p in sent]))
     slope = (means[1] - means[0]) / 40_000
     return max(0, int((PROMPT_MEAN_BYTES - means[0]) / slope))
