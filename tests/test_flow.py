@@ -58,9 +58,22 @@ def test_small_demo_end_to_end(tmp_path, prefect_harness):
         # speed counts the main path too, from vLLM's usage and the client's clocks
         assert q("SELECT path, count(*) FROM (" + RUN_SUMMARY + ") WHERE throughput_s > 0 "
                  "GROUP BY 1 ORDER BY 1") == [("backup", 2), ("main", 2)]
+        ev = server_evidence(con)
+    # the servers' own counters in seconds as well as tokens; the simulated llama-server
+    # counts exactly the timings it sent, vLLM's time sums stand alone (no per-call timings)
+    b = ev[ev["path"] == "backup"]
+    assert (b["server_prompt_tokens"] == b["calls_prompt_tokens"]).all()
+    assert ((b["server_prompt_s"] - b["calls_prompt_s"]).abs() < 0.01).all()
+    assert ((b["server_predicted_s"] - b["calls_predicted_s"]).abs() < 0.01).all()
+    assert (b["server_decode_tps"] > 0).all() and (b["decode_tps_over_wall"] > 0).all()
+    # (at this compressed time scale harness overhead dwarfs service: occupancy is low, and
+    # the client-side figure, which counts in-flight time, is the one that over-reads)
+    assert ((b["occupancy"] > 0) & (b["occupancy"] < b["occupancy_client"])).all()
+    m = ev[ev["path"] == "main"]
+    assert (m["server_predicted_s"] > 0).all() and m["calls_predicted_s"].isna().all()
 
 
-from warehouse.queries import RUN_SUMMARY  # noqa: E402
+from warehouse.queries import RUN_SUMMARY, server_evidence  # noqa: E402
 
 
 def test_flow_runs_are_named_and_publish_status_and_reason(tmp_path, prefect_harness):

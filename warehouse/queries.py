@@ -113,7 +113,17 @@ def suspect_runs(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
 
 def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Per session: what the calls say the server did vs the server's own /metrics counters,
-    and slot occupancy (sum of call time / (slots x wall)). Sessions without /metrics: NaN.
+    in tokens and in seconds, the server's aggregate rates, and slot occupancy.
+
+    Seconds: `calls_*_s` sum each call's own server timings (slot-seconds; under batching
+    they overlap, so they are per-call figures), `server_*_s` are the server's counters
+    (llama-server prompt_seconds_total / tokens_predicted_seconds_total, vLLM's prefill and
+    decode time sums). `server_prefill_tps` / `server_decode_tps` are the server's tokens over
+    its own seconds; `decode_tps_over_wall` is generated tokens over the run's wall clock,
+    the aggregate a night gets from all its slots. Occupancy is from the server's side: the
+    calls' service time (prompt + decode, real-scale) over slots x wall; `occupancy_client`
+    counts client-side in-flight time instead (it includes queueing and HTTP). Sessions
+    without /metrics: NaN.
 
     A server that restarted on the same port during the session (the watcher saw its
     counters go down; `dualpath:restarts` in metrics_after_json) has counters that cover
@@ -128,12 +138,17 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
     prompt, predicted = (_counter_delta("prompt_tokens_total", "prompt_tokens_total"),
                          _counter_delta("tokens_predicted_total", "generation_tokens_total"))
+    prompt_s = _counter_delta("prompt_seconds_total", "request_prefill_time_seconds_sum")
+    predicted_s = _counter_delta("tokens_predicted_seconds_total",
+                                 "request_decode_time_seconds_sum")
+    ok = "s.restarts = 0 AND NOT coalesce(s.went_down, false)"
     return con.execute(f"""
         WITH c AS (
             -- llama-server counts processed prompt tokens (prompt_n); vLLM's counters
             -- count every prompt token and every generated one (no per-call timings)
             SELECT run_id, coalesce(sum(prompt_n), sum(prompt_tokens)) AS prompt_n,
                    coalesce(sum(predicted_n), sum(completion_tokens)) AS predicted_n,
+                   sum(prompt_ms) / 1e3 AS prompt_s, sum(predicted_ms) / 1e3 AS predicted_s,
                    sum(latency_s) AS busy_s
             FROM calls GROUP BY run_id),
         s AS (
@@ -141,16 +156,26 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                                             '$."dualpath:restarts"')::INTEGER, 0) AS restarts,
                    -- counters that went down between the session's first and last reading
                    -- are a restart even when no poll in between saw it
-                   {prompt} < 0 OR {predicted} < 0 AS went_down
+                   {prompt} < 0 OR {predicted} < 0 AS went_down,
+                   {prompt_s} AS d_prompt_s, {predicted_s} AS d_predicted_s
             FROM server_sessions s)
         SELECT s.session_id, s.path, s.how, s.slots,
                c.prompt_n::BIGINT AS calls_prompt_tokens,
-               CASE WHEN s.restarts = 0 AND NOT coalesce(s.went_down, false)
-                    THEN {prompt}::BIGINT END AS server_prompt_tokens,
+               CASE WHEN {ok} THEN {prompt}::BIGINT END AS server_prompt_tokens,
                c.predicted_n::BIGINT AS calls_predicted_tokens,
-               CASE WHEN s.restarts = 0 AND NOT coalesce(s.went_down, false)
-                    THEN {predicted}::BIGINT END AS server_predicted_tokens,
-               c.busy_s / nullif(r.slots * r.wall_s, 0) AS occupancy,
+               CASE WHEN {ok} THEN {predicted}::BIGINT END AS server_predicted_tokens,
+               round(c.prompt_s, 3) AS calls_prompt_s,
+               CASE WHEN {ok} THEN round(s.d_prompt_s, 3) END AS server_prompt_s,
+               round(c.predicted_s, 3) AS calls_predicted_s,
+               CASE WHEN {ok} THEN round(s.d_predicted_s, 3) END AS server_predicted_s,
+               CASE WHEN {ok} THEN {prompt} / nullif(s.d_prompt_s, 0) END AS server_prefill_tps,
+               CASE WHEN {ok} THEN {predicted} / nullif(s.d_predicted_s, 0)
+                    END AS server_decode_tps,
+               CASE WHEN {ok} THEN {predicted} / nullif(r.wall_s / r.time_scale, 0)
+                    END AS decode_tps_over_wall,
+               (c.prompt_s + c.predicted_s) * r.time_scale
+                   / nullif(r.slots * r.wall_s, 0) AS occupancy,
+               c.busy_s / nullif(r.slots * r.wall_s, 0) AS occupancy_client,
                s.external_load_max,
                greatest(s.restarts, coalesce(s.went_down, false)::INTEGER) AS restarts,
                s.metrics_after_json IS NOT NULL AND s.restarts = 0

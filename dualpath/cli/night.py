@@ -177,8 +177,9 @@ def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
         with reader(cfg.resolve(cfg.warehouse.path)) as con:
             ev = server_evidence(con)
             hosts = run_hosts(con)
-        print_frame(ev, fmt, "server evidence: the calls' token counts vs the server's own "
-                    "/metrics counters, and slot occupancy")
+        print_frame(ev, fmt, "server evidence: the calls' tokens and seconds vs the server's "
+                    "own /metrics counters, its aggregate rates, and slot occupancy from the "
+                    "server's side")
         print_frame(hosts, fmt, "where each run was scored: host and Prefect worker per "
                     "segment (no worker: the nightly flow's own process)")
     for w in warnings:

@@ -118,7 +118,10 @@ class SimServer:
                 ("num_requests_waiting", "gauge", c.deferred),
                 ("prompt_tokens_total", "counter", c.prompt_tokens),
                 ("generation_tokens_total", "counter", c.predicted_tokens),
-                ("request_success_total", "counter", c.requests)]
+                ("request_success_total", "counter", c.requests),
+                # histogram sums, as vLLM exports them (the _count series are left out)
+                ("request_prefill_time_seconds_sum", "counter", round(c.prompt_seconds, 6)),
+                ("request_decode_time_seconds_sum", "counter", round(c.predicted_seconds, 6))]
         out = []
         for name, kind, value in rows:
             out += [f"# TYPE vllm:{name} {kind}", f"vllm:{name}{label} {float(value)}"]
