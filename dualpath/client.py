@@ -272,8 +272,11 @@ class PathClient:
                     parts.append(text)
                 if choice.get("finish_reason"):
                     rec.finish_reason = choice["finish_reason"]
-            usage = usage or bool(chunk.get("usage"))
-            _take_meta(rec, chunk)
+            if "usage" in chunk or "timings" in chunk or rec.response_model is None:
+                # identity comes with the first event, usage and timings with the last ones:
+                # the hundreds of token events in between need no more than their text
+                usage = usage or bool(chunk.get("usage"))
+                _take_meta(rec, chunk)
         if not (done and usage and rec.finish_reason):
             # every engine asked for usage sends it, then [DONE]: without them the answer,
             # its token counts and its timings may all be incomplete

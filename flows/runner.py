@@ -10,8 +10,10 @@ State is passed as values: `plan_path` returns a `PathWork` (what is left to sco
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
+import ssl
 import time
 from dataclasses import dataclass
 from datetime import date
@@ -19,6 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
+import certifi
 import httpx
 import orjson
 
@@ -111,6 +114,21 @@ async def check_identity(cfg: Config, path: str, http: httpx.AsyncClient,
     return seen
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for the process: building one per client costs ~10-30 ms of CPU."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def path_http(cfg: Config, path: str, headers: dict[str, str]) -> httpx.AsyncClient:
+    """One HTTP client per path, its pool sized to what the path keeps in flight (plus the
+    load and identity watchers), so every call finds a kept-alive connection."""
+    sp = cfg.paths[path]
+    n = sp.slots + sp.server_queue_depth + 2
+    return httpx.AsyncClient(headers=headers, timeout=10.0, verify=_tls(),
+                             limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
+
+
 async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHistory,
                    missing: Mapping[str, str], *, override_url: str | None = None,
                    progress: Progress | None = None, deadline_mono: float | None = None,
@@ -122,7 +140,7 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
         headers = auth_headers(api_key(cfg, work.path))
         async with connect(cfg, work.path, work.run_id, work.journal.parent,
                            override_url) as ep:
-            async with httpx.AsyncClient(headers=headers, timeout=10.0) as http:
+            async with path_http(cfg, work.path, headers) as http:
                 ident = await check_identity(cfg, work.path, http, ep.base_url)
                 return await score_path(cfg, night, work, ep, ident, history, missing,
                                         http, progress, deadline_mono, max_draw)
