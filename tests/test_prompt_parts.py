@@ -4,6 +4,8 @@ A real prompt is ~33 KB of JSON whose sections (ticker context, documents, earli
 repeat across a unit's 17 calls; the journal and the warehouse keep each distinct part once.
 """
 
+import dataclasses
+
 import duckdb
 import orjson
 import pytest
@@ -13,6 +15,7 @@ from dualpath.records import CallRecord, RunBegin, RunEnd, UnitResult, UnitStart
 from warehouse.ingest import ingest_journal, ingest_journals
 from warehouse.journal import JournalWriter, encode, prompt_parts, read_journal
 from warehouse.migrations import MIGRATIONS, migrate
+from warehouse.prompts import prompt_texts
 
 CONTEXT = "TICKER: AAA | AS OF: 2027-01-04\n\nAdjusted closes:\n" + "\n".join(
     f"2026-12-{d:02d},{100 + d}.00" for d in range(1, 29)) + "\n\nDocuments:\nQ3 revenue ±3% — “guidance” \\ kept\n\nnew plant"
@@ -197,7 +200,7 @@ def test_an_old_warehouse_and_old_journals_read_back_the_same_prompts(tmp_path):
             con.execute("INSERT INTO calls (call_id, run_id, prompt_hash) SELECT ?, 'old', hash(?)",
                         [f"old{i}", text])
         before = dict(con.execute("SELECT prompt_hash, prompt_text FROM v_prompts").fetchall())
-        assert migrate(con) == ["m012_messages"]
+        assert migrate(con) == ["m012_messages", "m013_quotes"]
         assert stored_prompts(con) == {h: t for h, t in before.items()}
         # an old-format journal (whole prompt_text on the call line), and a new one sharing
         # PROMPTS[0] with the old warehouse
@@ -226,3 +229,98 @@ def test_a_journal_given_twice_in_one_call_is_ingested_once(tmp_path):
         assert [s.new_calls for s in stats] == [3, 0]
         assert con.execute("SELECT count(*), count(DISTINCT call_id) FROM calls").fetchone() == (3, 3)
         assert sorted(stored_prompts(con).values()) == sorted(PROMPTS)
+
+
+def long_answer(i: int, extra: str = "") -> str:
+    return "\n\n".join(f"Answer {i}, paragraph {n}: " + "the case rests on margins. " * 6
+                       for n in range(4)) + extra
+
+
+def quoting_unit() -> tuple[list[str], list[str]]:
+    """A unit whose later prompts quote earlier answers whole, as the pipeline does (after a
+    label, between blank lines); answer 2 has a control character that DuckDB's to_json
+    escapes differently from orjson (\\u001F vs \\u001f), so it cannot be a quote."""
+    answers = [long_answer(1), long_answer(2, "\x1f"), long_answer(3, ' "quoted" \\ é')]
+    prompts = [messages("data_summary", "Summarise."),
+               messages("technical", f"Data summary:\n{answers[0]}", "Report."),
+               messages("bull_1", f"## technical\n{answers[1]}", f"## summary\n{answers[0]}",
+                        "Open the case."),
+               messages("judge", f"Bull said:\n{answers[2]}", answers[0], "Decide.")]
+    return prompts, answers
+
+
+def write_quoting_unit(path, run="r"):
+    prompts, answers = quoting_unit()
+    w = JournalWriter(path)
+    w.write(begin(run))
+    w.write(UnitStart(run, "p", "AAA", 1, 1, 1.0))
+    for i, p in enumerate(prompts, 1):
+        w.write(dataclasses.replace(call(i, p, run=run), output_text=answers[i - 1]
+                                    if i <= len(answers) else "short"))
+    w.write(UnitResult(run, "p", "AAA", 1, 1, 1.0, 1.0, 9.0, 9.0, len(prompts), "graded", 3))
+    w.write(end(run))
+    w.close()
+    return prompts, answers
+
+
+def test_an_answer_quoted_later_is_journaled_and_stored_once(tmp_path):
+    p = tmp_path / "j.jsonl"
+    prompts, answers = write_quoting_unit(p)
+    data = p.read_bytes()
+    # answers 1 and 3 are on their own call lines only; answer 2 (not quotable) also in parts
+    assert data.count(b"Answer 1, paragraph 2") == 1
+    assert data.count(b"Answer 3, paragraph 2") == 1
+    assert data.count(b"Answer 2, paragraph 2") == 2
+    quotes = [orjson.loads(x) for x in data.splitlines() if b'"quote"' in x]
+    assert len(quotes) == 2                          # answers 1 and 3, each once
+    assert [c["prompt_text"] for c in read_journal(p).calls] == prompts
+    with duckdb.connect() as con:
+        migrate(con)
+        assert ingest_journal(con, p).new_calls == 4
+        rows = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("texts", "prompts", "quotes")}
+        assert rows["quotes"] == 2
+        assert ingest_journal(con, p).new_calls == 0
+        assert {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in rows} == rows
+        for a, n in ((answers[0], 1), (answers[2], 1), (answers[1], 2)):
+            para = a.split("\n\n")[2]
+            assert con.execute("SELECT count(*) FROM texts WHERE contains(text, ?)",
+                               [para]).fetchone()[0] == n
+        assert sorted(stored_prompts(con).values()) == sorted(prompts)
+        hashes = [h for h, in con.execute("SELECT prompt_hash FROM calls ORDER BY call_seq"
+                                          ).fetchall()]
+        assert [prompt_texts(con, hashes)[h] for h in hashes] == prompts
+
+
+def test_a_quoted_answer_missing_from_the_warehouse_is_an_error(tmp_path):
+    p = tmp_path / "j.jsonl"
+    write_quoting_unit(p)
+    lines = p.read_bytes().splitlines(keepends=True)
+    # the first answer's call line damaged: its quote has nothing to point at
+    i = next(n for n, x in enumerate(lines) if x.startswith(b'{"k":"call"'))
+    lines[i] = lines[i].replace(b"Answer 1, paragraph 0", b"Answer 1, paragraph X")
+    p.write_bytes(b"".join(lines))
+    with duckdb.connect() as con:
+        migrate(con)
+        with pytest.raises(DataError, match="quoted answer"):
+            ingest_journal(con, p)
+
+
+def test_prompt_texts_reads_every_way_a_prompt_was_stored(tmp_path):
+    """Whole (before m012), as parts, and with quotes: the same text as v_prompts; an
+    unknown hash (or None) is left out."""
+    with duckdb.connect() as con:
+        migrate(con)
+        old_prompt = messages("risk_judge", "an old plan")
+        con.execute("INSERT INTO texts SELECT hash($t), $t", {"t": old_prompt})
+        con.execute("INSERT INTO calls (call_id, run_id, prompt_hash) SELECT 'old', 'old', "
+                    "hash(?)", [old_prompt])
+        j1, j2 = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+        write_unit(j1)
+        write_quoting_unit(j2, run="q")
+        ingest_journals(con, [j1, j2])
+        view = stored_prompts(con)
+        assert set(view.values()) == {old_prompt, *PROMPTS, *quoting_unit()[0]}
+        got = prompt_texts(con, [*view, None, 12345])
+        assert got == view
+        assert prompt_texts(con, []) == {}

@@ -130,10 +130,17 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
     "units": ("one attempt of one ticker × draw on one path", _UNIT),
     "texts": ("every answer, request body and prompt part (whole prompts before m012), "
               "stored once", {"hash": "hash — the key other tables refer to", "text": "text"}),
-    "prompts": ("one distinct prompt (since m012) as its parts; read prompts in v_prompts", {
+    "prompts": ("one distinct prompt (since m012) as its parts; read prompts in v_prompts "
+                "(ad hoc, scans texts) or warehouse.prompts.prompt_texts (fast, by hash)", {
         "prompt_hash": "hash — calls.prompt_hash: DuckDB hash() of the whole JSON text",
-        "parts": "hashes → texts: the JSON text cut after each message and each blank line "
-                 "inside one, in order; concatenated, they are the text as sent"}),
+        "parts": "hashes → texts (or quotes): the JSON text cut after each message, each "
+                 "blank line inside one and around each earlier answer quoted whole, in "
+                 "order; concatenated, they are the text as sent"}),
+    "quotes": ("a prompt part that is an earlier answer quoted whole (since m013): stored "
+               "once, as the answer", {
+        "hash": "hash — the part's (prompts.parts): DuckDB hash() of the escaped text",
+        "text_hash": "hash → texts: the answer (calls.output_hash); the part is its JSON "
+                     "string escaping, to_json(text) without the quotes"}),
     "prices": ("one ticker × trading day", {
         "ticker": "symbol", "date": "date — session", "close": "currency — raw close",
         "adj_close": "currency — split/dividend-adjusted close (returns use this)"}),
@@ -195,7 +202,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "runaway": "bool", "is_contaminated": "bool", "abandoned": "bool",
         "unit_outcome": "outcome of the call's unit attempt", "run_status": "status",
         "experiment": "name"}),
-    "v_prompts": ("the messages each call sent, by prompt hash", {
+    "v_prompts": ("the messages each call sent, by prompt hash; every read scans texts, "
+                  "so read a few prompts with warehouse.prompts.prompt_texts", {
         "prompt_hash": "hash — calls.prompt_hash", "prompt_text": "JSON — the messages as sent"}),
     "v_units": ("units with their run's status and the flags metrics use", {
         **_UNIT, "run_status": "status of its run", "experiment": "name",

@@ -169,13 +169,16 @@ def _stage_prompts(con: duckdb.DuckDBPyConnection, contents: list[JournalContent
                    SELECT p.prompt_hash, u.key, u.seq FROM stage_prompts p,
                    unnest(p.keys) WITH ORDINALITY AS u(key, seq)""")
     files = [str(jc.path) for jc in contents if jc.part_lines]
-    con.execute("CREATE OR REPLACE TEMP TABLE stage_parts (key BIGINT, hash UBIGINT, text VARCHAR)")
+    con.execute("CREATE OR REPLACE TEMP TABLE stage_parts "
+                "(key BIGINT, hash UBIGINT, text VARCHAR, quote UBIGINT)")
     if files and con.execute("SELECT count(*) FROM stage_refs").fetchone()[0]:
+        # a part that quotes an answer brings its own hash and the answer's, no text
         con.execute("""
             INSERT INTO stage_parts
-            SELECT key, hash(text), text
+            SELECT key, CASE WHEN quote IS NULL THEN hash(text) ELSE hash END, text, quote
             FROM read_json(?, format = 'newline_delimited', ignore_errors = true,
-                           columns = {'k': 'VARCHAR', 'key': 'BIGINT', 'text': 'VARCHAR'})
+                           columns = {'k': 'VARCHAR', 'key': 'BIGINT', 'text': 'VARCHAR',
+                                      'hash': 'UBIGINT', 'quote': 'UBIGINT'})
             WHERE k = 'part' AND key IN (SELECT key FROM stage_refs)""", [files])
     missing = con.execute("SELECT count(*) FROM stage_refs WHERE key NOT IN "
                           "(SELECT key FROM stage_parts)").fetchone()[0]
@@ -188,6 +191,23 @@ def _stage_prompts(con: duckdb.DuckDBPyConnection, contents: list[JournalContent
         SELECT r.prompt_hash, list(m.hash ORDER BY r.seq) FROM stage_refs r
         JOIN (SELECT DISTINCT key, hash FROM stage_parts) m USING (key)
         GROUP BY r.prompt_hash""")
+    con.execute("""
+        INSERT INTO quotes
+        WITH known AS (SELECT hash FROM quotes
+                       WHERE hash IN (SELECT hash FROM stage_parts WHERE quote IS NOT NULL))
+        SELECT DISTINCT hash, quote FROM stage_parts
+        WHERE quote IS NOT NULL AND hash NOT IN (SELECT hash FROM known)""")
+
+
+def _check_quotes(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]) -> None:
+    """Every quoted answer is stored (its call line comes before any prompt quoting it)."""
+    missing = con.execute("""
+        WITH q AS (SELECT DISTINCT quote FROM stage_parts WHERE quote IS NOT NULL)
+        SELECT count(*) FROM q WHERE quote NOT IN (
+            SELECT hash FROM texts WHERE hash IN (SELECT quote FROM q))""").fetchone()[0]
+    if missing:
+        raise DataError(f"journals {', '.join(str(jc.path) for jc in contents)}: {missing} "
+                        "quoted answer(s) not found; a damaged line in the middle of a journal")
 
 
 def _insert_texts(con: duckdb.DuckDBPyConnection, table: str, hash_col: str, text_col: str,
@@ -325,6 +345,8 @@ def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
                         "is_new) FROM stage_units")
         for args in texts:
             _insert_texts(con, *args)
+        if any_calls:
+            _check_quotes(con, contents)
         new_calls: dict[str, int] = {}
         if any_calls:
             new_calls = dict(con.execute("SELECT run_id, count(*) FROM stage_calls GROUP BY 1").fetchall())

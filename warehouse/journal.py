@@ -19,6 +19,14 @@ uses it, and the call line carries `prompt_parts` (their keys, in order) and `pr
 empty. The parts concatenated are the text, byte for byte. Journals written before parts
 existed carry `prompt_text` whole; both are read.
 
+An earlier answer of the same unit quoted whole in a later prompt (as the pipeline quotes
+them, section by section) is one part, and its line carries no text:
+`{"k":"part","key":int,"hash":H,"quote":A,"call":call_id}` says the part is that call's
+`output_text` as JSON escapes it inside a string (orjson; checked, when the answer is
+recorded, to be exactly what DuckDB's `to_json` writes), `hash` the part's own hash, `quote`
+the answer's (`output_hash`). So an answer is journaled and stored once, whole, not again
+paragraph by paragraph in every prompt that quotes it.
+
 Durability is group commit: a writer thread appends lines and fsyncs when a unit has ended
 and at least every `max_delay_s` otherwise, so a crash loses at most about a second of
 records and never a finished unit's acknowledgement once synced; a torn last line is
@@ -81,10 +89,33 @@ def prompt_parts(prompt_text: str) -> list[str]:
     return parts
 
 
+# answers shorter than this are not worth a quote (and might match by accident)
+QUOTE_MIN_BYTES = 256
+
+
 def part_key(part: bytes) -> int:
     """A part's key in a journal: 63 bits of BLAKE2b, the same in every process (a resumed
     segment's parts meet the earlier segment's)."""
     return int.from_bytes(hashlib.blake2b(part, digest_size=8).digest(), "little") >> 1
+
+
+def _cut(prompt: str, answers) -> Iterator[tuple[str, tuple | None]]:
+    """(part, quote) in order: each earlier answer quoted whole is one part (its quote
+    given), the text around them cut by `prompt_parts`."""
+    spans = []
+    for answer in answers:
+        at = prompt.find(answer[0])
+        while at >= 0:
+            spans.append((at, at + len(answer[0]), answer))
+            at = prompt.find(answer[0], at + len(answer[0]))
+    pos = 0
+    for start, stop, answer in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if start < pos:        # overlaps a quote already taken
+            continue
+        yield from ((p, None) for p in prompt_parts(prompt[pos:start]))
+        yield prompt[start:stop], answer
+        pos = stop
+    yield from ((p, None) for p in prompt_parts(prompt[pos:]))
 
 
 class JournalWriter:
@@ -104,6 +135,9 @@ class JournalWriter:
         self.fsyncs = 0
         self.lines = 0
         self._parts_written: set[int] = set()
+        # each unfinished unit's answers so far, that later prompts may quote:
+        # (escaped text, its hash, the answer's hash, call id)
+        self._answers: dict[tuple, list[tuple[str, int, int, str]]] = {}
         self._duck: duckdb.DuckDBPyConnection | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"journal:{path.name}", daemon=True)
@@ -113,28 +147,66 @@ class JournalWriter:
         """Queue a record (the scheduler's sink); raises if the writer thread has failed."""
         if self._error is not None:
             raise self._error
-        if type(record) is CallRecord and record.prompt_text:
-            # the text travels beside the line; the writer thread cuts it
-            line = encode(dataclasses.replace(record, prompt_text=""))
-            self._q.put((line, False, record.prompt_text))
+        if type(record) is CallRecord:
+            # the texts travel beside the line; the writer thread cuts the prompt
+            line = encode(dataclasses.replace(record, prompt_text="")
+                          if record.prompt_text else record)
+            self._q.put((line, False, record))
         else:
-            self._q.put((encode(record), type(record) in _URGENT, None))
+            self._q.put((encode(record), type(record) in _URGENT,
+                         record if type(record) is UnitResult else None))
 
-    def _with_parts(self, line: bytes, prompt: str) -> bytes:
+    def _line(self, item: tuple) -> bytes:
+        line, _, record = item
+        if type(record) is UnitResult:     # its answers will be quoted no more
+            self._answers.pop((record.run_id, record.ticker, record.draw,
+                               record.unit_attempt), None)
+            return line
+        if record is None:
+            return line
+        unit = (record.run_id, record.ticker, record.draw, record.unit_attempt)
+        if record.prompt_text:
+            line = self._with_parts(line, record.prompt_text, self._answers.get(unit, ()))
+        if len(record.output_text) >= QUOTE_MIN_BYTES:
+            answer = self._quotable(record)
+            if answer:
+                self._answers.setdefault(unit, []).append(answer)
+        return line
+
+    def _sql(self, query: str, args: list) -> tuple:
+        if self._duck is None:
+            self._duck = duckdb.connect(":memory:")
+        return self._duck.execute(query, args).fetchone()
+
+    def _quotable(self, record: CallRecord) -> tuple[str, int, int, str] | None:
+        """An answer as later prompts would quote it, if DuckDB escapes it exactly as
+        orjson does (the warehouse rebuilds the quote with DuckDB's `to_json`)."""
+        try:
+            escaped = orjson.dumps(record.output_text)[1:-1].decode()
+        except (orjson.JSONEncodeError, UnicodeDecodeError):
+            return None
+        h, answer_hash, same = self._sql("SELECT hash($e), hash($a), to_json($a)::VARCHAR = "
+                                         "'\"' || $e || '\"'",
+                                         {"e": escaped, "a": record.output_text})
+        return (escaped, h, answer_hash, record.call_id) if same else None
+
+    def _with_parts(self, line: bytes, prompt: str, answers) -> bytes:
         """The part lines not yet written, then the call line that refers to them."""
         out, keys = [], []
-        for part in prompt_parts(prompt):
+        for part, quote in _cut(prompt, answers):
             raw = part.encode()
             key = part_key(raw)
             keys.append(key)
             if key not in self._parts_written:
                 self._parts_written.add(key)
-                out.append(b'{"k":"part","key":%d,"text":%s}\n' % (key, orjson.dumps(part)))
-        if self._duck is None:
-            self._duck = duckdb.connect(":memory:")
+                if quote is None:
+                    out.append(b'{"k":"part","key":%d,"text":%s}\n' % (key, orjson.dumps(part)))
+                else:
+                    out.append(b'{"k":"part","key":%d,"hash":%d,"quote":%d,"call":%s}\n'
+                               % (key, quote[1], quote[2], orjson.dumps(quote[3])))
         # the warehouse keys prompts by DuckDB's hash of the whole text: taken here, where
         # the text is in memory anyway, so that ingest never rebuilds 13 GB of prompts
-        prompt_hash = self._duck.execute("SELECT hash(?)", [prompt]).fetchone()[0]
+        prompt_hash = self._sql("SELECT hash(?)", [prompt])[0]
         out.append(line[:-2] + b',"prompt_hash":%d,"prompt_parts":%s}\n'
                    % (prompt_hash, orjson.dumps(keys)))
         return b"".join(out)
@@ -155,7 +227,7 @@ class JournalWriter:
                     if item is _STOP:
                         stop = True
                         break
-                    batch.append(item[0] if item[2] is None else self._with_parts(*item[::2]))
+                    batch.append(self._line(item))
                     urgent |= item[1]
                     try:
                         item = self._q.get_nowait()
@@ -349,6 +421,7 @@ def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
     if not path.exists():
         return out
     parts: dict[int, str] = {}
+    answers: dict[str, str] = {}     # call id -> output_text, for parts that quote one
     for n, line, last in iter_lines(path):
         if not line.endswith(b"\n"):
             out.torn_tail = True     # the process died mid-line; that record was never synced
@@ -361,7 +434,8 @@ def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
             if not skip_calls:
                 try:
                     obj = orjson.loads(line)
-                    parts[obj["key"]] = obj["text"]
+                    parts[obj["key"]] = (obj["text"] if "quote" not in obj else
+                                         orjson.dumps(answers[obj["call"]])[1:-1].decode())
                 except (orjson.JSONDecodeError, KeyError, TypeError):
                     raise _damaged(path, n, line) from None
             continue
@@ -370,6 +444,8 @@ def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
             group = getattr(out, _GROUPS[obj.pop("k")])
             if "prompt_parts" in obj:
                 obj["prompt_text"] = "".join(parts[k] for k in obj.pop("prompt_parts"))
+            if group is out.calls:
+                answers[obj["call_id"]] = obj.get("output_text") or ""
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             raise _damaged(path, n, line) from None
         group.append(obj)

@@ -293,6 +293,29 @@ SELECT hash AS prompt_hash, text AS prompt_text FROM texts
 WHERE hash IN (SELECT prompt_hash FROM calls) AND hash NOT IN (SELECT prompt_hash FROM prompts);
 """
 
+# an answer quoted whole in later prompts is stored once, as the answer
+M013_QUOTES = """
+-- A prompt part that is an earlier answer quoted whole: its text is not in texts under its own
+-- hash but is the answer (texts.hash = text_hash, the call's output_hash) as JSON escapes it
+-- inside a string, which is what DuckDB's to_json writes (checked when it was journaled).
+CREATE TABLE quotes (hash UBIGINT NOT NULL, text_hash UBIGINT NOT NULL);
+-- The slow, ad-hoc way to read prompts: a filter on prompt_hash reaches the prompts table,
+-- but every read still scans texts whole. Read a few prompts with
+-- warehouse.prompts.prompt_texts, which looks up only the rows it needs.
+CREATE OR REPLACE VIEW v_prompts AS
+SELECT p.prompt_hash,
+       string_agg(coalesce(t.text, (to_json(a.text)::VARCHAR)[2:-2]), '' ORDER BY u.seq)
+           AS prompt_text
+FROM prompts p, unnest(p.parts) WITH ORDINALITY AS u(part_hash, seq)
+LEFT JOIN texts t ON t.hash = u.part_hash
+LEFT JOIN quotes q ON q.hash = u.part_hash AND t.hash IS NULL
+LEFT JOIN texts a ON a.hash = q.text_hash
+GROUP BY p.prompt_hash
+UNION ALL
+SELECT hash AS prompt_hash, text AS prompt_text FROM texts
+WHERE hash IN (SELECT prompt_hash FROM calls) AND hash NOT IN (SELECT prompt_hash FROM prompts);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
@@ -306,6 +329,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m010_sweeps", M010_SWEEPS),
     ("m011_hosts", M011_HOSTS),
     ("m012_messages", M012_MESSAGES),
+    ("m013_quotes", M013_QUOTES),
 ]
 
 
