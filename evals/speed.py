@@ -71,8 +71,10 @@ def speed_summary(units: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Speed per run from the ``calls``, ``units`` and ``runs`` frames (real-scale).
 
-    Server-timing throughputs are per request (sum tokens / sum time, so long calls weigh by
-    their length); client-clock throughputs are aggregate over the run's wall clock. Only
+    `per_call_*_tps` are per-call rates from the server's own timings (sum tokens / sum
+    time, so long calls weigh by their length); under batching the calls' times overlap, so
+    they are not a path's aggregate rate: that comes from the server's counters (`dualpath
+    runs --evidence`) and, client-side, `client_*_tps` over the run's wall clock. Only
     runs with status 'complete' are results (`is_result`); the others are shown, marked.
     """
     r = runs.set_index("run_id")
@@ -86,8 +88,8 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
     g = c.groupby("run_id")
     out = pd.DataFrame({
         "calls": g.size(),
-        "server_prefill_tps": g["prompt_n"].sum() / g["prompt_ms"].sum() * 1e3,
-        "server_decode_tps": g["predicted_n"].sum() / g["predicted_ms"].sum() * 1e3,
+        "per_call_prefill_tps": g["prompt_n"].sum() / g["prompt_ms"].sum() * 1e3,
+        "per_call_decode_tps": g["predicted_n"].sum() / g["predicted_ms"].sum() * 1e3,
         "prompt_tokens": g["prompt_tokens"].sum(),
         "completion_tokens": g["completion_tokens"].sum(),
         "cached_tokens": g["cached_tokens"].sum(),
@@ -113,8 +115,8 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
         "calls_per_unit": out["calls"] / n_units,
         "prompt_tokens_per_unit": out["prompt_tokens"] / n_units,
         "completion_tokens_per_unit": out["completion_tokens"] / n_units,
-        "server_prefill_tps": out["server_prefill_tps"],
-        "server_decode_tps": out["server_decode_tps"],
+        "per_call_prefill_tps": out["per_call_prefill_tps"],
+        "per_call_decode_tps": out["per_call_decode_tps"],
         "client_prompt_tps": out["prompt_tokens"] / wall,
         "client_decode_tps": out["completion_tokens"] / wall,
         "client_stream_decode_tps": out["stream_tokens"] / (out["stream_decode_s"] / scale),

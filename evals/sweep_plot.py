@@ -26,6 +26,15 @@ def _group(label: str) -> str:
 
 def plot_sweep(table: pd.DataFrame, out: Path, title: str) -> Path:
     """Write a PNG of the sweep (see the module docstring)."""
+    fig = sweep_figure(table, title)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def sweep_figure(table: pd.DataFrame, title: str):
+    """The sweep's figure (the caller saves and closes it)."""
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
     ax = axes[0]
     ready = table[table["status"] == READY]
@@ -61,7 +70,4 @@ def plot_sweep(table: pd.DataFrame, out: Path, title: str) -> Path:
     ax.set_title("per-ticker seconds, both bases (ready points only)", fontsize=9)
     ax.legend(fontsize=7)
     fig.suptitle(title)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig

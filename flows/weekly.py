@@ -84,6 +84,21 @@ def _failed_nights(summary: pd.DataFrame) -> pd.DataFrame:
                          + bad["status_detail"].fillna(""), "recorded_at": pd.NaT})
 
 
+def _sweeps(cfg: Config) -> list[dict]:
+    """The latest sweep of each name on this experiment's paths (retuning evidence)."""
+    from flows.sweep import sweep_report
+
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        ids = [r[0] for r in con.execute(
+            "SELECT arg_max(sweep_id, started_at) FROM sweeps WHERE experiment = ? "
+            "GROUP BY name ORDER BY name", [cfg.experiment.name]).fetchall()]
+    out = []
+    for sweep_id in ids:
+        sweep, table, _ = sweep_report(cfg, sweep_id)
+        out.append({"sweep": sweep, "table": table})
+    return out
+
+
 def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
     """Everything the report shows, from the warehouse; the frozen plan's question when
     there is one."""
@@ -128,7 +143,7 @@ def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
     if off:
         m.notes.append(f"{len(off)} night(s) run with a config that differs from the frozen "
                        "plan were left out of every metric (see Deviations)")
-    return ReportData(experiment=exp, since=since, until=until,
+    return ReportData(experiment=exp, since=since, until=until, sweeps=_sweeps(cfg),
                       generated_at=datetime.now(timezone.utc), metrics=m, runs=summary,
                       calls=calls, units=units, sessions=sessions, deviations=devs, plan=info,
                       config_hashes=hashes, paths=list(cfg.paths), tickers=len(cfg.tickers()),

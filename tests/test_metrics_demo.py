@@ -32,7 +32,7 @@ def test_metrics_from_a_warehouse_with_a_partial_run(tmp_path):
     assert (sp["not_complete_excluded"] == 1).all() and (sp["runs"] == 2).all()
     assert sp.loc["main", "calls_per_unit"] == 17
     assert sp.loc["backup", "throughput_s_per_ticker"] > sp.loc["main", "throughput_s_per_ticker"]
-    assert not math.isnan(sp.loc["backup", "server_decode_tps"])
+    assert not math.isnan(sp.loc["backup", "per_call_decode_tps"])
     assert len(m.comparison) == 3
 
 

@@ -157,7 +157,7 @@ def test_a_server_swapped_mid_run_contaminates_the_run_and_keeps_it_out_of_speed
 
 
 def test_a_killed_server_leaves_a_partial_run_that_a_rerun_completes_exactly(tmp_path):
-    cfg_path, cfg, nights = make_project(tmp_path, tickers=6, draws=2, nights=1, clock=0.05)
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=6, draws=2, nights=1, clock=0.3)  # slow enough to kill mid-night
     night = nights[0]
     history = inputs.price_history(cfg)
     import contextlib

@@ -279,6 +279,13 @@ def test_a_slot_sweep_over_simulated_servers_finds_their_knee(sim_night, tmp_pat
     # a rerun of the same spec resumes: nothing measured again
     again = asyncio.run(run_sweep(prepare(cfg_path, spec)))
     assert (again.measured_now, again.kept, again.chosen) == (0, 4, out.chosen)
+    # the weekly report shows the sweep: its verdicts, the choice and the figure
+    from flows.weekly import write_report
+    html, md, _ = write_report(cfg, tmp_path / "report")
+    text = md.read_text()
+    assert "Retuning: recorded sweeps" in text and "sweep sim-knee of path backup" in text
+    assert f"Chosen: {out.chosen}" in text
+    assert "knee circled" in html.read_text()
 
 
 def test_stopped_and_failed_points_are_labelled_and_never_chosen(sim_night, tmp_path):

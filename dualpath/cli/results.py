@@ -60,7 +60,7 @@ METRIC_TABLES = {
     "speed": ("Speed per path, median over complete runs (real-scale; s/ticker labelled by basis)",
               ["path", "runs", "not_complete_excluded", "partial_runs_excluded",
                "throughput_s_per_ticker", "slot_latency_s_per_ticker", "calls_per_unit",
-               "calls_per_ticker", "server_prefill_tps", "server_decode_tps",
+               "calls_per_ticker", "per_call_prefill_tps", "per_call_decode_tps",
                "client_decode_tps", "runaway_share", "runaway_time_share", "retries",
                "cached_prompt_share"], None),
 }

@@ -62,4 +62,5 @@ class ReportData:
     config_hashes: list[str] = field(default_factory=list)
     freshness: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    sweeps: list[dict] = field(default_factory=list)  # {sweep: row, table: evals.sweep.verdicts}
     tickers: int = 100

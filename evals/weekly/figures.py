@@ -23,6 +23,11 @@ def path_colors(paths: list[str]) -> dict[str, str]:
     return {p: PALETTE[i % len(PALETTE)] for i, p in enumerate(sorted(paths))}
 
 
+def uri_of(fig) -> str:
+    """A matplotlib figure as an inline PNG data URI (the figure is closed)."""
+    return _uri(fig)
+
+
 def _uri(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)

@@ -65,6 +65,27 @@ def latency_percentiles(calls: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+SWEEP_COLUMNS = ["label", "slots", "status", "verdict", "decode_tps", "share_of_best",
+                 "prefill_tps", "ticker_s_throughput", "ticker_s_latency", "cached_share",
+                 "calls_ok", "calls_planned", "failure_kind"]
+
+
+def sweeps(d: ReportData) -> list[dict]:
+    """Each recorded sweep: title, verdict table and figure."""
+    from evals.sweep_plot import sweep_figure
+
+    out = []
+    for s in d.sweeps:
+        sw, t = s["sweep"], s["table"]
+        title = (f"sweep {sw['name']} of path {sw['path']} over replay set "
+                 f"{str(sw['replay_hash'])[:12]} ({sw['mode']}, knee within "
+                 f"{float(sw['knee_share']):.0%} of the best)")
+        out.append({"title": title, "chosen": sw.get("chosen_point") or "none (nothing "
+                    "replayed every frozen call)", "table": table(t, SWEEP_COLUMNS),
+                    "fig": figures.uri_of(sweep_figure(t, title)) if len(t) else None})
+    return out
+
+
 def context(d: ReportData) -> dict:
     """What the templates show, section by section."""
     m = d.metrics
@@ -97,6 +118,7 @@ def context(d: ReportData) -> dict:
                                "slot_latency_s", "status_detail"]),
         "excluded": table(not_complete, ["night", "path", "status", "status_detail"]),
         "sessions": table(d.sessions), "deviations": table(d.deviations),
+        "sweeps": sweeps(d),
         "notes": list(getattr(m, "notes", [])),
         "figs": {
             "rank_ic": figures.rank_ic(getattr(m, "nightly_ic", pd.DataFrame()), colors,
