@@ -15,7 +15,7 @@ from dualpath.records import CallRecord, RunBegin, RunEnd, UnitResult, UnitStart
 from warehouse.ingest import ingest_journal, ingest_journals
 from warehouse.journal import JournalWriter, encode, prompt_parts, read_journal
 from warehouse.migrations import MIGRATIONS, migrate
-from warehouse.prompts import prompt_texts
+from warehouse.prompts import cut_quoted, prompt_texts
 
 CONTEXT = "TICKER: AAA | AS OF: 2027-01-04\n\nAdjusted closes:\n" + "\n".join(
     f"2026-12-{d:02d},{100 + d}.00" for d in range(1, 29)) + "\n\nDocuments:\nQ3 revenue ±3% — “guidance” \\ kept\n\nnew plant"
@@ -324,3 +324,48 @@ def test_prompt_texts_reads_every_way_a_prompt_was_stored(tmp_path):
         got = prompt_texts(con, [*view, None, 12345])
         assert got == view
         assert prompt_texts(con, []) == {}
+
+
+def test_ingest_caps_duckdb_memory_on_a_file_and_resets_it_after(tmp_path):
+    """A warehouse file is ingested under MEMORY_LIMIT and its connection gets DuckDB's
+    default back; a limit the caller set, and an in-memory database, are left alone."""
+    from warehouse import ingest as ingest_module
+    p = tmp_path / "j.jsonl"
+    write_unit(p)
+    limit = "SELECT current_setting('memory_limit')"
+    default = duckdb.connect().execute(limit).fetchone()[0]
+    capped = duckdb.connect().execute(f"SET memory_limit = '{ingest_module.MEMORY_LIMIT}'; "
+                                      + limit).fetchone()[0]
+    seen = []
+    real = ingest_module._ingest
+
+    def spy(con, journals, running):
+        seen.append(con.execute(limit).fetchone()[0])
+        return real(con, journals, running)
+
+    ingest_module._ingest = spy
+    try:
+        with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+            migrate(con)
+            ingest_journal(con, p)
+            assert con.execute(limit).fetchone()[0] == default
+            con.execute("SET memory_limit = '3GB'")
+            mine = con.execute(limit).fetchone()[0]
+            ingest_journal(con, p)
+            assert con.execute(limit).fetchone()[0] == mine
+        with duckdb.connect() as con:
+            migrate(con)
+            ingest_journal(con, p)
+    finally:
+        ingest_module._ingest = real
+    assert seen == [capped, mine, default] and capped != default
+
+
+def test_quoted_answers_are_whole_parts_and_the_parts_are_the_text():
+    a = ("x" * 300 + "\\n\\ny" * 10, None)
+    b = (a[0][-280:] + "z" * 20, None)       # starts inside a's quote: only its own is a part
+    prompt = '[{"c":"' + f"## a\\n{a[0]}\\n\\nagain {a[0]}z\\n\\n{b[0]}" + '"}]'
+    parts = list(cut_quoted(prompt, [a, b]))
+    assert "".join(p for p, _ in parts) == prompt and all(p for p, _ in parts)
+    assert [q for _, q in parts if q is not None] == [a, a, b]
+    assert list(cut_quoted(prompt, [])) == [(p, None) for p in prompt_parts(prompt)]

@@ -6,20 +6,24 @@ scan. Every row is keyed (calls by call_id, units by run/ticker/draw/attempt, te
 content hash, prompts by prompt hash), so ingesting the same journal twice changes nothing
 and a journal that grew since the last ingest adds only what is new. Outputs, request
 bodies and prompt parts are stored once: they repeat across calls, draws and paths. A
-prompt is stored as the list of its parts' hashes (see `warehouse.journal`); a journal
-written before parts existed brings whole prompts, stored whole as before.
+prompt is stored as the list of its parts' hashes (see `warehouse.journal`); a part that
+quotes an earlier answer whole is stored as a pointer to that answer (`quotes`), so each
+answer's text is stored once. A journal written before parts existed brings whole prompts,
+stored whole as before.
 
-Memory is flat in the size of the warehouse and of the batch: journals are ingested one at
-a time, and every lookup against the stored rows builds its hash table on the journal's
-side and streams the warehouse's (texts, prompts).
+Memory is flat in the size of the warehouse: journals are ingested a batch at a time, every
+lookup against the stored rows builds its hash table on the journal's side and streams the
+warehouse's (texts, prompts, quotes), and DuckDB's cache is capped while ingesting.
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from dataclasses import dataclass, fields
 from datetime import date, datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 import duckdb
 import orjson
@@ -44,6 +48,8 @@ _COLUMNS_SQL = "{" + ", ".join(f"'{k}': '{v}'" for k, v in CALL_COLUMNS.items())
 # real-size journals (~75 MB each) go in together; so much text at once also lets DuckDB
 # write it straight to the file instead of through the WAL (per journal: 1.7x the time).
 BATCH_BYTES = 256 * 2**20
+# DuckDB's memory while ingesting (see _memory_capped): a batch's staged rows fit in it
+MEMORY_LIMIT = "1GB"
 
 
 @dataclass
@@ -238,14 +244,38 @@ def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
     begin record. With `running`, the journals are still being written: their runs are
     stored as `running`, from snapshots, and unfinished units are not yet abandoned."""
     out = []
-    for batch in _batches(journals):
-        if running:
-            with tempfile.TemporaryDirectory() as tmp:
-                out += _ingest(con, [snapshot(j, Path(tmp) / f"{i}-{j.name}")
-                                     for i, j in enumerate(batch)], running)
-        else:
-            out += _ingest(con, batch, running)
+    with _memory_capped(con):
+        for batch in _batches(journals):
+            if running:
+                with tempfile.TemporaryDirectory() as tmp:
+                    out += _ingest(con, [snapshot(j, Path(tmp) / f"{i}-{j.name}")
+                                         for i, j in enumerate(batch)], running)
+            else:
+                out += _ingest(con, batch, running)
     return out
+
+
+@contextlib.contextmanager
+def _memory_capped(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """DuckDB's memory limit at `MEMORY_LIMIT` while ingesting into a warehouse file, then
+    the caller's again. By default DuckDB may hold 80% of the machine's memory, and an ingest
+    keeps every block it wrote cached: the process grew with the warehouse (1.3 GB after one
+    week, 2.8 GB after six). What does not fit goes to the file's temp folder. A limit the
+    caller set is kept (it reads back rounded, so it could not be restored exactly), and an
+    in-memory database (tests) is left alone: its data lives in that memory."""
+    limit = "SELECT current_setting('memory_limit')"
+    path = con.execute("SELECT path FROM duckdb_databases() "
+                       "WHERE database_name = current_database()").fetchone()[0]
+    with duckdb.connect() as fresh:
+        default = fresh.execute(limit).fetchone()[0]
+    if not path or con.execute(limit).fetchone()[0] != default:
+        yield
+        return
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    try:
+        yield
+    finally:
+        con.execute("RESET memory_limit")
 
 
 def _batches(journals: list[Path], max_bytes: int = BATCH_BYTES) -> list[list[Path]]:

@@ -36,7 +36,6 @@ ignored on read. One fsync per call would dominate a night of ~7k calls per path
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 import queue
@@ -53,6 +52,9 @@ import orjson
 from dualpath.errors import DataError
 from dualpath.records import (MEASURED, CallRecord, RunBegin, RunEnd, ServerSession,
                               SessionEnd, UnitResult, UnitStart)
+from warehouse.prompts import QUOTE_MIN_BYTES, cut_quoted, part_key, prompt_parts
+
+__all__ = ["JournalWriter", "read_journal", "snapshot", "prompt_parts", "part_key"]
 
 log = logging.getLogger(__name__)
 
@@ -68,54 +70,6 @@ def encode(record: Any, kind: bytes | None = None) -> bytes:
     kind = kind or _KIND[type(record)]
     body = orjson.dumps(record)
     return b'{"k":"' + kind + b'",' + body[1:] + b"\n"
-
-
-# where a prompt's JSON text is cut: after a blank line inside a message (escaped in JSON)
-# and after each message
-_PART_CUTS = ("\\n\\n", '"},')
-
-
-def prompt_parts(prompt_text: str) -> list[str]:
-    """A prompt's JSON text cut into consecutive, non-empty parts (see the module docstring);
-    `"".join(parts) == prompt_text` whatever the text is."""
-    parts = [prompt_text]
-    for cut in _PART_CUTS:
-        out = []
-        for p in parts:
-            pieces = p.split(cut)
-            out += [x + cut for x in pieces[:-1]]
-            out += [pieces[-1]] if pieces[-1] else []
-        parts = out
-    return parts
-
-
-# answers shorter than this are not worth a quote (and might match by accident)
-QUOTE_MIN_BYTES = 256
-
-
-def part_key(part: bytes) -> int:
-    """A part's key in a journal: 63 bits of BLAKE2b, the same in every process (a resumed
-    segment's parts meet the earlier segment's)."""
-    return int.from_bytes(hashlib.blake2b(part, digest_size=8).digest(), "little") >> 1
-
-
-def _cut(prompt: str, answers) -> Iterator[tuple[str, tuple | None]]:
-    """(part, quote) in order: each earlier answer quoted whole is one part (its quote
-    given), the text around them cut by `prompt_parts`."""
-    spans = []
-    for answer in answers:
-        at = prompt.find(answer[0])
-        while at >= 0:
-            spans.append((at, at + len(answer[0]), answer))
-            at = prompt.find(answer[0], at + len(answer[0]))
-    pos = 0
-    for start, stop, answer in sorted(spans, key=lambda s: (s[0], -s[1])):
-        if start < pos:        # overlaps a quote already taken
-            continue
-        yield from ((p, None) for p in prompt_parts(prompt[pos:start]))
-        yield prompt[start:stop], answer
-        pos = stop
-    yield from ((p, None) for p in prompt_parts(prompt[pos:]))
 
 
 class JournalWriter:
@@ -193,7 +147,7 @@ class JournalWriter:
     def _with_parts(self, line: bytes, prompt: str, answers) -> bytes:
         """The part lines not yet written, then the call line that refers to them."""
         out, keys = [], []
-        for part, quote in _cut(prompt, answers):
+        for part, quote in cut_quoted(prompt, answers):
             raw = part.encode()
             key = part_key(raw)
             keys.append(key)

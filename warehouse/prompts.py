@@ -1,4 +1,5 @@
-"""Reading prompts back: the fast way, by prompt hash.
+"""Prompts as parts: where a prompt is cut (the journal writes each distinct part once), and
+reading prompts back fast, by hash.
 
 A prompt is stored as the list of its parts' hashes (`prompts`, m012), each part once in
 `texts`, or in `quotes` (m013) when it is an earlier answer quoted whole (that answer,
@@ -13,11 +14,61 @@ cold for those 17 prompts; a night's 4,900 prompts of one path in ~2 s).
 
 from __future__ import annotations
 
-from typing import Iterable
+import hashlib
+from typing import Iterable, Iterator
 
 import duckdb
 
 from dualpath.errors import DataError
+
+# where a prompt's JSON text is cut: after a blank line inside a message (escaped in JSON)
+# and after each message
+_PART_CUTS = ("\\n\\n", '"},')
+
+
+def prompt_parts(prompt_text: str) -> list[str]:
+    """A prompt's JSON text cut into consecutive, non-empty parts (see `warehouse.journal`);
+    `"".join(parts) == prompt_text` whatever the text is."""
+    parts = [prompt_text]
+    for cut in _PART_CUTS:
+        out = []
+        for p in parts:
+            pieces = p.split(cut)
+            out += [x + cut for x in pieces[:-1]]
+            out += [pieces[-1]] if pieces[-1] else []
+        parts = out
+    return parts
+
+
+# answers shorter than this are not worth a quote (and might match by accident)
+QUOTE_MIN_BYTES = 256
+
+
+def part_key(part: bytes) -> int:
+    """A part's key in a journal: 63 bits of BLAKE2b, the same in every process (a resumed
+    segment's parts meet the earlier segment's)."""
+    return int.from_bytes(hashlib.blake2b(part, digest_size=8).digest(), "little") >> 1
+
+
+def cut_quoted(prompt: str, answers) -> Iterator[tuple[str, tuple | None]]:
+    """(part, answer or None) in order: each of the unit's earlier `answers` (tuples whose
+    first item is the answer as JSON escapes it) quoted whole is one part, the text around
+    them cut by `prompt_parts`; `"".join` of the parts is `prompt`."""
+    spans = []
+    for answer in answers:
+        at = prompt.find(answer[0])
+        while at >= 0:
+            spans.append((at, at + len(answer[0]), answer))
+            at = prompt.find(answer[0], at + len(answer[0]))
+    pos = 0
+    for start, stop, answer in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if start < pos:        # overlaps a quote already taken
+            continue
+        yield from ((p, None) for p in prompt_parts(prompt[pos:start]))
+        yield prompt[start:stop], answer
+        pos = stop
+    yield from ((p, None) for p in prompt_parts(prompt[pos:]))
+
 
 # Hashes per statement: a literal IN list stays a filter on the scanned column up to many
 # thousands of values; beyond that the statement itself grows slow to plan.
