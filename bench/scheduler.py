@@ -115,7 +115,6 @@ def counters(http_url: str) -> dict[str, float]:
 
 ARMS = {"affinity q=1": dict(pin=True, queue=1), "shared q=1": dict(pin=False, queue=1),
         "shared q=0": dict(pin=False, queue=0), "naive": None}
-DEFAULT = "affinity q=1"
 
 
 async def run_arm(name, fleet_url, path, units, slots, scale, inputs, night, http) -> dict:
@@ -140,7 +139,7 @@ async def run_arm(name, fleet_url, path, units, slots, scale, inputs, night, htt
     return r
 
 
-async def main(tickers: int, slots: int, scale: float, rounds: int) -> None:
+async def main(tickers: int, slots: int, scale: float, rounds: int, arms: list[str]) -> None:
     cfg = parse_config({"experiment": {"universe": ["X"]}, "paths": {"bench": {
         "engine": "sim", "model": "m", "slots": slots,
         "sim": SimProfile(time_scale=scale).model_dump()}}})
@@ -152,13 +151,13 @@ async def main(tickers: int, slots: int, scale: float, rounds: int) -> None:
         return UnitInput(unit.ticker, unit.draw, night, tuple(zip(h["date"], h["adj_close"])))
 
     units = draw_major(market.tickers, 1)
-    results: dict[str, list[dict]] = {name: [] for name in ARMS}
+    results: dict[str, list[dict]] = {name: [] for name in arms}
     with SimFleet(cfg) as fleet:
         url = fleet.urls["bench"]
         path = ServingPath(engine="sim", base_url=url, model="m", slots=slots, stream=False)
         async with httpx.AsyncClient(limits=httpx.Limits(max_connections=64)) as http:
             for rnd in range(rounds):     # arms interleaved, so drift hits all alike
-                for name in ARMS:
+                for name in arms:
                     r = await run_arm(name, url, path, units, slots, scale, inputs, night, http)
                     results[name].append(r)
                     print(f"[{rnd + 1}/{rounds}] {name:>13}: {r['calls']} calls, makespan "
@@ -173,7 +172,10 @@ async def main(tickers: int, slots: int, scale: float, rounds: int) -> None:
     for name, m in med.items():
         print(f"  {name:>13}: makespan {m['makespan_s']:.1f} s, ratio {m['ratio']:.3f}, "
               f"occupancy {m['occupancy']:.4f}, cached share {m['cached_share']:.2f}")
-    d, nv = med[DEFAULT], med["naive"]
+    d, nv = med[arms[0]], med.get("naive")
+    if nv is None:
+        print(f"occupancy={d['occupancy']:.4f} makespan_ratio={d['ratio']:.4f} ({arms[0]})")
+        return
     print(f"naive / dualpath makespan: {nv['makespan_s'] / d['makespan_s']:.2f}x")
     print(f"occupancy={d['occupancy']:.4f} makespan_ratio={d['ratio']:.4f} "
           f"naive_makespan_ratio={nv['ratio']:.4f} naive_occupancy={nv['occupancy']:.4f}")
@@ -186,6 +188,8 @@ if __name__ == "__main__":
     ap.add_argument("--time-scale", type=float, default=3e-3,
                     help="real seconds per modelled second (3e-3: a ~40 s call takes ~120 ms)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm")
+    ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS),
+                    help="arms to run (the first is the one on the last line)")
     a = ap.parse_args()
-    asyncio.run(main(a.tickers, a.slots, a.time_scale, a.rounds))
+    asyncio.run(main(a.tickers, a.slots, a.time_scale, a.rounds, a.arms))
     sys.exit(0)
