@@ -369,3 +369,23 @@ def test_quoted_answers_are_whole_parts_and_the_parts_are_the_text():
     assert "".join(p for p, _ in parts) == prompt and all(p for p, _ in parts)
     assert [q for _, q in parts if q is not None] == [a, a, b]
     assert list(cut_quoted(prompt, [])) == [(p, None) for p in prompt_parts(prompt)]
+
+
+def test_a_running_journal_cut_between_an_answer_and_its_quote_reads_back_whole(tmp_path):
+    """A mid-night ingest stores an answer; the prompt quoting it arrives with the next
+    ingest and points at the answer already stored."""
+    p = tmp_path / "j.jsonl"
+    prompts, _ = write_quoting_unit(p)
+    data = p.read_bytes()
+    quote = data.index(b'"quote"')
+    cut = data.rindex(b"\n", 0, quote) + 1          # before the first quoting part
+    p.write_bytes(data[:cut])
+    with duckdb.connect() as con:
+        migrate(con)
+        assert ingest_journal(con, p, running=True).new_calls == 1    # answer 1 only
+        p.write_bytes(data)
+        assert ingest_journal(con, p).new_calls == 3
+        hashes = [h for h, in con.execute("SELECT prompt_hash FROM calls ORDER BY call_seq"
+                                          ).fetchall()]
+        got = prompt_texts(con, hashes)
+        assert [got[h] for h in hashes] == prompts == [stored_prompts(con)[h] for h in hashes]
