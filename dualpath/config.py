@@ -422,6 +422,16 @@ class Config(_Model):
                                  "rename one")
         return v
 
+    @model_validator(mode="after")
+    def _pooled_paths_need_a_store(self) -> "Config":
+        pooled = [n for n, p in self.paths.items() if p.work_pool]
+        if pooled and not self.warehouse.journal_store:
+            raise ValueError(f"paths {', '.join(pooled)} name a work_pool, so their journals "
+                             "are written on another host: set [warehouse] journal_store to a "
+                             "folder every host mounts or an fsspec URL (e.g. "
+                             "\"s3://bucket/dualpath\")")
+        return self
+
     def resolve(self, p: Path) -> Path:
         """A config-relative path made absolute."""
         return p if p.is_absolute() else (self.base_dir / p).resolve()

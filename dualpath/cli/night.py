@@ -254,9 +254,17 @@ def deploy_cmd(config: Path = CONFIG_OPT,
     cfg = load_config(config)
     from flows.deploy import run_deploy
 
+    shares = []
     for name in run_deploy(cfg, config, pool, nightly_cron, weekly_cron):
-        console.print(f"deployed {name} (pool {pool}, times in {cfg.market.timezone})")
+        if name.startswith("dualpath-path-share/"):     # named by the pool it runs on
+            shares.append(name.split("/", 1)[1])
+            console.print(f"deployed {name} (pool {shares[-1]}: the paths scored on its host)")
+        else:
+            console.print(f"deployed {name} (pool {pool}, times in {cfg.market.timezone})")
     console.print(f"start a worker: prefect worker start --pool {pool}")
+    for share_pool in shares:
+        console.print(f"on each host of pool {share_pool}: prefect worker start --pool "
+                      f"{share_pool}")
 
 
 @app.command("serve")
