@@ -18,6 +18,7 @@ import pandas as pd
 
 from dualpath.errors import DataError, UserError
 from dualpath.replay import REPLAY_COLUMNS, check_replay_set, dag_stages, replay_hash
+from warehouse.prompts import prompt_texts
 
 FINAL_STATUSES = ("ready", "failed to start")
 
@@ -61,19 +62,25 @@ def freeze_frame(con: duckdb.DuckDBPyConnection, experiment: str, night: date, p
                 JOIN _freeze_units f USING (ticker, draw) WHERE u.run_id = ?
                 GROUP BY u.ticker, u.draw)
             SELECT c.ticker, c.draw, c.call_seq, c.agent, c.start_mono, c.end_mono,
-                   r.text AS request_json, p.prompt_text AS prompt_json,
+                   r.text AS request_json, c.prompt_hash,
                    c.call_id AS source_call_id, c.run_id AS source_run_id,
                    c.prompt_tokens AS recorded_prompt_tokens,
                    c.completion_tokens AS recorded_completion_tokens
             FROM calls c JOIN final f USING (ticker, draw, unit_attempt)
             JOIN texts r ON r.hash = c.request_hash
-            JOIN v_prompts p ON p.prompt_hash = c.prompt_hash
             WHERE c.run_id = ? ORDER BY c.ticker, c.draw, c.call_seq""",
                              [run_id, run_id]).df()
     finally:
         con.unregister("_freeze_units")
     if calls.empty:
         raise UserError(f"run {run_id} has no recorded request bodies to freeze")
+    # prompts by hash, not through v_prompts, whose rebuild of every prompt takes seconds
+    # on a six-week warehouse
+    texts = prompt_texts(con, calls["prompt_hash"].tolist())
+    calls["prompt_json"] = calls["prompt_hash"].map(texts)
+    if calls["prompt_json"].isna().any():
+        raise UserError(f"run {run_id}: {int(calls['prompt_json'].isna().sum())} call(s) "
+                        "have no stored prompt to freeze")
     stages = []
     for _, g in calls.groupby(["ticker", "draw"], sort=False):
         stages += dag_stages(g["start_mono"].tolist(), g["end_mono"].tolist())
