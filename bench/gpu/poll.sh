@@ -10,9 +10,7 @@ if [ -n "$2" ]; then
   PYTHONPATH=/tmp/site:$PWD python3 -c "import dualpath.cli, flows.nightly, prefect, duckdb; print('imports ok', prefect.__version__, duckdb.__version__)" 2>&1 | tail -3
 fi
 if [ ! -f $G/started ]; then
-  mkdir -p $G/repo && git ls-files -z 2>/dev/null | xargs -0 -I{} cp --parents {} $G/repo/ 2>/dev/null
-  [ -f $G/repo/dualpath/cli/__init__.py ] || cp -r dualpath flows warehouse evals bench pyproject.toml $G/repo/
-  cp -r bench/gpu $G/repo/bench/
+  mkdir -p $G/repo && cp -r dualpath flows warehouse evals bench pyproject.toml $G/repo/
   touch $G/started
   setsid bash $G/repo/bench/gpu/run_all.sh > $G/all.log 2>&1 < /dev/null &
 fi
