@@ -12,8 +12,9 @@ each call is prefilled. A unit's calls that are ready together queue at its slot
 `1 + queue_depth` sent at once); a new unit is admitted when a slot has no unit. Slots stay
 busy because a unit always has a call ready except in the instant between a call's answer
 and the next call it unlocks. A unit's calls run one after another on its slot, so its own
-latency is longer than when its parallel calls spread over several slots: the throughput
-basis gains, the latency basis pays, which is why the switch is part of the fingerprint.
+latency can be longer than when its parallel calls spread over several slots; what it saves
+is prefill, so which basis gains depends on the workload (measured in bench/prefix.py and
+bench/gpu), which is why the switch is part of the fingerprint.
 
 Both serve waiting calls lowest priority value (oldest unit) first.
 """
