@@ -98,16 +98,19 @@ class _UnitLLM:
     async def __call__(self, agent: str, messages: list[dict[str, str]], *,
                        json_schema: dict[str, Any] | None = None) -> str:
         r = self.runner
+        # the call's number is taken before any await: a parallel stage's calls run side
+        # by side and would otherwise read each other's increment
         self.calls += 1
+        seq = self.calls
         seed = None
         if r.sampling_seeded:
             seed = derive_seed(r.base_seed, r.night, self.unit.ticker, self.unit.draw, agent)
-        if self.calls == 1:
+        if seq == 1:
             r.starting -= 1   # this unit no longer counts as about to ask for a slot
             self.home = r.pool.claim()
         slot = await r.pool.acquire(self.priority, self.home)
         req = ChatRequest(agent=agent, messages=messages, ticker=self.unit.ticker,
-                          draw=self.unit.draw, unit_attempt=self.attempt, call_seq=self.calls,
+                          draw=self.unit.draw, unit_attempt=self.attempt, call_seq=seq,
                           seed=seed, json_schema=json_schema, id_slot=slot)
         try:
             rec = await r.client.chat(req)

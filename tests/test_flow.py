@@ -35,6 +35,10 @@ def test_small_demo_end_to_end(tmp_path, prefect_harness):
         # scheduled: 2 nights x 2 paths x 10 tickers x 2 draws units, 17 calls each
         assert q("SELECT count(*) FROM units") == [(2 * 2 * 10 * 2,)]
         assert q("SELECT count(*) FROM calls") == [(2 * 2 * 10 * 2 * 17,)]
+        # each unit's calls are numbered 1..17 once each, parallel stages included
+        assert q("""SELECT count(*) FROM (SELECT run_id, ticker, draw, unit_attempt
+                    FROM calls GROUP BY ALL
+                    HAVING count(DISTINCT call_seq) <> 17 OR max(call_seq) <> 17)""") == [(0,)]
         assert q("SELECT count(*) FROM runs WHERE status = 'complete'") == [(4,)]
         # every call carries client clocks; llama-server's timings and build where it sends
         # them; vLLM sends neither (system_fingerprint null) and must not be contaminated

@@ -221,11 +221,18 @@ def test_freeze_writes_a_hashed_set_of_the_recorded_requests(sim_night, tmp_path
     assert h == f.replay_hash and f.tickers == 3 and sorted(frame["ticker"].unique()) == \
         ["SYN000", "SYN001", "SYN002"]
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        # the unit's final attempt: a unit retried after a failed call has earlier calls
+        # with the same call_seq, which freeze leaves out
         rec = con.execute("""SELECT c.ticker, c.call_seq, t.text FROM calls c
                              JOIN texts t ON t.hash = c.request_hash JOIN runs r USING (run_id)
-                             WHERE r.path = 'backup' AND c.ticker = 'SYN001' ORDER BY call_seq
-                          """).fetchall()
+                             WHERE r.path = 'backup' AND c.ticker = 'SYN001'
+                               AND c.unit_attempt = (SELECT max(unit_attempt) FROM units u
+                                   WHERE u.run_id = c.run_id AND u.ticker = c.ticker
+                                     AND u.draw = c.draw)
+                             ORDER BY call_seq""").fetchall()
     got = frame[frame["ticker"] == "SYN001"].sort_values("call_seq")
+    # each call of a unit has its own number, parallel stages included
+    assert list(got["call_seq"]) == list(range(1, len(got) + 1))
     assert list(got["request_json"]) == [r[2] for r in rec]      # bodies exactly as recorded
     assert got["stage"].iloc[0] == 1 and got["stage"].max() >= 8   # the pipeline's DAG depth
     assert got["seed"].notna().all() and (got["max_tokens"] == cfg.sampling.max_tokens).all()
