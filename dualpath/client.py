@@ -26,13 +26,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-import httpx
 import orjson
 
 from dualpath.config import Sampling, ServingPath
 from dualpath.records import CallRecord
-from dualpath.retry import (TRANSIENT_STATUSES, Backoff, Fault, body_fault, status_fault,
-                            transport_fault)
+from dualpath.retry import TRANSIENT_STATUSES, Backoff, Fault, body_fault, status_fault
+from dualpath.transport import StreamReply, Timeouts, Transport, as_transport
 
 _TIMING_FIELDS = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
                   "predicted_per_second", "cache_n", "draft_n", "draft_n_accepted")
@@ -87,20 +86,21 @@ class PathClient:
     """Makes calls to one serving path and turns each into a `CallRecord`."""
 
     def __init__(self, name: str, path: ServingPath, sampling: Sampling,
-                 http: httpx.AsyncClient, run_id: str, *, base_url: str | None = None,
+                 http: Any, run_id: str, *, base_url: str | None = None,
                  api_key: str | None = None,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  rng: random.Random | None = None):
         self.name = name
         self.path = path
         self.sampling = sampling
-        self.http = http
+        # an `dualpath.transport` transport (aiohttp on nights), or an httpx client
+        self.http: Transport = as_transport(http)
         self.run_id = run_id
         self.url = f"{base_url or path.base_url}/v1/chat/completions"
         self.headers = {"content-type": "application/json"}
         if api_key:
             self.headers["authorization"] = f"Bearer {api_key}"
-        self.timeout = httpx.Timeout(path.read_timeout_s, connect=path.connect_timeout_s)
+        self.timeout = Timeouts(path.connect_timeout_s, path.read_timeout_s)
         self.backoff = Backoff(path.backoff_s, path.backoff_max_s, path.retry_after_max_s)
         self._sleep = sleep
         self._rng = rng or random.Random(0)
@@ -203,22 +203,15 @@ class PathClient:
             why.append(self.identity_problem)
         rec.contaminated = "; ".join(why) or None
 
-    async def _send_errors(self, coro):
-        try:
-            return await coro
-        except httpx.HTTPError as e:
-            raise transport_fault(e, self.path.read_timeout_s) from None
-
     async def _once(self, payload: bytes, rec: CallRecord) -> None:
-        resp = await self._send_errors(self.http.post(
-            self.url, content=payload, headers=self.headers, timeout=self.timeout))
-        rec.http_status = resp.status_code
-        if resp.status_code != 200:
-            raise status_fault(resp.status_code, resp.text, resp.headers)
+        resp = await self.http.post(self.url, payload, self.headers, self.timeout)
+        rec.http_status = resp.status
+        if resp.status != 200:
+            raise status_fault(resp.status, resp.text, resp.headers)
         try:
-            data = orjson.loads(resp.content)
+            data = orjson.loads(resp.body)
         except orjson.JSONDecodeError as e:
-            raise body_fault(resp.content, e) from None
+            raise body_fault(resp.body, e) from None
         try:
             choice = data["choices"][0]
             rec.output_text = choice["message"].get("content") or ""
@@ -229,23 +222,18 @@ class PathClient:
         _take_meta(rec, data)
 
     async def _stream(self, payload: bytes, rec: CallRecord) -> None:
-        req = self.http.build_request("POST", self.url, content=payload, headers=self.headers,
-                                      timeout=self.timeout)
-        resp = await self._send_errors(self.http.send(req, stream=True))
-        try:
-            rec.http_status = resp.status_code
-            if resp.status_code != 200:
-                text = (await self._send_errors(resp.aread())).decode(errors="replace")
-                raise status_fault(resp.status_code, text, resp.headers)
+        async with self.http.stream(self.url, payload, self.headers, self.timeout) as resp:
+            rec.http_status = resp.status
+            if resp.status != 200:
+                text = (await resp.read()).decode(errors="replace")
+                raise status_fault(resp.status, text, resp.headers)
             parts: list[str] = []
-            await self._send_errors(self._read_events(resp, rec, parts))
+            await self._read_events(resp, rec, parts)
             rec.output_text = "".join(parts)
-        finally:
-            await resp.aclose()
 
-    async def _read_events(self, resp: httpx.Response, rec: CallRecord, parts: list[str]) -> None:
+    async def _read_events(self, resp: StreamReply, rec: CallRecord, parts: list[str]) -> None:
         done = usage = False
-        async for line in resp.aiter_lines():
+        async for line in resp.lines():
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()

@@ -13,6 +13,7 @@ import email.utils
 import random
 import time
 from dataclasses import dataclass
+from typing import Mapping
 
 import httpx
 import orjson
@@ -77,7 +78,7 @@ def retry_after_s(value: str | None, now: float | None = None) -> float | None:
     return max(secs, 0.0) if secs == secs and secs != float("inf") else None
 
 
-def status_fault(status: int, text: str, headers: httpx.Headers) -> Fault:
+def status_fault(status: int, text: str, headers: Mapping[str, str]) -> Fault:
     """A fault from a non-200 reply, named by what the body says when it says something."""
     detail = text[:_DETAIL_MAX]
     try:

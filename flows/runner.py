@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 import certifi
 import httpx
@@ -32,6 +32,7 @@ from dualpath.night import PriceHistory, api_key, run_id_for, units_for
 from dualpath.records import INPUT_FAILED, RunBegin, RunEnd, ServerIdentity, ServerSession
 from dualpath.records import UnitResult, UnitStart
 from dualpath.scheduler import Progress, Unit
+from dualpath.transport import AiohttpTransport
 from flows.connect import Endpoint, connect
 from flows.watch import watch_server
 from warehouse.journal import JournalWriter, read_journal
@@ -121,12 +122,16 @@ def _tls() -> ssl.SSLContext:
 
 
 def path_http(cfg: Config, path: str, headers: dict[str, str]) -> httpx.AsyncClient:
-    """One HTTP client per path, its pool sized to what the path keeps in flight (plus the
-    load and identity watchers), so every call finds a kept-alive connection."""
-    sp = cfg.paths[path]
-    n = sp.slots + sp.server_queue_depth + 2
+    """The path's control-plane client: identity, /metrics, the load and identity watchers."""
     return httpx.AsyncClient(headers=headers, timeout=10.0, verify=_tls(),
-                             limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
+                             limits=httpx.Limits(max_connections=4, max_keepalive_connections=4))
+
+
+def chat_transport(cfg: Config, path: str, headers: dict[str, str]) -> AiohttpTransport:
+    """The path's chat calls: one aiohttp pool sized to what the path keeps in flight, so
+    every call finds a kept-alive connection (`dualpath.transport` says why aiohttp)."""
+    sp = cfg.paths[path]
+    return AiohttpTransport(sp.slots + sp.server_queue_depth + 1, _tls(), headers)
 
 
 async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHistory,
@@ -142,8 +147,9 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
                            override_url) as ep:
             async with path_http(cfg, work.path, headers) as http:
                 ident = await check_identity(cfg, work.path, http, ep.base_url)
-                return await score_path(cfg, night, work, ep, ident, history, missing,
-                                        http, progress, deadline_mono, max_draw)
+                async with chat_transport(cfg, work.path, headers) as chat:
+                    return await score_path(cfg, night, work, ep, ident, history, missing,
+                                            http, progress, deadline_mono, max_draw, chat=chat)
     except (PathUnavailable, UserError) as e:
         reason = f"{type(e).__name__}: {e}"
         log.error("path %s was not scored: %s", work.path, reason)
@@ -195,9 +201,10 @@ async def score_path(cfg: Config, night: date, work: PathWork, ep: Endpoint,
                      ident: ServerIdentity, history: PriceHistory, missing: Mapping[str, str],
                      http: httpx.AsyncClient, progress: Progress | None,
                      deadline_mono: float | None = None,
-                     max_draw: int | None = None) -> PathOutcome:
+                     max_draw: int | None = None, *, chat: Any = None) -> PathOutcome:
     """Score the path's units into its journal; the journal is closed with an end record
-    whatever happens (cancel, a harness error, a failing watcher)."""
+    whatever happens (cancel, a harness error, a failing watcher). Chat calls go through
+    `chat` (a `dualpath.transport` transport), else through `http`."""
     from dualpath.night import path_runner
 
     began = time.time()
@@ -210,7 +217,7 @@ async def score_path(cfg: Config, night: date, work: PathWork, ep: Endpoint,
         w.write(_session(cfg, work, ep, ident, began))
         blocked = [u for u in work.units if u.ticker in missing]
         _record_input_failures(w, work, blocked, missing)
-        runner = path_runner(cfg, night, work.path, ep.base_url, history, http, w.write,
+        runner = path_runner(cfg, night, work.path, ep.base_url, history, chat or http, w.write,
                              attempts=dict(work.attempts), progress=progress,
                              deadline_mono=deadline_mono)
         runner.client.pin(ident.model, ident.build, cfg.paths[work.path].dialect)

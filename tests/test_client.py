@@ -346,3 +346,73 @@ async def test_retry_budget_stops_retrying_and_says_so():
     rec = await client.chat(req())
     assert rec.attempts == 1 and rec.error_kind == "http_503"
     assert "retry budget of 120s spent" in rec.error_detail and client.slept == []
+
+
+# -- the nights' transport (aiohttp) against a raw loopback server ---------------------------
+
+async def _raw_server(reply: bytes, *, close_after: bool = False):
+    """A loopback HTTP server that answers every request with `reply`'s bytes."""
+    import asyncio
+
+    async def handle(reader, writer):
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                n = next((int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                          if h.lower().startswith(b"content-length:")), 0)
+                await reader.readexactly(n)
+                writer.write(reply)
+                await writer.drain()
+                if close_after:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+def _chunked(body: bytes) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+
+
+async def test_aiohttp_reads_a_stream_with_an_event_longer_than_its_line_buffer():
+    from dualpath.transport import AiohttpTransport
+
+    long_text = "x" * 300_000          # one SSE event far over aiohttp's 64 KiB line limit
+    events = llama_stream_events()
+    big = {"id": "c", "model": "qwen3.6-35b-a3b", "system_fingerprint": "b9251-e2b129e1b",
+           "choices": [{"index": 0, "finish_reason": None, "delta": {"content": long_text}}]}
+    body = b"".join(events[:2] + [b"data: " + orjson.dumps(big) + b"\n\n"] + events[2:])
+    server, url = await _raw_server(_chunked(body))
+    async with server, AiohttpTransport(2) as aio:
+        path = ServingPath(engine="llama.cpp", base_url=url, model="qwen3.6-35b-a3b",
+                           stream=True)
+        client = PathClient("backup", path, Sampling(), aio, "exp/2027-01-04/backup")
+        recs = [await client.chat(req()) for _ in range(3)]
+    for rec in recs:
+        assert rec.ok, rec.error_detail
+        assert rec.output_text == "FINAL " + long_text + "GRADE: 2"
+        assert rec.completion_tokens == 1436 and rec.prompt_n == 5817
+
+
+async def test_aiohttp_faults_are_sorted_like_httpx_ones():
+    from dualpath.transport import AiohttpTransport
+
+    # a stream cut mid-body (the server closes after half of it): retried, then given up
+    body = b"".join(llama_stream_events())
+    cut = _chunked(body)[: len(_chunked(body)) // 2]
+    server, url = await _raw_server(cut, close_after=True)
+    async with server, AiohttpTransport(2) as aio:
+        path = ServingPath(engine="llama.cpp", base_url=url, model="m", stream=True,
+                           max_attempts=2, backoff_s=0.0)
+        rec = await PathClient("backup", path, Sampling(), aio, "e/2027-01-04/b").chat(req())
+    assert not rec.ok and rec.error_kind == "connection_reset" and rec.attempts == 2
+    # nobody listening: a connect error, transient
+    port = url.rsplit(":", 1)[1]
+    async with AiohttpTransport(2) as aio:
+        path = ServingPath(engine="llama.cpp", base_url=f"http://127.0.0.1:{port}", model="m",
+                           stream=False, max_attempts=1)
+        rec = await PathClient("backup", path, Sampling(), aio, "e/2027-01-04/b").chat(req())
+    assert rec.error_kind == "connect_error" and "transient" in rec.error_detail

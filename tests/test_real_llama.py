@@ -14,6 +14,7 @@ from dualpath.config import ExpectedIdentity, Sampling, ServingPath
 from dualpath.grades import GRADE_SCHEMA, parse_grade
 from dualpath.identity import differences, read_identity, read_metrics
 from dualpath.launcher import LaunchedServer, ServerStartError
+from dualpath.transport import AiohttpTransport
 
 pytestmark = pytest.mark.real_server
 
@@ -53,7 +54,7 @@ def server(model, tmp_path_factory):
         yield s
 
 
-def client_for(url: str, http: httpx.AsyncClient, stream: bool, max_tokens: int = 12) -> PathClient:
+def client_for(url: str, http, stream: bool, max_tokens: int = 12) -> PathClient:
     path = ServingPath(engine="llama.cpp", base_url=url, model="anything", slots=2, stream=stream,
                        max_attempts=2, backoff_s=0.1)
     return PathClient("real", path, Sampling(max_tokens=max_tokens), http, "t/real")
@@ -78,11 +79,14 @@ async def test_identity_from_real_props_and_mismatch(server):
 
 
 @needs_server
-async def test_real_timings_streaming_and_counters(server):
-    async with httpx.AsyncClient() as http:
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+async def test_real_timings_streaming_and_counters(server, transport):
+    """Through the transport nights use (aiohttp) and the one unit tests use (httpx)."""
+    async with httpx.AsyncClient() as http, AiohttpTransport(4) as aio:
+        chat = aio if transport == "aiohttp" else http
         before = await read_metrics(http, server.base_url)
-        plain = client_for(server.base_url, http, stream=False)
-        streamed = client_for(server.base_url, http, stream=True)
+        plain = client_for(server.base_url, chat, stream=False)
+        streamed = client_for(server.base_url, chat, stream=True)
         recs = await asyncio.gather(plain.chat(req(1)), streamed.chat(req(2)),
                                     streamed.chat(req(3)), plain.chat(req(4)))
         after = await read_metrics(http, server.base_url)
@@ -122,10 +126,12 @@ async def test_base_model_grades_parse_under_json_schema(server):
 async def test_swapped_server_is_detected_mid_run(model, tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient() as http:
+    # the night's transport: its kept-alive connection to the first server is dead after
+    # the swap, and the call must still reach the new one and be caught
+    async with httpx.AsyncClient() as http, AiohttpTransport(2) as aio:
         with launch(model, "gemma-a", 2, port, tmp_path / "a.log"):
             ident = await read_identity(http, url, "llama.cpp")
-            client = client_for(url, http, stream=True)
+            client = client_for(url, aio, stream=True)
             client.expected_model, client.expected_fingerprint = ident.model, ident.build
             first = await client.chat(req(1))
         # another server, another alias, now answering on the same port
