@@ -29,6 +29,7 @@ import orjson
 
 from dualpath.client import ChatRequest, PathClient
 from dualpath.config import Sampling, ServingPath
+from dualpath.transport import AiohttpTransport
 
 PROMPT = [{"role": "system", "content": "You are one member of an investment committee."},
           {"role": "user", "content": ("2027-01-04,101.25\n" * 1365)[:24 * 1024]}]
@@ -97,9 +98,9 @@ def serve(port: int, tokens: int, ready) -> None:
 async def arm_dualpath(url: str, calls: int, in_flight: int) -> None:
     path = ServingPath(engine="llama.cpp", base_url=url, model="bench", slots=in_flight,
                        stream=True, queue_depth=0)
-    limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
-    async with httpx.AsyncClient(limits=limits) as http:
-        client = PathClient("bench", path, Sampling(max_tokens=512), http, "bench/run")
+    # the transport nights use (flows.runner.chat_transport): aiohttp, pooled to the slots
+    async with AiohttpTransport(in_flight) as chat:
+        client = PathClient("bench", path, Sampling(max_tokens=512), chat, "bench/run")
         sem = asyncio.Semaphore(in_flight)
 
         async def one(i: int) -> None:

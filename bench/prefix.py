@@ -27,8 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
 from dualpath.client import PathClient
 from dualpath.config import Sampling, ServingPath
 from dualpath.launcher import LaunchedServer, gemma_model, llama_server_binary
@@ -36,6 +34,7 @@ from dualpath.market import SyntheticMarket
 from dualpath.pipeline import UnitInput, builtin
 from dualpath.records import CallRecord, UnitResult
 from dualpath.scheduler import PathRunner, Unit, draw_major
+from dualpath.transport import AiohttpTransport
 
 
 def free_port() -> int:
@@ -49,7 +48,7 @@ async def arm(url: str, pin: bool, units: list[Unit], inputs, night, slots: int,
     path = ServingPath(engine="llama.cpp", base_url=url, model="gemma", slots=slots,
                        stream=True)
     records: list = []
-    async with httpx.AsyncClient() as http:
+    async with AiohttpTransport(slots + 2) as http:     # the transport nights use
         client = PathClient("bench", path, Sampling(max_tokens=max_tokens), http,
                             f"bench/{'on' if pin else 'off'}")
         runner = PathRunner(client, builtin, night, slots=slots, sink=records.append,

@@ -32,6 +32,7 @@ from dualpath.pipeline import AGENTS, UnitInput, builtin
 from dualpath.records import CallRecord, UnitStart
 from dualpath.scheduler import PathRunner, Unit, derive_seed, draw_major
 from dualpath.sim.fleet import SimFleet
+from dualpath.transport import AiohttpTransport
 
 STAGE = {a: s for s, group in enumerate([
     ["data_summary"], ["technical", "fundamental", "news_sentiment", "sector_macro"],
@@ -155,7 +156,7 @@ async def main(tickers: int, slots: int, scale: float, rounds: int, arms: list[s
     with SimFleet(cfg) as fleet:
         url = fleet.urls["bench"]
         path = ServingPath(engine="sim", base_url=url, model="m", slots=slots, stream=False)
-        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=64)) as http:
+        async with AiohttpTransport(64) as http:     # the transport nights use
             for rnd in range(rounds):     # arms interleaved, so drift hits all alike
                 for name in arms:
                     r = await run_arm(name, url, path, units, slots, scale, inputs, night, http)
