@@ -39,6 +39,7 @@ import dataclasses
 import logging
 import os
 import queue
+import re
 import shutil
 import threading
 import time
@@ -63,6 +64,13 @@ _KIND = {CallRecord: b"call", UnitStart: b"ustart", UnitResult: b"unit", RunBegi
 # synced at once: a unit's end, and the run-level records
 _URGENT = frozenset({UnitResult, RunBegin, ServerSession, SessionEnd, RunEnd})
 _STOP = object()
+_ANY_CHAR = re.compile(".", re.DOTALL)
+# texts hashed in one query at most (~8 MB of prompts)
+_HASH_CHUNK = 256
+# characters whose to_json escaping is checked with the first answer: ASCII, Latin, general
+# punctuation, currency, arrows, mathematical operators (others when first seen)
+_SEED_CHARS = [chr(c) for r in (range(0x250), range(0x2000, 0x2070), range(0x20a0, 0x20c1),
+                                range(0x2190, 0x2300)) for c in r]
 
 
 def encode(record: Any, kind: bytes | None = None) -> bytes:
@@ -77,6 +85,8 @@ class JournalWriter:
 
     A call's prompt is cut into parts in the writer thread, which alone writes the file:
     a part's line always precedes the first call line that needs it, in one ordered stream.
+    The thread takes what is queued a batch at a time, and its DuckDB work (hashes) a
+    batch at a time too (see `_lines`): the same bytes as one call at a time.
     """
 
     def __init__(self, path: Path, max_delay_s: float = 0.5):
@@ -90,9 +100,15 @@ class JournalWriter:
         self.lines = 0
         self._parts_written: set[int] = set()
         # each unfinished unit's answers so far, that later prompts may quote:
-        # (escaped text, its hash, the answer's hash, call id)
-        self._answers: dict[tuple, list[tuple[str, int, int, str]]] = {}
+        # [escaped text, its hash, the answer's hash, call id]
+        self._answers: dict[tuple, list[list]] = {}
         self._duck: duckdb.DuckDBPyConnection | None = None
+        # characters whose escaping by DuckDB's to_json was checked (see `_quotable`), those
+        # escaped exactly as orjson does, and a pattern for any character not among those
+        self._checked_chars: set[str] = set()
+        self._same_chars: set[str] = set()
+        self._other_char = _ANY_CHAR
+        self._per_char = True
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"journal:{path.name}", daemon=True)
         self._thread.start()
@@ -110,60 +126,143 @@ class JournalWriter:
             self._q.put((encode(record), type(record) in _URGENT,
                          record if type(record) is UnitResult else None))
 
-    def _line(self, item: tuple) -> bytes:
-        line, _, record = item
-        if type(record) is UnitResult:     # its answers will be quoted no more
-            self._answers.pop((record.run_id, record.ticker, record.draw,
-                               record.unit_attempt), None)
-            return line
-        if record is None:
-            return line
-        unit = (record.run_id, record.ticker, record.draw, record.unit_attempt)
-        if record.prompt_text:
-            line = self._with_parts(line, record.prompt_text, self._answers.get(unit, ()))
-        if len(record.output_text) >= QUOTE_MIN_BYTES:
-            answer = self._quotable(record)
-            if answer:
-                self._answers.setdefault(unit, []).append(answer)
-        return line
-
-    def _sql(self, query: str, args: list) -> tuple:
+    def _sql(self, query: str, args) -> tuple:
         if self._duck is None:
-            self._duck = duckdb.connect(":memory:")
+            # one thread: these queries are too small to share, and waking DuckDB's pool
+            # costs more CPU than they do (~0.04 ms of ~0.15 ms a query)
+            self._duck = duckdb.connect(":memory:", config={"threads": 1})
         return self._duck.execute(query, args).fetchone()
 
-    def _quotable(self, record: CallRecord) -> tuple[str, int, int, str] | None:
-        """An answer as later prompts would quote it, if DuckDB escapes it exactly as
-        orjson does (the warehouse rebuilds the quote with DuckDB's `to_json`)."""
-        try:
-            escaped = orjson.dumps(record.output_text)[1:-1].decode()
-        except (orjson.JSONEncodeError, UnicodeDecodeError):
-            return None
-        h, answer_hash, same = self._sql("SELECT hash($e), hash($a), to_json($a)::VARCHAR = "
-                                         "'\"' || $e || '\"'",
-                                         {"e": escaped, "a": record.output_text})
-        return (escaped, h, answer_hash, record.call_id) if same else None
+    def _hashes(self, texts: list[str]) -> list[int]:
+        """DuckDB's `hash()` of each text: one query for a batch (a parameter each for one
+        call's few texts, cheaper to bind than a list; a list beyond that, of at most
+        `_HASH_CHUNK` texts, so that a writer catching up never copies it all at once)."""
+        if len(texts) <= 4:
+            return list(self._sql("SELECT " + ", ".join(["hash(?)"] * len(texts)), texts)
+                        ) if texts else []
+        return [h for i in range(0, len(texts), _HASH_CHUNK)
+                for h in self._sql("SELECT list_transform($t, lambda x: hash(x))",
+                                   {"t": texts[i:i + _HASH_CHUNK]})[0]]
 
-    def _with_parts(self, line: bytes, prompt: str, answers) -> bytes:
-        """The part lines not yet written, then the call line that refers to them."""
-        out, keys = [], []
+    def _lines(self, items: list) -> bytes:
+        """The journal lines of a batch of queued items, in order.
+
+        DuckDB costs ~0.15-0.3 ms a query whatever it hashes, so a batch makes at most two:
+        one for every hash it needs, and one only when an answer has a character whose
+        `to_json` escaping has not been checked yet (see `_quotable`). The first pass cuts
+        each prompt against the answers of its unit recorded before it, in earlier batches
+        or earlier in this one (whether an answer is quotable is settled before the batch is
+        cut), exactly as one call at a time would; the second formats the lines once the
+        hashes are known."""
+        quotable = self._quotable([r for _, _, r in items if type(r) is CallRecord
+                                   and len(r.output_text) >= QUOTE_MIN_BYTES])
+        texts: list[str] = []          # to hash
+        fresh = []                     # (answer, index of its escaped text in texts)
+        draft: list = []               # per item: its line, or what to format it from
+        for line, _, record in items:
+            if type(record) is UnitResult:     # its answers will be quoted no more
+                self._answers.pop((record.run_id, record.ticker, record.draw,
+                                   record.unit_attempt), None)
+                draft.append(line)
+                continue
+            if record is None or not record.prompt_text:
+                draft.append(line)
+            else:
+                unit = (record.run_id, record.ticker, record.draw, record.unit_attempt)
+                parts, keys = self._cut(record.prompt_text, self._answers.get(unit, ()))
+                draft.append((line, parts, keys, len(texts)))
+                texts.append(record.prompt_text)
+            escaped = quotable.get(id(record))
+            if escaped is not None:
+                # [escaped text, its hash, the answer's hash, call id]; the hashes are set
+                # below, before any line that quotes the answer is formatted
+                answer = [escaped, None, None, record.call_id]
+                fresh.append((answer, len(texts)))
+                texts += (escaped, record.output_text)
+                self._answers.setdefault((record.run_id, record.ticker, record.draw,
+                                          record.unit_attempt), []).append(answer)
+        # the warehouse keys prompts by DuckDB's hash of the whole text: taken here, where
+        # the text is in memory anyway, so that ingest never rebuilds 13 GB of prompts
+        hashes = self._hashes(texts)
+        for answer, i in fresh:
+            answer[1], answer[2] = hashes[i], hashes[i + 1]
+        out = []
+        for d in draft:
+            if type(d) is bytes:
+                out.append(d)
+                continue
+            line, parts, keys, i = d
+            for part in parts:
+                out.append(part if type(part) is bytes else
+                           b'{"k":"part","key":%d,"hash":%d,"quote":%d,"call":%s}\n'
+                           % (part[0], part[1][1], part[1][2], orjson.dumps(part[1][3])))
+            out.append(line[:-2] + b',"prompt_hash":%d,"prompt_parts":%s}\n'
+                       % (hashes[i], orjson.dumps(keys)))
+        return b"".join(out)
+
+    def _cut(self, prompt: str, answers) -> tuple[list, list[int]]:
+        """A prompt's part keys, and its parts not yet written, each once: a part's line,
+        or (key, answer) for an answer quoted whole (its line waits for the hashes)."""
+        new, keys = [], []
         for part, quote in cut_quoted(prompt, answers):
-            raw = part.encode()
-            key = part_key(raw)
+            key = part_key(part.encode())
             keys.append(key)
             if key not in self._parts_written:
                 self._parts_written.add(key)
-                if quote is None:
-                    out.append(b'{"k":"part","key":%d,"text":%s}\n' % (key, orjson.dumps(part)))
-                else:
-                    out.append(b'{"k":"part","key":%d,"hash":%d,"quote":%d,"call":%s}\n'
-                               % (key, quote[1], quote[2], orjson.dumps(quote[3])))
-        # the warehouse keys prompts by DuckDB's hash of the whole text: taken here, where
-        # the text is in memory anyway, so that ingest never rebuilds 13 GB of prompts
-        prompt_hash = self._sql("SELECT hash(?)", [prompt])[0]
-        out.append(line[:-2] + b',"prompt_hash":%d,"prompt_parts":%s}\n'
-                   % (prompt_hash, orjson.dumps(keys)))
-        return b"".join(out)
+                new.append(b'{"k":"part","key":%d,"text":%s}\n' % (key, orjson.dumps(part))
+                           if quote is None else (key, quote))
+        return new, keys
+
+    def _quotable(self, records: list[CallRecord]) -> dict[int, str]:
+        """id(record) -> its answer as orjson escapes it inside a string, for each answer
+        that later prompts may quote: those DuckDB's `to_json` escapes exactly so (the
+        warehouse rebuilds the quote with it).
+
+        An answer made only of characters that `to_json` was seen, one by one, to escape as
+        orjson does is escaped the same whole: both escape a string character by character
+        (checked too: `to_json` of all the checked characters together is their escapes
+        joined). Any other answer is compared whole, and its unchecked characters checked
+        for the next ones; all in one query per batch, and rarely once the common
+        characters (`_SEED_CHARS`) are checked with the first answer."""
+        out, doubt = {}, []
+        for r in records:
+            try:
+                escaped = orjson.dumps(r.output_text)[1:-1].decode()
+            except (orjson.JSONEncodeError, UnicodeDecodeError):
+                continue
+            if self._other_char.search(r.output_text) is None:
+                out[id(r)] = escaped
+            else:
+                doubt.append((r, escaped))
+        if not doubt:
+            return out
+        chars = set().union(*(r.output_text for r, _ in doubt))
+        if not self._checked_chars:
+            chars.update(_SEED_CHARS)
+        chars = sorted(chars - self._checked_chars) if self._per_char else []
+        each, together, whole = self._sql(
+            "SELECT list_transform($c, lambda x: to_json(x)::VARCHAR), to_json($s)::VARCHAR, "
+            "list_transform($a, lambda x: to_json(x)::VARCHAR)",
+            {"c": chars, "s": "".join(chars), "a": [r.output_text for r, _ in doubt]})
+        for (r, escaped), got in zip(doubt, whole):
+            if got == '"' + escaped + '"':
+                out[id(r)] = escaped
+        if chars:
+            mine = [orjson.dumps(c).decode() for c in chars]
+            if together != '"' + "".join(e[1:-1] for e in each) + '"' or (
+                    orjson.dumps("".join(chars)).decode() != '"' + "".join(
+                        m[1:-1] for m in mine) + '"'):
+                # not escaped character by character: compare every answer whole
+                log.warning("journal %s: DuckDB's to_json does not escape a string character "
+                            "by character; checking every answer whole", self.path)
+                self._per_char = False
+                self._other_char = _ANY_CHAR
+            else:
+                self._checked_chars.update(chars)
+                self._same_chars.update(c for c, e, m in zip(chars, each, mine) if e == m)
+                self._other_char = re.compile("[^%s]" % "".join(
+                    "\\U%08x" % ord(c) for c in sorted(self._same_chars)))
+        return out
 
     def _run(self) -> None:
         dirty_since: float | None = None
@@ -181,14 +280,14 @@ class JournalWriter:
                     if item is _STOP:
                         stop = True
                         break
-                    batch.append(self._line(item))
+                    batch.append(item)
                     urgent |= item[1]
                     try:
                         item = self._q.get_nowait()
                     except queue.Empty:
                         item = None
                 if batch:
-                    self._f.write(b"".join(batch))
+                    self._f.write(self._lines(batch))
                     self.lines += len(batch)
                     dirty_since = dirty_since or time.monotonic()
                 due = dirty_since is not None and (
