@@ -40,7 +40,8 @@ SELECT r.run_id, r.night, r.path, r.status, r.status_detail, r.units_planned, r.
        CASE WHEN r.status = 'complete' AND r.segments = 1 THEN u.unit_seconds / r.time_scale
        END AS slot_latency_s,
        -- share of the client-side call time not explained by the server's own timings:
-       -- HTTP and harness overhead (and queueing); large only when the clock is compressed
+       -- waiting in the server's queue (queue_depth requests wait there by design, so it
+       -- is not waste), HTTP and harness overhead; only llama-server-shaped replies say
        1 - c.server_busy_s * r.time_scale / nullif(c.client_busy_s, 0) AS overhead_share
 FROM runs r LEFT JOIN u USING (run_id) LEFT JOIN c USING (run_id)
 """
