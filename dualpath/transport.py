@@ -130,9 +130,12 @@ class AiohttpTransport:
         import aiohttp
 
         self._aiohttp = aiohttp
+        # idle connections are dropped after 4 s, before llama-server's HTTP library
+        # (cpp-httplib: 5 s by default) closes them: a request sent on a connection the
+        # server has just closed fails as a reset and costs a retry with backoff
         connector = aiohttp.TCPConnector(limit=connections, limit_per_host=connections,
                                          ssl=ssl_context if ssl_context is not None else True,
-                                         enable_cleanup_closed=False)
+                                         keepalive_timeout=4.0)
         self._session = aiohttp.ClientSession(connector=connector, headers=dict(headers or {}),
                                               auto_decompress=True, skip_auto_headers=("User-Agent",))
         self._timeouts: dict[Timeouts, Any] = {}
