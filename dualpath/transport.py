@@ -136,13 +136,18 @@ class AiohttpTransport:
         connector = aiohttp.TCPConnector(limit=connections, limit_per_host=connections,
                                          ssl=ssl_context if ssl_context is not None else True,
                                          keepalive_timeout=4.0)
+        # trust_env: proxies from the environment (and NO_PROXY) as httpx, which carries the
+        # control plane, honours them: both reach a server the same way
         self._session = aiohttp.ClientSession(connector=connector, headers=dict(headers or {}),
-                                              auto_decompress=True, skip_auto_headers=("User-Agent",))
+                                              trust_env=True,
+                                              skip_auto_headers=("User-Agent",))
         self._timeouts: dict[Timeouts, Any] = {}
 
     def _timeout(self, t: Timeouts):
         if t not in self._timeouts:
-            self._timeouts[t] = self._aiohttp.ClientTimeout(total=None, connect=t.connect_s,
+            # sock_connect, not connect: aiohttp's `connect` also counts the wait for a free
+            # pooled connection, which is not the server failing to answer
+            self._timeouts[t] = self._aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s,
                                                             sock_read=t.read_s)
         return self._timeouts[t]
 

@@ -416,3 +416,34 @@ async def test_aiohttp_faults_are_sorted_like_httpx_ones():
                            stream=False, max_attempts=1)
         rec = await PathClient("backup", path, Sampling(), aio, "e/2027-01-04/b").chat(req())
     assert rec.error_kind == "connect_error" and "transient" in rec.error_detail
+
+
+async def test_aiohttp_waiting_for_a_pooled_connection_is_not_a_connect_timeout():
+    import asyncio
+
+    from dualpath.transport import AiohttpTransport
+
+    reply = orjson.dumps(LLAMA_REPLY)
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+
+    async def handle(reader, writer):
+        try:
+            while True:
+                h = await reader.readuntil(b"\r\n\r\n")
+                n = next(int(x.split(b":")[1]) for x in h.split(b"\r\n")
+                         if x.lower().startswith(b"content-length:"))
+                await reader.readexactly(n)
+                await asyncio.sleep(0.3)            # a call far longer than connect_timeout_s
+                writer.write(head % len(reply) + reply)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    async with server, AiohttpTransport(1) as aio:      # one connection for three calls
+        path = ServingPath(engine="llama.cpp", base_url=url, model="qwen3.6-35b-a3b",
+                           stream=False, connect_timeout_s=0.05, max_attempts=1)
+        client = PathClient("backup", path, Sampling(), aio, "exp/2027-01-04/backup")
+        recs = await asyncio.gather(*(client.chat(req()) for _ in range(3)))
+    assert all(r.ok for r in recs), [r.error_detail for r in recs]
