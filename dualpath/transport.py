@@ -15,14 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Mapping, Protocol
 
+import aiohttp
 import httpx
 
 from dualpath.retry import Fault, transport_fault
 
 _DETAIL_MAX = 500
+# what a call's wire can raise: anything else is a bug of the harness, and must not be
+# recorded as the server's fault
+_WIRE = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,24 +72,45 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
+_EOL = re.compile(rb"\r\n|\r|\n")
+
+
 def _split_lines(pending: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
-    """Complete lines of `pending + chunk` (without their ends) and what is left over."""
+    """Complete lines of `pending + chunk` (without their ends) and what is left over.
+
+    Lines end at LF, CRLF or a lone CR, as server-sent events may; a CR that ends the data
+    is kept back, since the LF that completes it may come with the next chunk."""
     data = pending + chunk
-    *done, rest = data.split(b"\n")
-    return done, rest
+    if b"\r" not in data:
+        *done, rest = data.split(b"\n")
+        return done, rest
+    keep = data.endswith(b"\r")
+    *done, rest = _EOL.split(data[:-1] if keep else data)
+    return done, rest + (b"\r" if keep else b"")
+
+
+async def _lines_of(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The text lines of a body read as chunks."""
+    pending = b""
+    async for chunk in chunks:
+        done, pending = _split_lines(pending, chunk)
+        for line in done:
+            yield line.decode(errors="replace")
+    if pending:
+        yield pending.rstrip(b"\r").decode(errors="replace")
 
 
 # -- aiohttp: the hot path -------------------------------------------------------------------
 
 def aiohttp_fault(e: BaseException, read_timeout_s: float) -> Fault:
     """A fault from an aiohttp (or asyncio) exception raised connecting, sending or reading."""
-    import aiohttp
-
     name = f"{type(e).__name__}: {e}"[:_DETAIL_MAX]
     if isinstance(e, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)):
         return Fault("connect_error", name, True)
     if isinstance(e, (aiohttp.ServerTimeoutError, asyncio.TimeoutError)):
         return Fault("timeout", f"{type(e).__name__} after {read_timeout_s}s of silence", True)
+    if isinstance(e, (aiohttp.ClientHttpProxyError, aiohttp.TooManyRedirects)):
+        return Fault("transport_error", name, False)      # as httpx: not the server's fault
     if isinstance(e, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError,
                       aiohttp.ClientOSError, aiohttp.ClientResponseError, ConnectionError)):
         # a reset, a connection closed before the whole reply arrived, or a reply that
@@ -100,26 +128,24 @@ class _AiohttpStream:
     async def read(self) -> bytes:
         try:
             return await self._resp.read()
-        except Exception as e:
+        except _WIRE as e:
             raise aiohttp_fault(e, self._read_timeout_s) from None
 
-    async def lines(self) -> AsyncIterator[str]:
+    def lines(self) -> AsyncIterator[str]:
         # the body's chunks split into lines here: aiohttp's own line reader refuses a
         # line longer than its buffer, and an event may carry a long answer
-        pending = b""
+        return _lines_of(self._chunks())
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
         content = self._resp.content
         while True:
             try:
                 chunk = await content.readany()
-            except Exception as e:
+            except _WIRE as e:
                 raise aiohttp_fault(e, self._read_timeout_s) from None
             if not chunk:
-                break
-            done, pending = _split_lines(pending, chunk)
-            for line in done:
-                yield line.rstrip(b"\r").decode(errors="replace")
-        if pending:
-            yield pending.rstrip(b"\r").decode(errors="replace")
+                return
+            yield chunk
 
 
 class AiohttpTransport:
@@ -127,49 +153,73 @@ class AiohttpTransport:
 
     def __init__(self, connections: int, ssl_context: Any = None,
                  headers: Mapping[str, str] | None = None):
-        import aiohttp
-
-        self._aiohttp = aiohttp
         # idle connections are dropped after 4 s, before llama-server's HTTP library
         # (cpp-httplib: 5 s by default) closes them: a request sent on a connection the
         # server has just closed fails as a reset and costs a retry with backoff
         connector = aiohttp.TCPConnector(limit=connections, limit_per_host=connections,
                                          ssl=ssl_context if ssl_context is not None else True,
                                          keepalive_timeout=4.0)
-        # trust_env: proxies from the environment (and NO_PROXY) as httpx, which carries the
-        # control plane, honours them: both reach a server the same way
+        # proxies from the environment (and NO_PROXY) are honoured as httpx, which carries
+        # the control plane, honours them, but read once per server (`_proxy`): aiohttp's
+        # trust_env reads them, and ~/.netrc, on every request, ~0.2 ms of CPU each, and
+        # a netrc entry would clash with an API key's Authorization header
         self._session = aiohttp.ClientSession(connector=connector, headers=dict(headers or {}),
-                                              trust_env=True,
                                               skip_auto_headers=("User-Agent",))
         self._timeouts: dict[Timeouts, Any] = {}
+        self._proxies: dict[tuple[str, str], str | None] = {}
+
+    def _proxy(self, url: str) -> str | None:
+        parts = urllib.parse.urlsplit(url)
+        key = (parts.scheme, parts.netloc)
+        if key not in self._proxies:
+            proxy = urllib.request.getproxies().get(parts.scheme)
+            if proxy and urllib.request.proxy_bypass(parts.hostname or ""):
+                proxy = None
+            self._proxies[key] = proxy
+        return self._proxies[key]
+
+    async def _send(self, url: str, payload: bytes, headers: Mapping[str, str],
+                    timeouts: Timeouts):
+        """The reply with its headers read. A redirect is a reply like any other (as httpx
+        records it): following it would re-send the call as a GET without its body. Until
+        the headers arrive the call is bounded by twice the read timeout: aiohttp starts its
+        silence timer only once the body is written, so a server that stops reading would
+        otherwise hold the call forever (httpx bounds each write by the same timeout)."""
+        try:
+            async with asyncio.timeout(2 * timeouts.read_s):
+                return await self._session.post(url, data=payload, headers=headers,
+                                                timeout=self._timeout(timeouts),
+                                                allow_redirects=False, proxy=self._proxy(url))
+        except TimeoutError as e:
+            if isinstance(e, aiohttp.ClientError):
+                raise aiohttp_fault(e, timeouts.read_s) from None
+            raise Fault("timeout", f"no reply within {2 * timeouts.read_s:g}s (twice the read "
+                        "timeout) of sending", True) from None
+        except _WIRE as e:
+            raise aiohttp_fault(e, timeouts.read_s) from None
 
     def _timeout(self, t: Timeouts):
         if t not in self._timeouts:
             # sock_connect, not connect: aiohttp's `connect` also counts the wait for a free
             # pooled connection, which is not the server failing to answer
-            self._timeouts[t] = self._aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s,
-                                                            sock_read=t.read_s)
+            self._timeouts[t] = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s,
+                                                      sock_read=t.read_s)
         return self._timeouts[t]
 
     async def post(self, url: str, payload: bytes, headers: Mapping[str, str],
                    timeouts: Timeouts) -> Reply:
+        resp = await self._send(url, payload, headers, timeouts)
         try:
-            async with self._session.post(url, data=payload, headers=headers,
-                                          timeout=self._timeout(timeouts)) as resp:
-                return Reply(resp.status, resp.headers, await resp.read())
-        except Fault:
-            raise
-        except Exception as e:
+            return Reply(resp.status, resp.headers, await resp.read())
+        except _WIRE as e:
             raise aiohttp_fault(e, timeouts.read_s) from None
+        finally:
+            resp.release()
 
     @contextlib.asynccontextmanager
     async def stream(self, url: str, payload: bytes, headers: Mapping[str, str],
                      timeouts: Timeouts) -> AsyncIterator[StreamReply]:
-        try:
-            resp = await self._session.post(url, data=payload, headers=headers,
-                                            timeout=self._timeout(timeouts))
-        except Exception as e:
-            raise aiohttp_fault(e, timeouts.read_s) from None
+        resp = await self._send(url, payload, headers, timeouts)
         try:
             yield _AiohttpStream(resp, timeouts.read_s)
         finally:
@@ -199,16 +249,20 @@ class _HttpxStream:
         except httpx.HTTPError as e:
             raise transport_fault(e, self._read_timeout_s) from None
 
-    async def lines(self) -> AsyncIterator[str]:
-        it = self._resp.aiter_lines()
+    def lines(self) -> AsyncIterator[str]:
+        # the same line splitting as the nights' transport (httpx's own splits at U+2028)
+        return _lines_of(self._chunks())
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        it = self._resp.aiter_bytes()
         while True:
             try:
-                line = await it.__anext__()
+                chunk = await it.__anext__()
             except StopAsyncIteration:
                 return
             except httpx.HTTPError as e:
                 raise transport_fault(e, self._read_timeout_s) from None
-            yield line
+            yield chunk
 
 
 class HttpxTransport:

@@ -447,3 +447,56 @@ async def test_aiohttp_waiting_for_a_pooled_connection_is_not_a_connect_timeout(
         client = PathClient("backup", path, Sampling(), aio, "exp/2027-01-04/backup")
         recs = await asyncio.gather(*(client.chat(req()) for _ in range(3)))
     assert all(r.ok for r in recs), [r.error_detail for r in recs]
+
+
+async def test_aiohttp_records_a_redirect_and_bounds_a_server_that_stops_reading():
+    import asyncio
+
+    from dualpath.transport import AiohttpTransport
+
+    # a redirect is the server's reply, recorded: following it would re-send the call as a
+    # GET without its body and record whatever answered that
+    server, url = await _raw_server(b"HTTP/1.1 302 Found\r\nlocation: /elsewhere\r\n"
+                                    b"content-length: 0\r\n\r\n")
+    async with server, AiohttpTransport(2) as aio:
+        path = ServingPath(engine="llama.cpp", base_url=url, model="m", stream=False)
+        rec = await PathClient("backup", path, Sampling(), aio, "e/2027-01-04/b").chat(req())
+    assert (rec.ok, rec.http_status, rec.error_kind) == (False, 302, "http_302")
+
+    # a server that accepts the connection and never reads the request
+    held = []
+
+    async def deaf(reader, writer):
+        held.append(writer)
+        await asyncio.sleep(30)
+    deaf_server = await asyncio.start_server(deaf, "127.0.0.1", 0)
+    deaf_url = f"http://127.0.0.1:{deaf_server.sockets[0].getsockname()[1]}"
+    big = [{"role": "user", "content": "x" * 16_000_000}]
+    async with deaf_server, AiohttpTransport(2) as aio:
+        path = ServingPath(engine="llama.cpp", base_url=deaf_url, model="m", stream=False,
+                           read_timeout_s=0.3, max_attempts=1)
+        t0 = time.monotonic()
+        rec = await PathClient("backup", path, Sampling(), aio, "e/2027-01-04/b").chat(
+            ChatRequest("a", big, "SYN", 1, 1, 1))
+        for w in held:
+            w.close()
+    assert rec.error_kind == "timeout" and time.monotonic() - t0 < 5, rec.error_detail
+
+
+async def test_stream_lines_end_at_lf_crlf_or_a_lone_cr_on_both_transports():
+    from dualpath.transport import AiohttpTransport, _split_lines
+
+    assert _split_lines(b"", b"a\r\nb\rc\nd\r") == ([b"a", b"b", b"c"], b"d\r")
+    assert _split_lines(b"d\r", b"\ne") == ([b"d"], b"e")
+    body = b"".join(llama_stream_events()).replace(b"\n\n", b"\r\r")
+    text = "FINAL \u2028GRADE: 2"
+    body = body.replace(b'"FINAL "', orjson.dumps("FINAL \u2028"))
+    server, url = await _raw_server(_chunked(body))
+    async with server, AiohttpTransport(2) as aio:
+        path = ServingPath(engine="llama.cpp", base_url=url, model="qwen3.6-35b-a3b",
+                           stream=True)
+        rec = await PathClient("backup", path, Sampling(), aio, "e/2027-01-04/b").chat(req())
+    assert rec.ok and rec.output_text == text, rec.error_detail
+    plain = make_client(lambda r: httpx.Response(200, content=body), stream=True)
+    rec = await plain.chat(req())
+    assert rec.ok and rec.output_text == text, rec.error_detail
