@@ -7,6 +7,9 @@ the same seeds, slots and queue depth; only `prefix_affinity` differs (each unit
 of prompt to output tokens (about 6.6 : 1 over a night) at a size two CPU cores can serve:
 the ticker context is `--history-days` of closes and answers stop at `--max-tokens`.
 
+Every run gets a freshly started server, so no run is served the identical prompts of the
+run before it from the slots' caches or llama-server's RAM prompt cache.
+
 Per-ticker seconds are on the throughput basis (an arm's wall clock / its tickers), the basis
 of the comparison; the latency basis (median unit seconds) is printed beside it, since pinning
 a unit to one slot runs its parallel calls one after another. Cached share = cached prompt
@@ -78,24 +81,29 @@ async def main(a: argparse.Namespace) -> None:
 
     units = draw_major(market.tickers, 1)
     with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
-        argv = [llama_server_binary(), "-m", gemma_model(Path(tmp)), "--host", "127.0.0.1",
-                "--port", str(port), "-np", str(a.slots), "-c", str(a.ctx * a.slots),
-                "-t", str(a.threads), "--metrics"]
-        with LaunchedServer(argv, f"http://127.0.0.1:{port}", Path(tmp) / "server.log",
-                            ready_timeout_s=300) as server:
-            results: dict[bool, list[dict]] = {True: [], False: []}
-            for rnd in range(a.rounds):
-                # alternate which arm goes first, so warm-up and drift hit both alike
-                for pin in ((True, False) if rnd % 2 == 0 else (False, True)):
+        model = gemma_model(Path(tmp))
+        results: dict[bool, list[dict]] = {True: [], False: []}
+        for rnd in range(a.rounds):
+            # alternate which arm goes first, so warm-up and drift hit both alike
+            for pin in ((True, False) if rnd % 2 == 0 else (False, True)):
+                # a freshly started server for every run: the slots' caches and
+                # llama-server's RAM prompt cache (--cache-ram) would otherwise serve this
+                # run the identical prompts of the run before it
+                port = free_port()
+                argv = [llama_server_binary(), "-m", model, "--host", "127.0.0.1",
+                        "--port", str(port), "-np", str(a.slots), "-c", str(a.ctx * a.slots),
+                        "-t", str(a.threads), "--metrics"]
+                log = Path(tmp) / f"server-{rnd}-{'on' if pin else 'off'}.log"
+                with LaunchedServer(argv, f"http://127.0.0.1:{port}", log,
+                                    ready_timeout_s=300) as server:
                     r = await arm(server.base_url, pin, units, inputs, night, a.slots,
                                   a.max_tokens)
-                    results[pin].append(r)
-                    print(f"[{rnd + 1}/{a.rounds}] affinity {'on ' if pin else 'off'}: "
-                          f"{r['calls']} calls, {r['ticker_s']:.1f} s per ticker (throughput "
-                          f"basis), median unit {r['unit_s']:.1f} s (latency basis), cached "
-                          f"share {r['cached_share']:.3f}, prompt:output tokens "
-                          f"{r['prompt_tokens'] / r['output_tokens']:.1f}:1", flush=True)
+                results[pin].append(r)
+                print(f"[{rnd + 1}/{a.rounds}] affinity {'on ' if pin else 'off'}: "
+                      f"{r['calls']} calls, {r['ticker_s']:.1f} s per ticker (throughput "
+                      f"basis), median unit {r['unit_s']:.1f} s (latency basis), cached "
+                      f"share {r['cached_share']:.3f}, prompt:output tokens "
+                      f"{r['prompt_tokens'] / r['output_tokens']:.1f}:1", flush=True)
     med = {pin: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
            for pin, rs in results.items()}
     on, off = med[True], med[False]
