@@ -35,6 +35,11 @@ def test_small_demo_end_to_end(tmp_path, prefect_harness):
         # scheduled: 2 nights x 2 paths x 10 tickers x 2 draws units, 17 calls each
         assert q("SELECT count(*) FROM units") == [(2 * 2 * 10 * 2,)]
         assert q("SELECT count(*) FROM calls") == [(2 * 2 * 10 * 2 * 17,)]
+        # a call's latency splits into the server's own service time and the rest (queue,
+        # HTTP, harness) where the server sends timings; vLLM-shaped replies carry none
+        assert q("""SELECT path, count(service_s), count(*) FILTER (WHERE outside_service_s
+                    < -0.02 * latency_s) FROM v_calls_real WHERE error_kind IS NULL
+                    GROUP BY 1 ORDER BY 1""") == [("backup", 2 * 10 * 2 * 17, 0), ("main", 0, 0)]
         # each unit's calls are numbered 1..17 once each, parallel stages included
         assert q("""SELECT count(*) FROM (SELECT run_id, ticker, draw, unit_attempt
                     FROM calls GROUP BY ALL

@@ -201,7 +201,10 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "server_prefill_s": "s, server clock — prefill", "server_decode_s": "s, server clock — decode",
         "runaway": "bool", "is_contaminated": "bool", "abandoned": "bool",
         "unit_outcome": "outcome of the call's unit attempt", "run_status": "status",
-        "experiment": "name"}),
+        "experiment": "name",
+        "service_s": "s, server clock — prefill + decode (NULL without server timings)",
+        "outside_service_s": "s, real-scale — latency not covered by the server's timings: "
+                             "its queue (by design with queue_depth), HTTP, the harness"}),
     "v_prompts": ("the messages each call sent, by prompt hash; every read scans texts, "
                   "so read a few prompts with warehouse.prompts.prompt_texts", {
         "prompt_hash": "hash — calls.prompt_hash", "prompt_text": "JSON — the messages as sent"}),

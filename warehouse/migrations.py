@@ -316,6 +316,26 @@ SELECT hash AS prompt_hash, text AS prompt_text FROM texts
 WHERE hash IN (SELECT prompt_hash FROM calls) AND hash NOT IN (SELECT prompt_hash FROM prompts);
 """
 
+M014_SERVICE_SPLIT = """
+-- A call's time split by the server's own timings (llama-server sends them; vLLM does not:
+-- NULL there): service_s, what the server spent on it (prefill + decode), and
+-- outside_service_s, the rest of its client-side latency: waiting in the server's queue
+-- (where queue_depth requests wait by design), HTTP and the harness. Real-scale seconds.
+CREATE OR REPLACE VIEW v_calls_real AS
+SELECT c.call_id, c.run_id, c.path, c.night, c.ticker, c.draw, c.unit_attempt, c.agent,
+       c.call_seq, c.http_status, c.attempts, c.error_kind, c.finish_reason,
+       c.prompt_tokens, c.completion_tokens, c.cached_tokens,
+       c.latency_s / r.time_scale AS latency_s,
+       c.ttft_s / r.time_scale AS ttft_s,
+       c.prompt_ms / 1000.0 AS server_prefill_s,
+       c.predicted_ms / 1000.0 AS server_decode_s,
+       c.runaway, c.is_contaminated, c.abandoned, c.unit_outcome, c.run_status, c.experiment,
+       (c.prompt_ms + c.predicted_ms) / 1000.0 AS service_s,
+       c.latency_s / r.time_scale - (c.prompt_ms + c.predicted_ms) / 1000.0
+           AS outside_service_s
+FROM v_calls c JOIN runs r USING (run_id);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
@@ -330,6 +350,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m011_hosts", M011_HOSTS),
     ("m012_messages", M012_MESSAGES),
     ("m013_quotes", M013_QUOTES),
+    ("m014_service_split", M014_SERVICE_SPLIT),
 ]
 
 
