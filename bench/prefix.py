@@ -5,7 +5,9 @@ Both arms run the built-in 17-call pipeline through dualpath's own scheduler and
 the same seeds, slots and queue depth; only `prefix_affinity` differs (each unit owning a slot,
 `id_slot` on every call, vs whichever slot is free). The workload keeps the real shape's ratio
 of prompt to output tokens (about 6.6 : 1 over a night) at a size two CPU cores can serve:
-the ticker context is `--history-days` of closes and answers stop at `--max-tokens`.
+the ticker context is `--history-days` of closes and answers stop at `--max-tokens` (the
+defaults give ~7.5 : 1 with Gemma's tokenizer; `--max-tokens 160` gives ~12.6 : 1, a
+prompt-heavier night, where affinity gains more). Each run prints its ratio.
 
 Every run gets a freshly started server, so no run is served the identical prompts of the
 run before it from the slots' caches or llama-server's RAM prompt cache.
@@ -61,7 +63,10 @@ async def arm(url: str, pin: bool, units: list[Unit], inputs, night, slots: int,
         wall = time.monotonic() - t0
     calls = [r for r in records if isinstance(r, CallRecord)]
     if not run.complete or not all(c.ok for c in calls):
-        raise SystemExit(f"arm {'on' if pin else 'off'} incomplete: {run.outcomes}")
+        failed = [f"{c.agent}#{c.call_seq}: {c.error_kind}: {c.error_detail}"
+                  for c in calls if not c.ok]
+        raise SystemExit(f"arm {'on' if pin else 'off'} incomplete: {run.outcomes}; "
+                         f"failed calls: {failed}")
     cached = sum(c.cache_n or 0 for c in calls)
     fresh = sum(c.prompt_n or 0 for c in calls)
     units_s = [r.end_mono - r.start_mono for r in records if isinstance(r, UnitResult)]
@@ -118,7 +123,7 @@ if __name__ == "__main__":
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--history-days", type=int, default=120,
                     help="closes in each prompt's ticker context (~9 tokens a day)")
-    ap.add_argument("--max-tokens", type=int, default=160)
+    ap.add_argument("--max-tokens", type=int, default=320)
     ap.add_argument("--ctx", type=int, default=8192, help="context per slot")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
