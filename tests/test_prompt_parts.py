@@ -200,7 +200,7 @@ def test_an_old_warehouse_and_old_journals_read_back_the_same_prompts(tmp_path):
             con.execute("INSERT INTO calls (call_id, run_id, prompt_hash) SELECT ?, 'old', hash(?)",
                         [f"old{i}", text])
         before = dict(con.execute("SELECT prompt_hash, prompt_text FROM v_prompts").fetchall())
-        assert migrate(con) == ["m012_messages", "m013_quotes"]
+        assert migrate(con)[:2] == ["m012_messages", "m013_quotes"]     # and any later ones
         assert stored_prompts(con) == {h: t for h, t in before.items()}
         # an old-format journal (whole prompt_text on the call line), and a new one sharing
         # PROMPTS[0] with the old warehouse
