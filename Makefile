@@ -10,7 +10,7 @@ REAL := $(VENV)/.real-$(HASH)
 # unbounded build starts dozens of compilers on 2 cores) and skip what is not needed.
 LLAMA_ENV := LLAMA_CPP_BUILD_JOBS=2 CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF"
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean chromium
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,7 +32,16 @@ $(REAL): $(CORE)
 demo: $(CORE)
 	$(BIN)/dualpath demo
 
-test: $(REAL)
+# The viewer's test (tests/test_ui.py) drives headless Chromium: Debian's package, installed
+# when missing (as root, or through sudo). Without it that test skips, and fails under CI=true.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+	  || echo "note: chromium could not be installed; the viewer's browser test will skip"
+
+test: $(REAL) chromium
 	$(BIN)/python -m pytest -q
 
 bench: $(CORE)

@@ -389,6 +389,18 @@ class ScheduleSettings(_Model):
         "the draws that fit (draw-major order keeps them whole; the run is still partial).")
 
 
+class UiSettings(_Model):
+    """The read-only web viewer (`dualpath ui`) and the links other outputs make to it."""
+
+    host: str = Field("127.0.0.1", description="Address `dualpath ui` listens on (127.0.0.1: "
+                      "this machine only; 0.0.0.0 to share it on your own network).")
+    port: int = Field(8765, ge=0, le=65535, description="Port `dualpath ui` listens on (0: any "
+                      "free port).")
+    base_url: str | None = Field(None, pattern=r"^https?://[^\s]+$", description="The viewer's "
+                                 "address as others reach it, e.g. 'http://host:8765': the weekly "
+                                 "report and `dualpath runs` link each night to its page there.")
+
+
 class Config(_Model):
     """A whole dualpath.toml."""
 
@@ -402,6 +414,7 @@ class Config(_Model):
                                            description="How the paths are compared.")
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings,
                                        description="The night window.")
+    ui: UiSettings = Field(default_factory=UiSettings, description="The web viewer.")
     base_dir: Path = Field(Path("."), description="Folder relative paths are resolved against.")
 
     @field_validator("paths")
@@ -452,6 +465,7 @@ class Config(_Model):
         # Nor does which worker scores a path, or a sweep's note of its measured speed.
         data = self.model_dump(mode="json", exclude={"warehouse": True, "base_dir": True,
                                                      "comparison": True, "schedule": True,
+                                                     "ui": True,     # the viewer's address
                                                      "market": price_io,
                                                      "paths": {"__all__": {"work_pool",
                                                                            "measured"}}})

@@ -22,6 +22,7 @@ FORBIDDEN = {
     "evals": {"duckdb", "httpx", "prefect", "dualpath", "warehouse", "flows"},
     "warehouse": {"prefect", "httpx", "flows", "evals"},
     "dualpath": {"flows", "warehouse", "prefect", "duckdb"},
+    "viewer": {"duckdb", "prefect", "httpx"},   # its queries live in warehouse.viewer
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from dualpath.cli import data, night, results, sweep  # noqa: F401  (registers the commands)
+from dualpath.cli import ui  # noqa: F401  (registers `dualpath ui`)
 from rich.markup import escape
 
 from dualpath.cli._common import _cell, app, err_console  # noqa: F401  (the package's API)

@@ -1,0 +1,49 @@
+"""`dualpath ui`: the read-only web viewer over the warehouse (see `viewer.app`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dualpath.cli._common import CONFIG_OPT, app, console
+from dualpath.config import load_config
+from dualpath.errors import UserError
+
+
+@app.command("ui")
+def ui_cmd(config: Path = CONFIG_OPT,
+           host: Optional[str] = typer.Option(None, help="Address to listen on (default: "
+                                              "[ui] host, 127.0.0.1: this machine only)."),
+           port: Optional[int] = typer.Option(None, min=0, max=65535, help="Port (default: "
+                                              "[ui] port; 0: any free port)."),
+           db: Optional[Path] = typer.Option(None, help="Warehouse file (instead of the "
+                                             "config's).")) -> None:
+    """A local, read-only web viewer: the verdict, each night's tickers on both paths, and
+    one ticker's calls side by side (works while a night is being scored)."""
+    import socket
+
+    import uvicorn
+
+    from viewer.app import create_app
+
+    cfg = load_config(config)
+    path = db or cfg.resolve(cfg.warehouse.path)
+    if not path.exists():
+        raise UserError(f"no warehouse at {path}; run `dualpath nightly` or `dualpath demo` first")
+    host = host or cfg.ui.host
+    port = cfg.ui.port if port is None else port
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        raise UserError(f"cannot listen on {host}:{port} ({e.strerror}); pick another "
+                        "--port, or 0 for any free one") from None
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    console.print(f"dualpath ui: http://{shown}:{bound}/  (read-only; Ctrl-C stops it)",
+                  soft_wrap=True)
+    server = uvicorn.Server(uvicorn.Config(create_app(cfg, path), log_level="warning",
+                                           access_log=False, server_header=False))
+    server.run(sockets=[sock])

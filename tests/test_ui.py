@@ -1,0 +1,219 @@
+"""`dualpath ui`: the pages, driven in headless Chromium on a small scored warehouse, and the
+viewer's guarantees (read-only, escaped, waits out an ingest, links from other outputs)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import duckdb
+import pytest
+from starlette.testclient import TestClient
+
+from dualpath.config import load_config
+from dualpath.pipeline import AGENTS
+from tests.helpers import SimFleet, ingest, make_project, score_night_plain
+from tests.ui_hostile import AGENT, SCRIPT
+from viewer.app import CSP, create_app, night_url, ticker_url
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run",
+                  "--no-proxy-server"]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """Two nights of 4 tickers x 2 draws on both simulated paths, one agent's answers
+    carrying a script (`tests.ui_hostile`)."""
+    root = tmp_path_factory.mktemp("ui")
+    cfg_path, cfg, nights = make_project(root, tickers=4, draws=2, nights=2)
+    cfg_path.write_text(cfg_path.read_text()
+                        + '\n[pipeline]\nname = "tests.ui_hostile:pipeline"\n')
+    cfg = load_config(cfg_path)
+    with SimFleet(cfg) as fleet:
+        for night in nights:
+            ingest(cfg, score_night_plain(cfg, night, fleet.urls))
+    return cfg_path, cfg, nights
+
+
+def rows(cfg, sql: str, *params):
+    with duckdb.connect(str(cfg.resolve(cfg.warehouse.path)), read_only=True) as con:
+        return con.execute(sql, list(params)).fetchall()
+
+
+class Dom(HTMLParser):
+    """Elements as (tag, classes, text inside) and every start tag seen."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.tags, self.open, self.elements = [], [], []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag in ("br", "meta", "link", "input", "img"):
+            return
+        self.open.append([tag, (dict(attrs).get("class") or "").split(), ""])
+
+    def handle_endtag(self, tag):
+        while self.open:
+            el = self.open.pop()
+            self.elements.append(tuple(el))
+            if self.open:
+                self.open[-1][2] += el[2]
+            if el[0] == tag:
+                break
+
+    def handle_data(self, data):
+        if self.open:
+            self.open[-1][2] += data
+
+    def texts(self, cls: str) -> list[str]:
+        return [t for _, classes, t in self.elements if cls in classes]
+
+
+@pytest.fixture(scope="module")
+def ui(project):
+    """`dualpath ui` itself, on a free port."""
+    cfg_path = project[0]
+    proc = subprocess.Popen([sys.executable, "-m", "dualpath", "ui", "-c", str(cfg_path),
+                             "--port", "0"], stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    m = re.search(r"http://127\.0\.0\.1:\d+", line)
+    assert m, line
+    yield m[0]
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def chromium() -> str | None:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None and os.environ.get("CI") == "true":
+        pytest.fail("chromium is not installed (`make test` installs it with apt-get)")
+    if found is None:
+        pytest.skip("chromium is not installed: apt-get install chromium")
+    return found
+
+
+def browse(url: str, tmp_path: Path, shot: Path | None = None) -> Dom:
+    """The page's DOM after Chromium loaded it (and ran whatever it would run)."""
+    profile = tmp_path / f"profile-{time.monotonic_ns()}"
+    args = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1400,1000"]
+    r = subprocess.run(args + ["--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "<html" in r.stdout, r.stderr[-2000:]
+    return Dom(r.stdout)
+
+
+def test_the_overview_shows_the_verdict_and_every_night(project, ui, tmp_path):
+    cfg_path, cfg, nights = project
+    from flows.metrics import load_metrics
+    comparison = load_metrics(cfg).comparison
+    verdict = comparison[comparison["role"] == "primary"].iloc[0]["verdict"]
+    dom = browse(ui + "/", tmp_path)
+    assert dom.texts("verdict") == [verdict]
+    for night in nights:
+        assert any(tag == "a" and text == str(night) for tag, _, text in dom.elements)
+    assert dom.texts("st-complete") == ["complete"] * 2 * len(nights)
+
+
+def test_a_night_page_lists_every_ticker_with_both_paths_grades(project, ui, tmp_path):
+    _, cfg, nights = project
+    dom = browse(ui + night_url("", nights[0]), tmp_path)
+    links = [text for tag, _, text in dom.elements if tag == "a" and text in cfg.tickers()]
+    assert sorted(links) == sorted(cfg.tickers())
+    # each row shows both paths' grades of both draws (a grade badge each)
+    graded = rows(cfg, "SELECT count(*) FROM units WHERE night = ? AND grade IS NOT NULL",
+                  nights[0])[0][0]
+    badges = [t for _, classes, t in dom.elements if "g" in classes and "gx" not in classes]
+    assert len(badges) == graded == 2 * 2 * len(cfg.tickers())
+
+
+def test_a_ticker_page_shows_both_paths_grades_and_the_17_calls(project, ui, tmp_path):
+    _, cfg, nights = project
+    ticker = cfg.tickers()[0]
+    dom = browse(ui + ticker_url("", nights[0], ticker), tmp_path)
+    grades = dict(((p, d), g) for p, d, g in rows(
+        cfg, "SELECT path, draw, grade FROM units WHERE night = ? AND ticker = ?",
+        nights[0], ticker))
+    draws = [t for tag, classes, t in dom.elements if tag == "table" and "draws" in classes]
+    assert len(draws) == 2                       # one draws table per path, side by side
+    for table, path in zip(draws, ["main", "backup"]):
+        assert re.findall(r"draw (\d)\s*(\d)", table) == [(str(d), str(grades[path, d]))
+                                                          for d in (1, 2)]
+    calls = dom.texts("call")
+    assert len(calls) == 2 * 17
+    agents = [t for _, classes, t in dom.elements if "agent" in classes]
+    assert [a.split()[0] for a in agents] == [a for a in AGENTS for _ in range(2)]
+
+
+def test_a_model_answer_holding_a_script_renders_as_text(project, ui, tmp_path):
+    _, cfg, nights = project
+    ticker = cfg.tickers()[1]
+    stored = rows(cfg, "SELECT t.text FROM calls c JOIN texts t ON t.hash = c.output_hash "
+                       "WHERE c.night = ? AND c.ticker = ? AND c.agent = ? AND c.draw = 1",
+                  nights[0], ticker, AGENT)
+    assert stored and all(SCRIPT in s for s, in stored)      # the model did answer with it
+    dom = browse(ui + ticker_url("", nights[0], ticker), tmp_path)
+    assert "script" not in dom.tags                            # no script element at all
+    answers = [t for t in dom.texts("answer") if SCRIPT in t]
+    assert len(answers) == 2                                   # shown, as text, on both paths
+    assert "pwned" not in [t for tag, _, t in dom.elements if tag == "title"][0]
+
+
+@pytest.fixture
+def client(project):
+    return TestClient(create_app(project[1]))
+
+
+def test_pages_are_read_only_and_refuse_scripts(client, project):
+    night = project[2][0]
+    r = client.get(night_url("", night))
+    assert r.status_code == 200 and r.headers["content-security-policy"] == CSP
+    assert "script-src 'none'" in CSP
+    assert client.post(night_url("", night)).status_code == 405
+    assert client.get("/night/2001-01-01").status_code == 404
+    assert client.get(ticker_url("", night, "NOPE")).status_code == 404
+    assert client.get("/night/yesterday").status_code == 404
+
+
+def test_the_night_table_sorts_and_filters(client, project):
+    _, cfg, nights = project
+    def order(**q):
+        html = client.get(night_url("", nights[0]), params=q).text
+        return re.findall(r'<td><a href="/night/[^"]+/(\w+)">', html)
+
+    assert order(sort="ticker") == sorted(cfg.tickers())
+    assert order(q=cfg.tickers()[2].lower()) == [cfg.tickers()[2]]
+    gaps = dict(rows(cfg, """
+        SELECT ticker, avg(grade) FILTER (WHERE path = 'backup')
+                       - avg(grade) FILTER (WHERE path = 'main') FROM units
+        WHERE night = ? GROUP BY ticker""", nights[0]))
+    by_gap = sorted(gaps, key=lambda t: (-gaps[t], t))
+    assert order(sort="gap") == by_gap
+    assert order(sort="disagree") == sorted(gaps, key=lambda t: (abs(gaps[t]) < 1,
+                                                                 -abs(gaps[t]), t))
+    assert order(only="disagree") == [t for t in order() if abs(gaps[t]) >= 1]
+
+
+def test_a_page_waits_out_an_ingest_holding_the_warehouse(client, project):
+    _, cfg, nights = project
+    db = cfg.resolve(cfg.warehouse.path)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from warehouse.db import writer\n"
+        f"with writer(Path({str(db)!r})):\n"
+        "    print('locked', flush=True); time.sleep(1.5)\n"
+        "print('released', flush=True)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        # asked while the writer holds the file: served once it lets go, not refused
+        r = client.get(night_url("", nights[1]))
+        assert r.status_code == 200 and cfg.tickers()[0] in r.text
+        assert holder.stdout.readline().strip() == "released"
+    finally:
+        holder.wait(timeout=30)

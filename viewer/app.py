@@ -1,0 +1,165 @@
+"""`dualpath ui`: a read-only web viewer over the warehouse (starlette, jinja2 templates).
+
+Pages (every one reachable by URL, so a link can be shared; `night_url` and `ticker_url`
+build them):
+
+    /                          overview: the headline (verdict, slowdown) and the nights
+    /night/YYYY-MM-DD          every ticker of the night on both paths (?sort= &q= &only= &min_gap=)
+    /night/YYYY-MM-DD/TICKER   the two paths side by side: draws, then the calls (?draw=N)
+
+Everything a model wrote is shown as text: templates escape every value, and the pages carry
+no script at all, under a Content-Security-Policy that refuses any (`CSP`). Only GET is
+served. Each page opens the warehouse read-only for its own queries and closes it, so a
+night being ingested waits at most one page (see `warehouse.viewer`).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import date
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from dualpath.config import Config
+from viewer import data
+from viewer.headline import Headline, headline
+from viewer.pages import SORTS
+
+HERE = Path(__file__).parent
+# no script from anywhere, styles and images from this server only, no framing, forms to here
+CSP = ("default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self' data:; "
+       "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+           "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
+           "Cache-Control": "no-store"}
+
+
+def night_url(base: str, night: date | str) -> str:
+    """The page of one night under the viewer's base URL."""
+    return f"{base.rstrip('/')}/night/{night}"
+
+
+def ticker_url(base: str, night: date | str, ticker: str, draw: int | None = None) -> str:
+    """The page of one ticker on one night."""
+    return (f"{night_url(base, night)}/{quote(ticker, safe='')}"
+            + (f"?draw={draw}" if draw is not None else ""))
+
+
+class _HeadlineCache:
+    """The headline, recomputed only when the warehouse's runs or plans changed."""
+
+    def __init__(self):
+        self.key, self.value = None, None
+
+    def get(self, cfg: Config, key) -> Headline:
+        if key != self.key or self.value is None:
+            self.value, self.key = headline(cfg), key
+        return self.value
+
+
+class Viewer:
+    """The pages of one config's experiment."""
+
+    def __init__(self, cfg: Config, warehouse: Path | None = None):
+        self.cfg = cfg
+        self.warehouse = warehouse or cfg.resolve(cfg.warehouse.path)
+        self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
+                                      autoescape=True, undefined=jinja2.StrictUndefined,
+                                      trim_blocks=True, lstrip_blocks=True)
+        self.env.filters.update(num=_num, pct=_pct, secs=_secs)
+        self.env.globals.update(night_url=lambda n: night_url("", n),
+                                ticker_url=lambda n, t, d=None: ticker_url("", n, t, d),
+                                qs=lambda query, **kw: "?" + urlencode({**query, **kw}))
+        # one page's queries at a time: each holds a read-only connection only while it runs
+        self.db_lock = threading.Lock()
+        self.headline = _HeadlineCache()
+
+    def render(self, template: str, **ctx) -> HTMLResponse:
+        html = self.env.get_template(template).render(experiment=self.cfg.experiment.name, **ctx)
+        return HTMLResponse(html, headers=HEADERS)
+
+    def overview(self, request: Request) -> Response:
+        with self.db_lock:
+            nights, key = data.overview(self.cfg, self.warehouse)
+        return self.render("overview.html.j2", nights=nights,
+                           headline=self.headline.get(self.cfg, key), paths=list(self.cfg.paths))
+
+    def night(self, request: Request) -> Response:
+        night = _night(request.path_params["night"])
+        q = request.query_params
+        sort = q.get("sort", "disagree")
+        min_gap = _float(q.get("min_gap"))
+        with self.db_lock:
+            view = data.night(self.cfg, self.warehouse, night, sort if sort in SORTS else
+                              "disagree", q.get("q", ""), q.get("only") == "disagree", min_gap)
+        if view is None:
+            raise HTTPException(404, f"no runs of {self.cfg.experiment.name} on {night}")
+        return self.render("night.html.j2", v=view, sorts=SORTS, query=dict(q))
+
+    def ticker(self, request: Request) -> Response:
+        night = _night(request.path_params["night"])
+        ticker = request.path_params["ticker"]
+        draw = _int(request.query_params.get("draw"))
+        with self.db_lock:
+            view = data.ticker(self.cfg, self.warehouse, night, ticker, draw)
+        if view is None:
+            raise HTTPException(404, f"{ticker} was not scored on {night}")
+        return self.render("ticker.html.j2", v=view)
+
+    def error(self, request: Request, exc: HTTPException) -> Response:
+        html = self.env.get_template("error.html.j2").render(
+            experiment=self.cfg.experiment.name, status=exc.status_code, detail=exc.detail)
+        return HTMLResponse(html, status_code=exc.status_code, headers=HEADERS)
+
+
+def create_app(cfg: Config, warehouse: Path | None = None) -> Starlette:
+    """The viewer's ASGI app for one config (GET only)."""
+    v = Viewer(cfg, warehouse)
+    routes = [Route("/", v.overview, methods=["GET"]),
+              Route("/night/{night}", v.night, methods=["GET"]),
+              Route("/night/{night}/{ticker}", v.ticker, methods=["GET"]),
+              Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
+    return Starlette(routes=routes, exception_handlers={HTTPException: v.error})
+
+
+def _night(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise HTTPException(404, f"{text!r} is not a night (use YYYY-MM-DD)") from None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        raise HTTPException(400, f"{text!r} is not a whole number") from None
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        raise HTTPException(400, f"{text!r} is not a number") from None
+
+
+def _num(v, spec: str = ".2f") -> str:
+    return "—" if v is None or v != v else format(v, spec)
+
+
+def _pct(v) -> str:
+    return "—" if v is None or v != v else f"{v:+.2%}"
+
+
+def _secs(v) -> str:
+    if v is None or v != v:
+        return "—"
+    return f"{v:.2f} s" if v < 10 else f"{v:,.1f} s"

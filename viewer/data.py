@@ -1,0 +1,157 @@
+"""Each page's data: one short read-only connection, the page's own queries, then the shaping
+in `viewer.pages`. Nothing here speaks SQL (that is `warehouse.viewer`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+
+from dualpath.config import Config
+from dualpath.errors import UserError
+from evals.returns import forward_returns
+from viewer import pages
+from warehouse import viewer as wv
+
+
+def question(cfg: Config) -> tuple[str | None, str | None, int]:
+    """(baseline, candidate, primary horizon), as the metrics ask it from the config."""
+    from flows.metrics import question as q
+
+    qq = q(cfg)
+    return qq.baseline, qq.candidate, qq.primary_horizon
+
+
+@dataclass
+class NightSummary:
+    night: date
+    runs: dict[str, dict]         # path -> the run's row (status, counts, throughput_s)
+
+
+def overview(cfg: Config, warehouse: Path) -> tuple[list[NightSummary], tuple]:
+    """The nights, newest first, and a key that changes when any run or plan does."""
+    with wv.viewer_connection(warehouse) as con:
+        runs = wv.nights(con, cfg.experiment.name)
+        key = wv.state_key(con, cfg.experiment.name)
+    out = [NightSummary(n, {r["path"]: r for r in g.to_dict("records")})
+           for n, g in runs.groupby("night", sort=False)]
+    return out, key
+
+
+@dataclass
+class NightView:
+    night: date
+    paths: list[str]
+    runs: dict[str, dict]
+    baseline: str | None
+    candidate: str | None
+    horizon: int
+    rows: list[pages.TickerRow]
+    total: int                    # tickers before filtering
+    disagreements: int
+    sort: str
+    q: str
+    only_disagree: bool
+    min_gap: float | None
+    fwd_note: str = ""
+
+
+def _forward(cfg: Config, con, night: date, horizon: int) -> tuple[dict, str]:
+    """ticker -> (h-session forward return, status) for the night, from the prices of the
+    sessions it spans only."""
+    from dualpath.calendar import MarketCalendar
+
+    try:
+        cal = MarketCalendar.from_settings(cfg.market)
+        start = cal.session_on_or_before(night)
+        try:
+            end = cal.sessions_after(start, horizon)[-1]
+        except UserError:           # the calendar ends first: nothing has matured
+            return {}, f"{horizon}-session forward return pending (the calendar ends first)"
+        sessions = cal.sessions(start, end)
+    except UserError as e:
+        return {}, f"forward returns not known ({e})"
+    prices = wv.prices_between(con, start, end)
+    if not len(prices):
+        return {}, "no prices for this night"
+    fr = forward_returns(prices, [pd.Timestamp(night)], [horizon], sessions)
+    return ({r.ticker: (None if r.status != "ok" else float(r.fwd_return), r.status)
+             for r in fr.itertuples()}, "")
+
+
+def night(cfg: Config, warehouse: Path, night: date, sort: str, q: str, only_disagree: bool,
+          min_gap: float | None) -> NightView | None:
+    """Every ticker of the night on every path; None when the night has no runs."""
+    baseline, candidate, horizon = question(cfg)
+    with wv.viewer_connection(warehouse) as con:
+        runs = wv.night_runs(con, cfg.experiment.name, night)
+        if not len(runs):
+            return None
+        units = wv.night_units(con, list(runs["run_id"]))
+        fwd, note = _forward(cfg, con, night, horizon)
+    paths = [p for p in cfg.paths if p in set(runs["path"])] + \
+        sorted(set(runs["path"]) - set(cfg.paths))
+    rows = pages.night_rows(units, paths, baseline, candidate, fwd)
+    shown = pages.sort_rows(pages.filter_rows(rows, q, only_disagree, min_gap), sort)
+    return NightView(night, paths, {r["path"]: r for r in runs.to_dict("records")}, baseline,
+                     candidate, horizon, shown, len(rows), sum(r.disagree for r in rows), sort,
+                     q, only_disagree, min_gap, note)
+
+
+@dataclass
+class PathSide:
+    path: str
+    run: dict
+    draws: list[pages.DrawRow]
+    attempt: int | None           # the shown draw's final attempt
+
+
+@dataclass
+class TickerView:
+    night: date
+    ticker: str
+    draw: int
+    draws: list[int]
+    sides: list[PathSide]
+    calls: list[dict]             # row i: path -> pages.CallCell | None
+    thinking: bool                # the warehouse keeps thinking apart
+    prev_ticker: str | None = None
+    next_ticker: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
+           draw: int | None) -> TickerView | None:
+    """Both paths' draws of one ticker, then one draw's calls side by side; None when the
+    ticker was not scored that night."""
+    with wv.viewer_connection(warehouse) as con:
+        runs = wv.night_runs(con, cfg.experiment.name, night)
+        ids = list(runs["run_id"])
+        units = wv.ticker_units(con, ids, ticker) if ids else pd.DataFrame()
+        if not len(units):
+            return None
+        draws = sorted(int(d) for d in units["draw"].unique())
+        draw = draw if draw in draws else draws[0]
+        calls = wv.ticker_calls(con, ids, ticker, draw)
+        thinking = wv.thinking_column(con)
+        hashes = list(calls["output_hash"]) + list(units["final_hash"])
+        if thinking == "thinking_hash":
+            hashes += list(calls["thinking_hash"])
+        texts = wv.texts(con, hashes)
+        final = units[units["is_final"] & (units["draw"] == draw)]
+        attempts = dict(zip(final["path"], final["unit_attempt"].astype(int)))
+        shown = calls[[attempts.get(p) == a for p, a in zip(calls["path"], calls["unit_attempt"])]]
+        prompts = wv.prompts(con, shown["prompt_hash"])
+        neighbours = wv.night_tickers(con, ids)
+    by_path = {r["path"]: r for r in runs.to_dict("records")}
+    paths = [p for p in cfg.paths if p in by_path] + sorted(set(by_path) - set(cfg.paths))
+    scales = {p: float(by_path[p]["time_scale"] or 1.0) for p in paths}
+    sides = [PathSide(p, by_path[p], pages.draw_rows(units[units["path"] == p], texts, scales[p]),
+                      attempts.get(p)) for p in paths]
+    rows = pages.call_rows(calls, paths, attempts, prompts, texts, thinking, scales)
+    i = neighbours.index(ticker) if ticker in neighbours else -1
+    return TickerView(night, ticker, draw, draws, sides, rows, thinking is not None,
+                      neighbours[i - 1] if i > 0 else None,
+                      neighbours[i + 1] if 0 <= i < len(neighbours) - 1 else None)

@@ -1,0 +1,212 @@
+"""What each page shows, shaped from the warehouse's frames (pure: no connection here).
+
+A night's table pairs the paths ticker by ticker: each path's mean grade over its graded
+draws (a failed draw has no grade and is counted apart), the draws' grades, and the gap
+`candidate − baseline` between the mean grades. Two paths *disagree* on a ticker when their
+mean grades are a whole grade or more apart (`DISAGREE_AT`); a path's draws *agree* when they
+all gave the same grade.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import orjson
+import pandas as pd
+
+DISAGREE_AT = 1.0
+SORTS = {"disagree": "disagreements first (largest grade gap first)", "ticker": "ticker",
+         "gap": "grade gap, candidate above baseline first",
+         "-gap": "grade gap, candidate below baseline first", "fwd": "forward return"}
+
+
+def _num(v) -> float | None:
+    return None if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) \
+        else float(v)
+
+
+@dataclass
+class PathCell:
+    """One path's draws of one ticker on the night."""
+
+    mean: float | None
+    grades: list          # per draw in order: an int, or the outcome of a draw without one
+    graded: int
+    draws: int
+    agree: bool | None    # None: fewer than two graded draws
+    marks: list[str] = field(default_factory=list)
+
+
+def path_cell(u: pd.DataFrame) -> PathCell:
+    """`u`: one path's final unit attempts of one ticker (`warehouse.viewer.night_units`)."""
+    u = u.sort_values("draw")
+    g = [int(x) for x in u["grade"].dropna()]
+    marks = []
+    if u["attempts"].max() > 1:
+        marks.append("re-scored")
+    if u["contaminated"].sum():
+        marks.append("contaminated")
+    if u["runaway"].sum():
+        marks.append(f"{int(u['runaway'].sum())} runaway")
+    return PathCell(mean=sum(g) / len(g) if g else None,
+                    grades=[int(r.grade) if _num(r.grade) is not None else r.outcome
+                            for r in u.itertuples()],
+                    graded=len(g), draws=len(u), agree=len(set(g)) == 1 if len(g) > 1 else None,
+                    marks=marks)
+
+
+@dataclass
+class TickerRow:
+    ticker: str
+    cells: dict[str, PathCell]
+    gap: float | None
+    disagree: bool
+    fwd: float | None
+    fwd_status: str       # ok | pending | missing | not priced
+
+
+def night_rows(units: pd.DataFrame, paths: list[str], baseline: str | None,
+               candidate: str | None, fwd: dict[str, tuple[float | None, str]]) -> list[TickerRow]:
+    """One row per ticker scored on the night by any path; `fwd`: ticker -> (forward return,
+    status) at the page's horizon."""
+    rows = []
+    for ticker, t in units.groupby("ticker", sort=True):
+        cells = {p: path_cell(g) for p, g in t.groupby("path")}
+        b, c = cells.get(baseline), cells.get(candidate)
+        gap = c.mean - b.mean if b and c and b.mean is not None and c.mean is not None else None
+        value, status = fwd.get(ticker, (None, "not priced"))
+        rows.append(TickerRow(ticker, {p: cells[p] for p in paths if p in cells}, gap,
+                              gap is not None and abs(gap) >= DISAGREE_AT, value, status))
+    return rows
+
+
+def filter_rows(rows: list[TickerRow], q: str = "", only_disagree: bool = False,
+                min_gap: float | None = None) -> list[TickerRow]:
+    """Tickers containing `q` (any case), only disagreements, |gap| of at least `min_gap`."""
+    q = q.strip().upper()
+    return [r for r in rows if q in r.ticker.upper() and (r.disagree or not only_disagree)
+            and (min_gap is None or (r.gap is not None and abs(r.gap) >= min_gap))]
+
+
+def sort_rows(rows: list[TickerRow], key: str) -> list[TickerRow]:
+    """Rows in the order `key` names (see `SORTS`); tickers without a value go last."""
+    last = float("inf")
+    order = {
+        "ticker": lambda r: (r.ticker,),
+        "gap": lambda r: (-(r.gap if r.gap is not None else -last), r.ticker),
+        "-gap": lambda r: ((r.gap if r.gap is not None else last), r.ticker),
+        "fwd": lambda r: (-(r.fwd if r.fwd is not None else -last), r.ticker),
+    }.get(key, lambda r: (not r.disagree, -(abs(r.gap) if r.gap is not None else -1),
+                          r.ticker))
+    return sorted(rows, key=order)
+
+
+@dataclass
+class CallCell:
+    """One call as the ticker page shows it; seconds are real-scale."""
+
+    seq: int
+    agent: str
+    messages: list[tuple[str, str]]    # (role, content); the raw text when it is not JSON
+    prompt_missing: bool
+    answer: str | None
+    thinking: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None
+    client_s: float | None             # client: request start to last byte
+    service_s: float | None            # server's own timings: prefill + decode
+    ttft_s: float | None
+    marks: list[tuple[str, str]]       # (mark, why)
+
+
+def messages(prompt: str | None) -> list[tuple[str, str]]:
+    """A prompt's messages as (role, content); a prompt that is not a JSON message list is
+    shown whole, as one part."""
+    if prompt is None:
+        return []
+    try:
+        msgs = orjson.loads(prompt)
+        return [(str(m.get("role", "?")), str(m.get("content", ""))) for m in msgs]
+    except (orjson.JSONDecodeError, AttributeError, TypeError):
+        return [("prompt", prompt)]
+
+
+def _int(v) -> int | None:
+    return None if _num(v) is None else int(v)
+
+
+def call_marks(c) -> list[tuple[str, str]]:
+    """Runaway, contaminated, retried and failed, each with why."""
+    marks = []
+    if c.finish_reason == "length":
+        marks.append(("runaway", "stopped at max_tokens (finish_reason = length)"))
+    if isinstance(c.contaminated, str) and c.contaminated:
+        marks.append(("contaminated", c.contaminated))
+    if (_int(c.attempts) or 1) > 1:
+        marks.append((f"retried ×{int(c.attempts) - 1}", str(c.attempt_errors or "")))
+    if isinstance(c.error_kind, str) and c.error_kind:
+        marks.append(("failed", f"{c.error_kind}: {c.error_detail or ''}"))
+    return marks
+
+
+def call_cell(c, prompts: dict, texts: dict, thinking_col: str | None,
+              time_scale: float) -> CallCell:
+    """`c`: one row of `warehouse.viewer.ticker_calls`."""
+    prompt = prompts.get(_int(c.prompt_hash))
+    thinking = getattr(c, thinking_col) if thinking_col else None
+    if thinking_col == "thinking_hash":
+        thinking = texts.get(_int(thinking))
+    service = (_num(c.prompt_ms) or 0) + (_num(c.predicted_ms) or 0)
+    scale = time_scale or 1.0
+    return CallCell(
+        seq=int(c.call_seq), agent=str(c.agent), messages=messages(prompt),
+        prompt_missing=prompt is None and _int(c.prompt_hash) is not None,
+        answer=texts.get(_int(c.output_hash)),
+        thinking=thinking if isinstance(thinking, str) and thinking else None,
+        prompt_tokens=_int(c.prompt_tokens), completion_tokens=_int(c.completion_tokens),
+        cached_tokens=_int(c.cached_tokens),
+        client_s=None if _num(c.latency_s) is None else c.latency_s / scale,
+        service_s=service / 1000 if _num(c.prompt_ms) is not None else None,
+        ttft_s=None if _num(c.ttft_s) is None else c.ttft_s / scale, marks=call_marks(c))
+
+
+def call_rows(calls: pd.DataFrame, paths: list[str], attempts: dict[str, int], prompts: dict,
+              texts: dict, thinking_col: str | None,
+              scales: dict[str, float]) -> list[dict[str, CallCell | None]]:
+    """The draw's calls side by side, row i holding each path's i-th call of the unit's final
+    attempt (`attempts`: path -> that attempt) in pipeline (call_seq) order."""
+    cols = {}
+    for p in paths:
+        mine = calls[(calls["path"] == p) & (calls["unit_attempt"] == attempts.get(p, -1))]
+        cols[p] = [call_cell(c, prompts, texts, thinking_col, scales.get(p, 1.0))
+                   for c in mine.sort_values("call_seq").itertuples()]
+    n = max((len(v) for v in cols.values()), default=0)
+    return [{p: (cols[p][i] if i < len(cols[p]) else None) for p in paths} for i in range(n)]
+
+
+@dataclass
+class DrawRow:
+    draw: int
+    grade: int | None
+    outcome: str
+    seconds: float | None        # slot-latency basis: first call start to last call end
+    calls: int | None
+    final_answer: str | None
+    earlier: list[str]           # earlier attempts: "attempt 1: call_failed (detail)"
+
+
+def draw_rows(units: pd.DataFrame, texts: dict, scale: float) -> list[DrawRow]:
+    """`units`: one path's attempts of the ticker (`warehouse.viewer.ticker_units`)."""
+    out = []
+    for draw, g in units.groupby("draw", sort=True):
+        final = g[g["is_final"]].iloc[0]
+        earlier = [f"attempt {int(r.unit_attempt)}: {r.outcome}"
+                   + (f" ({r.failure_detail})" if isinstance(r.failure_detail, str) else "")
+                   for r in g[~g["is_final"]].itertuples()]
+        out.append(DrawRow(int(draw), _int(final["grade"]), str(final["outcome"]),
+                           None if _num(final["seconds"]) is None else final["seconds"] / scale,
+                           _int(final["n_calls"]), texts.get(_int(final["final_hash"])),
+                           earlier))
+    return out

@@ -1,0 +1,168 @@
+"""The viewer's queries (`dualpath ui`): each page reads only the rows it shows.
+
+Connections are read-only and short: DuckDB lets one read-write process or many read-only
+ones hold the file, never both, so a page holds its connection for its own queries only and
+the night's ingest (which waits for readers, as readers wait for it) is kept waiting no
+longer than one page. Texts are read by hash through `warehouse.prompts` (a unit's prompts
+from their parts by `prompt_texts`, answers a run of nearby row ids at a time), never through
+`v_prompts`, which rebuilds every prompt of the warehouse first.
+
+Calls, units and runs are filtered on `run_id`: ingest writes a run's rows together, so the
+column's min/max per row group lets DuckDB skip the other nights' rows unread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import date
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import duckdb
+import pandas as pd
+
+from dualpath.errors import UserError
+from warehouse.db import SANDBOX, _open
+from warehouse.prompts import _texts, prompt_texts
+
+
+@contextlib.contextmanager
+def viewer_connection(path: Path, wait_s: float = 30.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection that touches no file but the warehouse, waiting out an ingest
+    (the lock retry `dualpath sql` uses); closed on exit."""
+    if not path.exists():
+        raise UserError(f"no warehouse at {path}; run `dualpath nightly` or `dualpath demo` first")
+    con = _open(path, read_only=True, wait_s=wait_s, config=SANDBOX)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+# Speed only from complete one-segment runs, real-scale (as `warehouse.queries.RUN_SUMMARY`)
+_RUNS = """
+    SELECT night, path, run_id, status, status_detail, units_planned, units_done,
+           units_measured, tickers_planned, segments, time_scale,
+           CASE WHEN status = 'complete' AND segments = 1 THEN
+               wall_s / nullif(coalesce(tickers_planned, units_planned), 0) / time_scale
+           END AS throughput_s
+    FROM runs WHERE experiment = ? """
+
+
+def nights(con: duckdb.DuckDBPyConnection, experiment: str) -> pd.DataFrame:
+    """One row per night x path, newest first: the run's status and its unit counts, from the
+    runs table alone."""
+    df = con.execute(_RUNS + "ORDER BY night DESC, path", [experiment]).df()
+    df["night"] = pd.to_datetime(df["night"]).dt.date
+    return df
+
+
+def night_runs(con: duckdb.DuckDBPyConnection, experiment: str, night: date) -> pd.DataFrame:
+    """The runs of one night, one per path."""
+    df = con.execute(_RUNS + "AND night = ? ORDER BY path", [experiment, night]).df()
+    df["night"] = pd.to_datetime(df["night"]).dt.date
+    return df
+
+
+def _ids(run_ids: Iterable[str]) -> str:
+    ids = sorted(set(run_ids))
+    if not ids:
+        return "NULL"
+    # run ids are ours (experiment/night/path, validated names); quoted all the same
+    return ",".join("'" + r.replace("'", "''") + "'" for r in ids)
+
+
+def night_units(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
+    """Each unit's final attempt in these runs: path, ticker, draw, grade, outcome, seconds
+    (the client's clock), attempts, and its contaminated calls."""
+    ids = _ids(run_ids)
+    return con.execute(f"""
+        WITH u AS (
+            SELECT run_id, path, ticker, draw, unit_attempt, grade, outcome, seconds,
+                   max(unit_attempt) OVER (PARTITION BY run_id, ticker, draw) AS attempts
+            FROM units WHERE run_id IN ({ids})),
+        c AS (
+            SELECT run_id, ticker, draw, unit_attempt,
+                   count(*) FILTER (WHERE contaminated IS NOT NULL) AS contaminated,
+                   count(*) FILTER (WHERE finish_reason = 'length') AS runaway
+            FROM calls WHERE run_id IN ({ids}) GROUP BY ALL)
+        SELECT u.run_id, u.path, u.ticker, u.draw, u.grade::INTEGER AS grade, u.outcome,
+               u.seconds, u.attempts, coalesce(c.contaminated, 0) AS contaminated,
+               coalesce(c.runaway, 0) AS runaway
+        FROM u LEFT JOIN c USING (run_id, ticker, draw, unit_attempt)
+        WHERE u.unit_attempt = u.attempts
+        ORDER BY u.ticker, u.path, u.draw""").df()
+
+
+def prices_between(con: duckdb.DuckDBPyConnection, start: date, end: date) -> pd.DataFrame:
+    """Adjusted closes of every ticker from `start` to `end` (a night's forward returns)."""
+    df = con.execute("SELECT ticker, date, adj_close FROM prices WHERE date BETWEEN ? AND ?",
+                     [start, end]).df()
+    df["date"] = pd.to_datetime(df["date"])
+    return df
+
+
+def ticker_units(con: duckdb.DuckDBPyConnection, run_ids: list[str], ticker: str) -> pd.DataFrame:
+    """Every attempt of every draw of `ticker` in these runs, with its final answer's hash."""
+    return con.execute(f"""
+        SELECT run_id, path, draw, unit_attempt, grade::INTEGER AS grade, outcome, seconds,
+               n_calls, failure_kind, failure_detail, final_hash,
+               unit_attempt = max(unit_attempt) OVER (PARTITION BY run_id, draw) AS is_final
+        FROM units WHERE run_id IN ({_ids(run_ids)}) AND ticker = ?
+        ORDER BY path, draw, unit_attempt""", [ticker]).df()
+
+
+# what a call row shows, beside any thinking column the calls table has
+CALL_COLUMNS = ["run_id", "path", "draw", "unit_attempt", "call_seq", "agent", "latency_s",
+                "ttft_s", "prompt_tokens", "completion_tokens", "cached_tokens", "prompt_ms",
+                "predicted_ms", "finish_reason", "attempts", "attempt_errors", "error_kind",
+                "error_detail", "http_status", "contaminated", "prompt_hash", "output_hash"]
+
+
+def thinking_column(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The calls table's column of kept-apart thinking, if this warehouse has one: a text
+    hash (`thinking_hash`, stored in texts) or the text itself (`thinking`)."""
+    cols = {r[0] for r in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = 'calls'").fetchall()}
+    return next((c for c in ("thinking_hash", "thinking") if c in cols), None)
+
+
+def ticker_calls(con: duckdb.DuckDBPyConnection, run_ids: list[str], ticker: str,
+                 draw: int) -> pd.DataFrame:
+    """The calls of one draw of `ticker` (every attempt of the unit), in pipeline order."""
+    thinking = thinking_column(con)
+    cols = ", ".join(CALL_COLUMNS + ([thinking] if thinking else []))
+    return con.execute(f"""
+        SELECT {cols} FROM calls
+        WHERE run_id IN ({_ids(run_ids)}) AND ticker = ? AND draw = ?
+        ORDER BY path, unit_attempt, call_seq""", [ticker, draw]).df()
+
+
+def texts(con: duckdb.DuckDBPyConnection, hashes: Iterable) -> dict[int, str]:
+    """Stored texts (answers, final answers, thinking) by hash; missing ones left out."""
+    wanted = sorted({int(h) for h in hashes if h is not None and not pd.isna(h)})
+    return _texts(con, wanted) if wanted else {}
+
+
+def prompts(con: duckdb.DuckDBPyConnection, hashes: Iterable) -> dict[int, str]:
+    """Prompts (their messages' JSON, as sent) by hash, read back from their parts."""
+    return prompt_texts(con, [int(h) for h in hashes if h is not None and not pd.isna(h)])
+
+
+def night_tickers(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[str]:
+    """The tickers scored in these runs, in order (the ticker page's previous / next)."""
+    return [t for t, in con.execute(f"SELECT DISTINCT ticker FROM units WHERE run_id IN "
+                                    f"({_ids(run_ids)}) ORDER BY ticker").fetchall()]
+
+
+def state_key(con: duckdb.DuckDBPyConnection, experiment: str) -> tuple:
+    """Changes whenever a run of the experiment or a plan is written: what the cached
+    headline depends on."""
+    runs = con.execute("SELECT count(*), max(ended_at)::VARCHAR, sum(units_done), "
+                       "string_agg(status, ',' ORDER BY run_id) FROM runs WHERE experiment = ?",
+                       [experiment]).fetchone()
+    try:
+        frozen = con.execute("SELECT count(*), max(frozen_at)::VARCHAR FROM plans").fetchone()
+    except duckdb.CatalogException:     # a warehouse from before preregistration (m005)
+        frozen = None
+    return runs + (frozen,)
