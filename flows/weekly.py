@@ -147,7 +147,7 @@ def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
                       generated_at=datetime.now(timezone.utc), metrics=m, runs=summary,
                       calls=calls, units=units, sessions=sessions, deviations=devs, plan=info,
                       config_hashes=hashes, paths=list(cfg.paths), tickers=len(cfg.tickers()),
-                      freshness=fresh)
+                      freshness=fresh, ui_url=cfg.ui.base_url)
 
 
 def write_report(cfg: Config, out_dir: Path, since: date | None = None,

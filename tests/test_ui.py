@@ -20,7 +20,8 @@ from dualpath.config import load_config
 from dualpath.pipeline import AGENTS
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
 from tests.ui_hostile import AGENT, SCRIPT
-from viewer.app import CSP, create_app, night_url, ticker_url
+from viewer.app import CSP, create_app
+from viewer.links import night_url, ticker_url
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -217,3 +218,30 @@ def test_a_page_waits_out_an_ingest_holding_the_warehouse(client, project):
         assert holder.stdout.readline().strip() == "released"
     finally:
         holder.wait(timeout=30)
+
+
+def test_the_report_and_runs_link_each_night_to_its_page(project, client, tmp_path):
+    cfg_path, cfg, nights = project
+    base = "http://viewer.example:8765"
+    linked = cfg_path.with_name("linked.toml")       # beside it: the same warehouse
+    linked.write_text(cfg_path.read_text() + f'\n[ui]\nbase_url = "{base}/"\n')
+    from flows.weekly import write_report
+    html, md, _ = write_report(load_config(linked), tmp_path / "report")
+    html, md = html.read_text(), md.read_text()
+    for night in nights:
+        assert f'href="{base}/night/{night}"' in html
+        assert f"[{night}]({base}/night/{night})" in md
+        link = re.search(rf'href="{base}(/night/{night})"', html)[1]
+        assert client.get(link).status_code == 200         # the link opens the night's page
+    out = subprocess.run([sys.executable, "-m", "dualpath", "runs", "-c", str(linked)],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert f"in the viewer: {base}/night/{max(nights)}" in out
+    import json
+    runs = json.loads(subprocess.run([sys.executable, "-m", "dualpath", "runs", "-c",
+                                      str(linked), "-f", "json"], capture_output=True,
+                                     text=True, timeout=120).stdout)
+    assert {(r["night"][:10], r["ui_url"]) for r in runs} == \
+        {(str(n), f"{base}/night/{n}") for n in nights}
+    # without a base URL, neither says anything of the viewer
+    html, md, _ = write_report(cfg, tmp_path / "plain")
+    assert "/night/" not in html.read_text() + md.read_text()

@@ -1,7 +1,6 @@
 """`dualpath ui`: a read-only web viewer over the warehouse (starlette, jinja2 templates).
 
-Pages (every one reachable by URL, so a link can be shared; `night_url` and `ticker_url`
-build them):
+Pages (every one reachable by URL, so a link can be shared; `viewer.links` builds them):
 
     /                          overview: the headline (verdict, slowdown) and the nights
     /night/YYYY-MM-DD          every ticker of the night on both paths (?sort= &q= &only= &min_gap=)
@@ -18,7 +17,7 @@ from __future__ import annotations
 import threading
 from datetime import date
 from pathlib import Path
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -31,6 +30,7 @@ from starlette.staticfiles import StaticFiles
 from dualpath.config import Config
 from viewer import data
 from viewer.headline import Headline, headline
+from viewer.links import night_url, ticker_url
 from viewer.pages import SORTS
 
 HERE = Path(__file__).parent
@@ -40,17 +40,6 @@ CSP = ("default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self' 
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
            "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
            "Cache-Control": "no-store"}
-
-
-def night_url(base: str, night: date | str) -> str:
-    """The page of one night under the viewer's base URL."""
-    return f"{base.rstrip('/')}/night/{night}"
-
-
-def ticker_url(base: str, night: date | str, ticker: str, draw: int | None = None) -> str:
-    """The page of one ticker on one night."""
-    return (f"{night_url(base, night)}/{quote(ticker, safe='')}"
-            + (f"?draw={draw}" if draw is not None else ""))
 
 
 class _HeadlineCache:

@@ -175,8 +175,12 @@ def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
     cols = ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
             "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
             "status_detail"]
+    from dualpath.cli.ui import night_links
+    frame, cols, viewer = night_links(cfg, frame, cols, fmt)
     print_frame(frame[cols], fmt, "runs (only 'complete' runs are results; seconds real-scale: "
                 "throughput s/ticker | slot-latency s/unit, complete one-segment runs only)")
+    if viewer:
+        console.print(viewer)
     if evidence:
         with reader(cfg.resolve(cfg.warehouse.path)) as con:
             ev = server_evidence(con)

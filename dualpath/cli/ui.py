@@ -47,3 +47,18 @@ def ui_cmd(config: Path = CONFIG_OPT,
     server = uvicorn.Server(uvicorn.Config(create_app(cfg, path), log_level="warning",
                                            access_log=False, server_header=False))
     server.run(sockets=[sock])
+
+
+def night_links(cfg, frame, cols: list[str], fmt: str):
+    """`dualpath runs` with `[ui] base_url` set: a `ui_url` column per run (csv, json), or one
+    line naming the latest night's page (table). Returns (frame, columns, line or None)."""
+    from viewer.links import night_url
+
+    base = cfg.ui.base_url
+    if not base or not len(frame):
+        return frame, cols, None
+    urls = [night_url(base, f"{n:%Y-%m-%d}") for n in frame["night"]]
+    if fmt != "table":
+        return frame.assign(ui_url=urls), cols + ["ui_url"], None
+    latest = urls[int(frame["night"].values.argmax())]
+    return frame, cols, f"in the viewer: {latest}  (any night: {night_url(base, 'YYYY-MM-DD')})"

@@ -64,3 +64,4 @@ class ReportData:
     paths: list[str] = field(default_factory=list)
     sweeps: list[dict] = field(default_factory=list)  # {sweep: row, table: evals.sweep.verdicts}
     tickers: int = 100
+    ui_url: str | None = None             # `dualpath ui`'s base URL: nights link to their pages
