@@ -113,6 +113,10 @@ def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
                             "`dualpath nightly` first")
         since = since or (frozen.plan.window.first_night if frozen else first[0])
         until = until or first[1]
+        if since > until:       # e.g. a --week before the window starts: nothing to report
+            raise UserError(f"the report would cover {since} to {until}: no night (the "
+                            f"start is after the end); {exp!r} has nights from {first[0]} "
+                            f"to {first[1]}")
         units, calls, runs = (f(con, exp, since) for f in (units_frame, calls_frame, runs_frame))
         keep = lambda df: df[pd.to_datetime(df["night"]) <= pd.Timestamp(until)]
         units, calls, runs = keep(units), keep(calls), keep(runs)

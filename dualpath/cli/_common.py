@@ -111,6 +111,57 @@ def _cell(v) -> str:
     return str(v)
 
 
+def input_file(path: Path, what: str) -> Path:
+    """A file the command reads: a FIFO or a device is refused (reading one waits forever);
+    a missing file or a folder is left to the reader, which names it in its own words."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return path
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise UserError(f"{what} {path} is not a regular file (a FIFO, socket or device); "
+                        "give a file")
+    return path
+
+
+def output_file(path: Path, option: str) -> Path:
+    """A file the command will write: refused, in one line, when it cannot be one."""
+    if path.is_dir():
+        raise UserError(f"{option} {path} is a folder; give a file name (e.g. {path / 'x'})")
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise UserError(f"{option} {path}: {parent} is a file, not a folder")
+    if not parent.exists():
+        raise UserError(f"{option} {path}: folder {parent} does not exist; create it first")
+    return path
+
+
+def output_dir(path: Path, option: str, create: bool = True) -> Path:
+    """A folder the command writes into, created if missing (`create`); refused when it
+    cannot be one."""
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            raise UserError(f"{option} {path}: {p} is a file; give a folder (it is created "
+                            "if missing)")
+    if not create:
+        return path
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"{option} {path}: cannot create the folder: "
+                        f"{e.strerror or e}") from None
+    return path
+
+
+def date_range(since: date | None, until: date | None) -> None:
+    """--since after --until selects nothing: refused rather than an empty result."""
+    if since is not None and until is not None and since > until:
+        raise UserError(f"--since {since} is after --until {until}; give the earlier night "
+                        "first")
+
+
 def _parse_date(text: str, option: str = "--date") -> date:
     try:
         return date.fromisoformat(text)

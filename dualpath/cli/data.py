@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, console,
-                                  err_console, prices_app, print_frame)
+                                  err_console, input_file, output_dir, prices_app,
+                                  print_frame)
 from dualpath.config import load_config
 from dualpath.errors import UserError
 
@@ -30,7 +31,7 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
         cfg = load_config(config)
         path = cfg.resolve(cfg.warehouse.path)
     else:
-        path = db
+        path = _warehouse_file(db, "--db")
     with sandboxed_reader(path) as con:
         try:
             frame = sql(con, query)
@@ -42,6 +43,25 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
             # DuckDB's whole message: its "Did you mean" hints are on the lines after the first
             raise UserError(f"query failed: {str(e)[:1500]}") from None
     print_frame(frame, fmt)
+
+
+def _warehouse_file(path: Path, option: str) -> Path:
+    """A file given as a warehouse, refused in one line when it is no DuckDB database (a
+    DuckDB file says DUCK at byte 8 of its header)."""
+    if path.is_dir():
+        raise UserError(f"{option} {path} is a folder; give the warehouse file (e.g. "
+                        f"{path / 'warehouse.duckdb'})")
+    if path.exists():
+        try:
+            with open(path, "rb") as f:
+                head = f.read(12)
+        except OSError as e:
+            raise UserError(f"{option} {path}: cannot read it: {e.strerror or e}") from None
+        if head[8:12] != b"DUCK":
+            raise UserError(f"{option} {path} is not a DuckDB warehouse ("
+                            + ("an empty file" if not head else "no DuckDB header")
+                            + "); give the warehouse file of a config's [warehouse] path")
+    return path
 
 
 @app.command()
@@ -84,7 +104,7 @@ def export(config: Path = CONFIG_OPT,
     if fmt not in ("parquet", "csv"):
         raise UserError(f"--format {fmt!r}: use parquet or csv")
     cfg = load_config(config)
-    out.mkdir(parents=True, exist_ok=True)
+    output_dir(out, "--out")
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
                                            "WHERE table_schema = 'main' ORDER BY 1").fetchall()]
@@ -118,7 +138,7 @@ def prices_import(file: Path, config: Path = CONFIG_OPT,
     calendar = MarketCalendar.from_settings(cfg.market)
     columns = parse_map(map_) if map_ else None
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
-        r = import_file(con, file, cfg.market, calendar, cfg.tickers(), columns=columns,
+        r = import_file(con, input_file(file, "price file"), cfg.market, calendar, cfg.tickers(), columns=columns,
                         ticker=ticker, date_format=date_format, strict=strict)
     for w in r.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {escape(w)}")

@@ -11,7 +11,8 @@ import typer
 from rich.markup import escape
 
 from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, PathBars, _parse_date, app, console,
-                                  err_console, prefect_env, print_frame, progress_bars)
+                                  err_console, output_file, prefect_env, print_frame,
+                                  progress_bars)
 from dualpath.cli.results import load_metrics, print_metrics
 from dualpath.config import load_config
 from dualpath.errors import UserError
@@ -45,6 +46,7 @@ def init(path: Path = typer.Argument(Path("dualpath.toml")),
     """Write an example config (the real two-path setup, or --demo)."""
     if path.exists() and not force:
         raise UserError(f"{path} exists; pass --force to overwrite it")
+    output_file(path, "config file")
     from dualpath.demo import demo_config_path, example_config_path
     src = demo_config_path() if demo else example_config_path()
     path.write_text(src.read_text())
@@ -115,7 +117,8 @@ TOTALS_LABELS = {"throughput_s_median": "s/ticker throughput",
 
 
 @app.command()
-def demo(nights: int = typer.Option(20, min=1, max=120, help="Synthetic nights to score."),
+def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights to score (at "
+                                    "least 2: the demo's preregistered window needs two)."),
          tickers: int = typer.Option(100, min=2, max=100,
                                      help="Synthetic tickers (of 100; the real universe is 100)."),
          draws: int = typer.Option(2, min=1, max=10, help="Draws per ticker."),

@@ -11,7 +11,8 @@ import pandas as pd
 import typer
 
 from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, console,
-                                  err_console, prereg_app, print_frame)
+                                  date_range, err_console, input_file, output_dir,
+                                  output_file, prereg_app, print_frame)
 from dualpath.config import load_config
 from dualpath.errors import UserError
 
@@ -124,14 +125,19 @@ def metrics(config: Path = CONFIG_OPT,
     if horizon is not None and horizon not in cfg.experiment.horizons:
         raise UserError(f"--horizon {horizon}: the experiment's horizons are {cfg.experiment.horizons}")
     start = _parse_date(since, "--since") if since else None
+    if out is not None and fmt != "csv":
+        raise UserError("--out writes CSV files: add -f csv")
+    if plot is not None:
+        output_file(plot, "--plot")
+    if out is not None:
+        output_dir(out, "--out", create=False)
     m = load_metrics(cfg, path, start)
     meta = None
     if fmt == "json":
         from flows.metrics import metadata
         meta = metadata(cfg, start)
-    if out is not None and fmt != "csv":
-        raise UserError("--out writes CSV files: add -f csv")
-    print_metrics(m, fmt, horizon, meta=meta, out_dir=out)
+    print_metrics(m, fmt, horizon, meta=meta,
+                  out_dir=output_dir(out, "--out") if out is not None else None)
     if plot is not None:
         from evals.plots import plot_comparison
         err_console.print(f"wrote {plot_comparison(m, plot, horizon or cfg.experiment.horizons[0])}")
@@ -148,6 +154,7 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
 
     if plan.exists() and not force:
         raise UserError(f"{plan} exists; pass --force to overwrite it")
+    output_file(plan, "plan file")
     p = draft_plan(load_config(config), _parse_date(first_night, "--first-night"), nights)
     plan.write_text(plan_toml(p))
     console.print(f"wrote {plan} (sha256 {p.sha256()[:12]}); review the hypotheses, then "
@@ -162,7 +169,7 @@ def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
     """Validate the plan and record its canonical SHA-256 and freeze time in the warehouse."""
     from flows.prereg import freeze_plan
 
-    frozen = freeze_plan(load_config(config), plan, force)
+    frozen = freeze_plan(load_config(config), input_file(plan, "plan file"), force)
     console.print(f"frozen: {frozen.plan_hash} at {frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
                   + (" [yellow](forced)[/yellow]" if frozen.forced else ""))
 
@@ -203,9 +210,10 @@ def report(config: Path = CONFIG_OPT,
     cfg = load_config(config)
     lo = _parse_date(since, "--since") if since else None
     hi = _parse_date(until, "--until") if until else None
+    date_range(lo, hi)
     if week:
         if since or until:
             raise UserError("give --week or --since/--until, not both")
         lo, hi = None, week_range(week)[1]
-    html, md, data = write_report(cfg, out, lo, hi)
+    html, md, data = write_report(cfg, output_dir(out, "--out"), lo, hi)
     console.print(f"report ({data.plan.label}): {html}\n                      {md}")

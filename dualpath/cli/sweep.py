@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 
 from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, console,
-                                  err_console, prefect_env, print_frame)
+                                  err_console, input_file, output_file, prefect_env,
+                                  print_frame)
 from dualpath.config import load_config
 from dualpath.errors import UserError
 
@@ -32,7 +33,8 @@ def freeze_cmd(night: str = typer.Option(..., "--night", help="Night recorded (Y
     from flows.retune import freeze
 
     cfg = load_config(config)
-    f = freeze(cfg, _parse_date(night, "--night"), tickers, path, out)
+    f = freeze(cfg, _parse_date(night, "--night"), tickers, path,
+               output_file(out, "--out") if out is not None else None)
     console.print(f"replay set {f.replay_hash}: {f.tickers} tickers, {f.calls} calls, "
                   f"{f.prompt_tokens:,} prompt tokens (as recorded)\n{f.file}")
 
@@ -48,6 +50,8 @@ def sweep_cmd(spec: str = typer.Argument(..., help="SPEC.toml, or 'show' to show
     """Launch, check, replay and stop every point of a sweep (a rerun resumes), then name
     the knee; `dualpath sweep show` prints a recorded sweep."""
     cfg = load_config(config)
+    if plot is not None:
+        output_file(plot, "--plot")
     if spec == "show":
         _show(cfg, which, plot, fmt)
         return
@@ -59,7 +63,7 @@ def sweep_cmd(spec: str = typer.Argument(..., help="SPEC.toml, or 'show' to show
     from flows.sweep import run_sweep_flow
 
     start_reaper()
-    outcome = run_sweep_flow(config, spec)
+    outcome = run_sweep_flow(config, str(input_file(Path(spec), "sweep spec")))
     console.print(f"sweep {outcome.sweep_id}: {outcome.measured_now} point run(s) measured "
                   f"now, {outcome.kept} kept from before")
     _show(cfg, outcome.sweep_id, plot, fmt)
