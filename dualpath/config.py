@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dualpath.config_checks import open_regular, places, plain_path
 from dualpath.errors import ConfigError
 
 Engine = Literal["llama.cpp", "vllm", "openai", "sim"]
@@ -32,8 +33,10 @@ class _Model(BaseModel):
 class Experiment(_Model):
     """What is scored each night, and how often."""
 
-    name: str = Field("dualpath", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$",
-                      description="Experiment name; runs and warehouse rows are keyed by it.")
+    name: str = Field("dualpath",
+                      description="Experiment name (1-64 letters, digits, '_', '.', '-', "
+                      "starting with a letter or digit); runs, warehouse rows, run folders "
+                      "and deployments are keyed by it.")
     universe: list[str] | None = Field(None, description="Tickers scored every night (inline).")
     universe_file: Path | None = Field(
         None, description="A text file with one ticker per line ('#' comments allowed); "
@@ -44,7 +47,29 @@ class Experiment(_Model):
                                   "id_slot; call order for vLLM's prefix cache).")
     horizons: list[Annotated[int, Field(ge=1, le=260)]] = Field(
         default_factory=lambda: [1, 5, 20],
-        description="Forward-return horizons in trading days.")
+        description="Forward-return horizons in trading days (1-20 distinct values).")
+
+    _plain = field_validator("universe_file")(lambda v: plain_path(v))
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v):
+            raise ValueError("use 1-64 ASCII letters, digits, '_', '.' and '-', starting "
+                             "with a letter or digit (it names run folders and "
+                             "deployments), e.g. 'dualpath-2027'")
+        return v
+
+    @field_validator("horizons")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if not 1 <= len(v) <= 20:
+            raise ValueError(f"{len(v)} horizons; list 1 to 20 horizons in trading days, "
+                             "e.g. [1, 5, 20]")
+        dupes = sorted(h for h, n in Counter(v).items() if n > 1)
+        if dupes:
+            raise ValueError(f"horizon(s) {dupes} listed twice; list each once")
+        return v
 
     @model_validator(mode="after")
     def _one_universe(self) -> "Experiment":
@@ -258,6 +283,8 @@ class WarehouseSettings(_Model):
     journal_store: str | None = Field(None, description="Where workers on other hosts ship "
                                       "their journals: a folder or an fsspec URL.")
 
+    _plain = field_validator("path", "runs_dir")(lambda v: plain_path(v))
+
 
 class PipelineSettings(_Model):
     """Which scoring pipeline runs per unit."""
@@ -266,6 +293,8 @@ class PipelineSettings(_Model):
     history_days: int = Field(60, ge=5, le=2000, description="Trading days of history in prompts.")
     documents_dir: Path | None = Field(
         None, description="Optional folder of TICKER.md documents added to analyst prompts.")
+
+    _plain = field_validator("documents_dir")(lambda v: plain_path(v))
 
     @field_validator("name")
     @classmethod
@@ -316,6 +345,8 @@ class MarketSettings(_Model):
     synthetic_seed: int | None = Field(None, description="Seed of the synthetic market (demo).")
     synthetic_start: date = Field(date(2027, 1, 4), description="First synthetic trading day "
                                   "(the synthetic calendar's holidays count from it).")
+
+    _plain = field_validator("prices_file", "prices_dir")(lambda v: plain_path(v))
 
     @field_validator("timezone")
     @classmethod
@@ -523,15 +554,26 @@ def read_universe(path: Path) -> list[str]:
     return tickers
 
 
-_SECRETISH = re.compile(r"key|token|secret|passw|auth|launch_env|launch", re.IGNORECASE)
+# Where a config can hold a secret: the launched server's environment (under a
+# secret-looking name) and its argv (`--api-key sk-...`). dualpath's own settings never do
+# (`max_tokens`, `api_key_env` name a number and a variable), so their values are shown.
+_SECRET_NAME = re.compile(r"key|token|secret|passw|auth|credential", re.IGNORECASE)
 _MAX_PROBLEMS = 15
 
 
-def _value_shown(loc: str, value: object) -> str:
+def _is_secret(loc: tuple, value: object) -> bool:
+    parts = [str(p) for p in loc]
+    if "launch_env" in parts:
+        i = parts.index("launch_env")
+        return i + 1 >= len(parts) or bool(_SECRET_NAME.search(parts[i + 1]))
+    return "launch" in parts and isinstance(value, str)
+
+
+def _value_shown(loc: tuple, value: object) -> str:
     """The offending value for a message: never a secret, never a whole table or list."""
     if isinstance(value, (dict, list, tuple)):
         return ""          # a table's problem is in the message; its contents could be huge
-    if _SECRETISH.search(loc):
+    if _is_secret(loc, value):
         return " = <redacted>"
     if isinstance(value, str):
         value = re.sub(r"//[^/@\s]*@", "//<redacted>@", value)   # credentials in a URL
@@ -575,7 +617,7 @@ def format_validation_error(err: ValidationError, source: str) -> str:
         elif e["type"] == "missing":
             lines.append(f"  - {loc}: required but missing")
         else:
-            lines.append(f"  - {loc}{_value_shown(loc, e.get('input'))}: {msg}")
+            lines.append(f"  - {loc}{_value_shown(e['loc'], e.get('input'))}: {msg}")
     if len(errors) > _MAX_PROBLEMS:
         lines.append(f"  ... and {len(errors) - _MAX_PROBLEMS} more")
     return "\n".join(lines)
@@ -589,11 +631,16 @@ def parse_config(data: dict, source: str = "config", base_dir: Path | None = Non
     if base_dir is not None:
         data = {**data, "base_dir": base_dir}
     try:
-        return Config.model_validate(data)
+        cfg = Config.model_validate(data)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, source)) from None
     except RecursionError:
         raise ConfigError(f"{_cut(source)}: settings nested too deeply") from None
+    problems = places(cfg)      # files and folders that exist as the wrong kind
+    if problems:
+        raise ConfigError("\n".join([f"{_cut(source)}: {len(problems)} problem(s):"]
+                                    + [f"  - {loc}: {_cut(msg, 300)}" for loc, msg in problems]))
+    return cfg
 
 
 def load_config(path: Path | str) -> Config:
@@ -617,10 +664,10 @@ MAX_TEXT_BYTES = 10_000_000
 def _read_text(path: Path, what: str, error: type[Exception]) -> str:
     """A small UTF-8 text file, or `error` saying plainly why it cannot be one."""
     try:
-        if path.is_dir():
-            raise error(f"{what} is a directory; give the file inside it")
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             raw = f.read(MAX_TEXT_BYTES + 1)
+    except IsADirectoryError:
+        raise error(f"{what} is a directory; give the file inside it") from None
     except FileNotFoundError:
         hint = ("not found; create one with `dualpath init`" if error is ConfigError else
                 "does not exist; create it with one ticker per line")

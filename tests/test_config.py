@@ -98,3 +98,88 @@ def test_cli_prints_config_error_without_traceback(tmp_path):
     assert r.returncode == 2
     assert "experiment.draws = -1" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
+
+
+@pytest.mark.parametrize("data,needle", [
+    (minimal(experiment={"universe": ["AAA"], "horizons": []}),
+     "experiment.horizons: 0 horizons; list 1 to 20 horizons"),
+    (minimal(experiment={"universe": ["AAA"], "horizons": [5, 1, 5]}),
+     "horizon(s) [5] listed twice"),
+    (minimal(experiment={"universe": ["AAA"], "name": "x" * 250}),
+     "use 1-64 ASCII letters, digits"),
+    (minimal(experiment={"universe": ["AAA"], "name": ".."}), "starting with a letter or digit"),
+    (minimal(experiment={"universe": ["AAA"], "name": "-rf"}), "starting with a letter or digit"),
+    (minimal(warehouse={"path": "wh\x00.duckdb"}), "warehouse.path = 'wh\\x00.duckdb': contains "
+     "a control character"),
+    (minimal(warehouse={"runs_dir": "runs\n"}), "warehouse.runs_dir = 'runs\\n': contains"),
+    (minimal(market={"prices_file": "p\x00.csv"}), "market.prices_file"),
+])
+def test_a_config_check_accepts_is_one_a_night_can_run(data, needle):
+    with pytest.raises(ConfigError) as e:
+        parse_config(data, "test.toml")
+    assert needle in str(e.value)
+
+
+def test_the_longest_name_allowed_still_makes_file_names(tmp_path):
+    cfg = parse_config(minimal(experiment={"universe": ["AAA"], "name": "x" * 64}))
+    (tmp_path / cfg.experiment.name / "2027-04-29" / "main").mkdir(parents=True)
+
+
+def test_files_and_folders_of_the_wrong_kind_are_refused_by_name(tmp_path):
+    import os
+
+    (tmp_path / "afile").write_text("x\n")
+    (tmp_path / "adir").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    data = minimal(experiment={"universe_file": "fifo"},
+                   warehouse={"path": "adir", "runs_dir": "afile"},
+                   market={"prices_file": "adir", "prices_dir": "afile"},
+                   pipeline={"documents_dir": "afile/docs"})
+    with pytest.raises(ConfigError) as e:
+        parse_config(data, "c.toml", base_dir=tmp_path)
+    lines = str(e.value).splitlines()
+    assert lines[0] == "c.toml: 6 problem(s):"
+    assert lines[1:] == [
+        f"  - warehouse.path: {tmp_path}/adir is a folder; give a file name for the DuckDB "
+        "warehouse, e.g. warehouse.duckdb inside it",
+        f"  - warehouse.runs_dir: {tmp_path}/afile is a file; give a folder (it is created "
+        "if missing)",
+        f"  - experiment.universe_file: {tmp_path}/fifo is a FIFO, socket or device; give a "
+        "text file with one ticker per line",
+        f"  - market.prices_file: {tmp_path}/adir is a folder; give a CSV or Parquet file",
+        f"  - market.prices_dir: {tmp_path}/afile is a file; give a folder (it is created if "
+        "missing)",
+        f"  - pipeline.documents_dir: {tmp_path}/afile is a file, not a folder; move it or "
+        "give another place",
+    ]
+
+
+def test_a_fifo_as_config_or_universe_file_is_refused_without_waiting(tmp_path):
+    """open() of a FIFO waits for a writer forever; `check` hung on one."""
+    import os
+
+    os.mkfifo(tmp_path / "c.toml")
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_config(tmp_path / "c.toml")
+    from dualpath.config import read_universe
+    os.mkfifo(tmp_path / "u.txt")
+    with pytest.raises(DataError, match="not a regular file"):
+        read_universe(tmp_path / "u.txt")
+
+
+def test_only_secrets_are_redacted_in_config_errors():
+    path = {"engine": "llama.cpp", "base_url": "http://127.0.0.1:8080", "model": "m",
+            "launch_env": {"HF_TOKEN": 5, "CUDA_VISIBLE_DEVICES": 7},
+            "launch": ["llama-server", 8080]}
+    with pytest.raises(ConfigError) as e:
+        parse_config(minimal(sampling={"max_tokens": 0}, paths={"main": path},
+                             warehouse={"journal_store": 3}), "c.toml")
+    text = str(e.value)
+    assert "sampling.max_tokens = 0:" in text                      # not a secret: shown
+    assert "paths.main.launch_env.HF_TOKEN = <redacted>:" in text
+    assert "paths.main.launch_env.CUDA_VISIBLE_DEVICES = 7:" in text
+    assert "paths.main.launch.1 = 8080:" in text                    # a number, not a key
+    with pytest.raises(ConfigError) as e:
+        parse_config(minimal(paths={"main": {**path, "launch_env": {}, "launch": ["x"],
+                                             "base_url": "http://u:sk-secret@h:8080/?q=1"}}))
+    assert "sk-secret" not in str(e.value) and "//<redacted>@h:8080" in str(e.value)
