@@ -11,7 +11,7 @@ from dualpath.config import Config
 from dualpath.errors import UserError
 from dualpath.prereg import deviations, load_plan
 from warehouse import plans
-from warehouse.db import reader, writer
+from warehouse.db import reader, transaction, writer
 
 
 def freeze_plan(cfg: Config, plan_path: Path, force: bool = False) -> plans.FrozenPlan:
@@ -24,7 +24,8 @@ def freeze_plan(cfg: Config, plan_path: Path, force: bool = False) -> plans.Froz
     if differ:
         raise UserError("the plan does not describe this config: " + "; ".join(differ)
                         + ". Draft it from the config (`dualpath prereg draft`) or fix it")
-    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+    # one transaction: a crash between a forced plan and its deviation must lose neither
+    with writer(cfg.resolve(cfg.warehouse.path)) as con, transaction(con):
         return plans.freeze(con, plan, str(Path(plan_path).resolve()), force)
 
 

@@ -108,3 +108,16 @@ def sandboxed_reader(path: Path, wait_s: float = 60.0) -> Iterator[duckdb.DuckDB
         yield con
     finally:
         con.close()
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Statements that must land together (a forced plan and its deviation): committed at
+    the end, rolled back if anything in between raises or the process is killed."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
