@@ -49,6 +49,7 @@ bench: $(CORE)
 	$(BIN)/python bench/warehouse.py --keep .dualpath/bench-six-weeks.duckdb
 	$(BIN)/python bench/evals.py .dualpath/bench-six-weeks.duckdb
 	$(BIN)/python bench/report.py .dualpath/bench-six-weeks.duckdb
+	$(BIN)/python bench/ui.py .dualpath/bench-six-weeks.duckdb
 
 clean:
 	rm -rf $(VENV) .dualpath

@@ -121,6 +121,16 @@ def test_the_overview_shows_the_verdict_and_every_night(project, ui, tmp_path):
     for night in nights:
         assert any(tag == "a" and text == str(night) for tag, _, text in dom.elements)
     assert dom.texts("st-complete") == ["complete"] * 2 * len(nights)
+    apart = dict(rows(cfg, """
+        WITH m AS (SELECT night, ticker, avg(grade) FILTER (WHERE path = 'backup')
+                          - avg(grade) FILTER (WHERE path = 'main') AS gap
+                   FROM units GROUP BY ALL)
+        SELECT night::VARCHAR, count(*) FILTER (WHERE abs(gap) >= 1) FROM m GROUP BY 1"""))
+    with TestClient(create_app(cfg)) as c:
+        html = c.get("/").text
+    for night in nights:     # each night's disagreements, linked to that filter
+        assert re.findall(rf'href="/night/{night}\?only=disagree">(\d+)<', html) == \
+            [str(apart[str(night)])]
 
 
 def test_a_night_page_lists_every_ticker_with_both_paths_grades(project, ui, tmp_path):

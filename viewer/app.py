@@ -78,8 +78,10 @@ class Viewer:
     def overview(self, request: Request) -> Response:
         with self.db_lock:
             nights, key = data.overview(self.cfg, self.warehouse)
-        return self.render("overview.html.j2", nights=nights,
-                           headline=self.headline.get(self.cfg, key), paths=list(self.cfg.paths))
+        baseline, candidate, _ = data.question(self.cfg)
+        return self.render("overview.html.j2", nights=nights, baseline=baseline,
+                           candidate=candidate, headline=self.headline.get(self.cfg, key),
+                           paths=list(self.cfg.paths))
 
     def night(self, request: Request) -> Response:
         night = _night(request.path_params["night"])

@@ -3,7 +3,7 @@ in `viewer.pages`. Nothing here speaks SQL (that is `warehouse.viewer`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
@@ -28,14 +28,18 @@ def question(cfg: Config) -> tuple[str | None, str | None, int]:
 class NightSummary:
     night: date
     runs: dict[str, dict]         # path -> the run's row (status, counts, throughput_s)
+    disagreements: int | None     # tickers the two paths grade a whole grade or more apart
 
 
 def overview(cfg: Config, warehouse: Path) -> tuple[list[NightSummary], tuple]:
     """The nights, newest first, and a key that changes when any run or plan does."""
+    baseline, candidate, _ = question(cfg)
     with wv.viewer_connection(warehouse) as con:
         runs = wv.nights(con, cfg.experiment.name)
+        means = wv.mean_grades(con, cfg.experiment.name)
         key = wv.state_key(con, cfg.experiment.name)
-    out = [NightSummary(n, {r["path"]: r for r in g.to_dict("records")})
+    apart = pages.disagreements(means, baseline, candidate)
+    out = [NightSummary(n, {r["path"]: r for r in g.to_dict("records")}, apart.get(n))
            for n, g in runs.groupby("night", sort=False)]
     return out, key
 
@@ -107,6 +111,14 @@ class PathSide:
     draws: list[pages.DrawRow]
     attempt: int | None           # the shown draw's final attempt
 
+    @property
+    def grades(self) -> list[int]:
+        return [d.grade for d in self.draws if d.grade is not None]
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.grades) / len(self.grades) if self.grades else None
+
 
 @dataclass
 class TickerView:
@@ -119,7 +131,15 @@ class TickerView:
     thinking: bool                # the warehouse keeps thinking apart
     prev_ticker: str | None = None
     next_ticker: str | None = None
-    notes: list[str] = field(default_factory=list)
+    baseline: str | None = None
+    candidate: str | None = None
+
+    @property
+    def gap(self) -> float | None:
+        """candidate − baseline mean grade, as the night's table shows it."""
+        means = {s.path: s.mean for s in self.sides}
+        b, c = means.get(self.baseline), means.get(self.candidate)
+        return c - b if b is not None and c is not None else None
 
 
 def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
@@ -152,6 +172,8 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
                       attempts.get(p)) for p in paths]
     rows = pages.call_rows(calls, paths, attempts, prompts, texts, thinking, scales)
     i = neighbours.index(ticker) if ticker in neighbours else -1
+    baseline, candidate, _ = question(cfg)
     return TickerView(night, ticker, draw, draws, sides, rows, thinking is not None,
                       neighbours[i - 1] if i > 0 else None,
-                      neighbours[i + 1] if 0 <= i < len(neighbours) - 1 else None)
+                      neighbours[i + 1] if 0 <= i < len(neighbours) - 1 else None,
+                      baseline, candidate)

@@ -102,6 +102,19 @@ def sort_rows(rows: list[TickerRow], key: str) -> list[TickerRow]:
     return sorted(rows, key=order)
 
 
+def disagreements(means: pd.DataFrame, baseline: str | None,
+                  candidate: str | None) -> dict:
+    """night -> tickers whose two paths' mean grades are `DISAGREE_AT` or more apart (`means`:
+    `warehouse.viewer.mean_grades`)."""
+    if not len(means) or not baseline or not candidate:
+        return {}
+    wide = means.pivot_table(index=["night", "ticker"], columns="path", values="mean_grade")
+    if baseline not in wide or candidate not in wide:
+        return {}
+    gap = (wide[candidate] - wide[baseline]).abs()
+    return (gap >= DISAGREE_AT).groupby(level="night").sum().astype(int).to_dict()
+
+
 @dataclass
 class CallCell:
     """One call as the ticker page shows it; seconds are real-scale."""

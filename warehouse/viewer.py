@@ -166,3 +166,14 @@ def state_key(con: duckdb.DuckDBPyConnection, experiment: str) -> tuple:
     except duckdb.CatalogException:     # a warehouse from before preregistration (m005)
         frozen = None
     return runs + (frozen,)
+
+
+def mean_grades(con: duckdb.DuckDBPyConnection, experiment: str) -> pd.DataFrame:
+    """night, path, ticker, mean grade over the graded draws, for every night (a graded unit
+    is never scored again, so these are final attempts)."""
+    df = con.execute("""
+        SELECT r.night, u.path, u.ticker, avg(u.grade) AS mean_grade
+        FROM units u JOIN runs r USING (run_id)
+        WHERE r.experiment = ? AND u.grade IS NOT NULL GROUP BY ALL""", [experiment]).df()
+    df["night"] = pd.to_datetime(df["night"]).dt.date
+    return df
