@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 
 from dualpath.client import ChatRequest, PathClient
 from dualpath.errors import CallFailed, HarnessError
-from dualpath.grades import parse_grade
+from dualpath.grades import parse_grade_async
 from dualpath.pipeline import Pipeline, UnitInput
 from dualpath.slots import PinnedSlots, SharedSlots
 from dualpath.records import (CALL_FAILED, CONTAMINATED, GRADED, INPUT_FAILED, PARSE_FAILED,
@@ -279,7 +279,7 @@ class PathRunner:
         if text in llm.runaway_outputs:
             # a final answer cut off at max_tokens is not an answer, whatever it ends with
             return PARSE_FAILED, None, "final answer stopped at max_tokens (runaway)", text
-        parsed = parse_grade(text)
+        parsed = await parse_grade_async(text)    # a long answer: off the event loop
         if parsed.grade is None:
             return PARSE_FAILED, None, parsed.failure, text
         return GRADED, parsed.grade, None, text
