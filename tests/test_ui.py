@@ -255,3 +255,46 @@ def test_the_report_and_runs_link_each_night_to_its_page(project, client, tmp_pa
     # without a base URL, neither says anything of the viewer
     html, md, _ = write_report(cfg, tmp_path / "plain")
     assert "/night/" not in html.read_text() + md.read_text()
+
+
+def test_thinking_kept_apart_is_shown_apart_and_as_text(project, tmp_path):
+    _, cfg, nights = project
+    copy = tmp_path / "thinking.duckdb"
+    shutil.copy(cfg.resolve(cfg.warehouse.path), copy)
+    thought = "Let me weigh it. </pre><script>alert(1)</script> Done."
+    with duckdb.connect(str(copy)) as con:   # as m015 stores it: a text by hash, tokens, basis
+        con.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS reasoning_hash UBIGINT")
+        con.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS reasoning_tokens INTEGER")
+        con.execute("ALTER TABLE calls ADD COLUMN IF NOT EXISTS reasoning_tokens_basis VARCHAR")
+        con.execute("INSERT INTO texts SELECT hash(?), ?", [thought, thought])
+        con.execute("UPDATE calls SET reasoning_hash = hash(?), reasoning_tokens = 12, "
+                    "reasoning_tokens_basis = 'chars' WHERE night = ? AND ticker = ? AND "
+                    "draw = 1 AND agent = 'trader'", [thought, nights[0], cfg.tickers()[0]])
+    with TestClient(create_app(cfg, copy)) as c:
+        html = c.get(ticker_url("", nights[0], cfg.tickers()[0])).text
+    dom = Dom(html)
+    shown = [t for _, classes, t in dom.elements if "thinking" in classes]
+    assert len(shown) == 2 and all(thought in t and "12 tokens (estimated from its characters)" in t for t in shown)
+    assert "script" not in dom.tags
+    answers = dom.texts("answer")
+    assert len(answers) == 34 and not any(thought in a for a in answers)
+
+
+def test_a_warehouse_without_nights_shows_what_is_missing(tmp_path):
+    _, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)     # prices, no night
+    with TestClient(create_app(cfg)) as c:
+        r = c.get("/")
+    assert r.status_code == 200 and "no nights yet" in r.text
+    assert Dom(r.text).texts("verdict") == ["—"]
+
+
+def test_a_port_in_use_is_refused_in_one_line(project):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "dualpath", "ui", "-c", str(project[0]),
+                            "--port", str(port)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr

@@ -28,6 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from dualpath.config import Config
+from dualpath.errors import DualpathError, WarehouseBusy
 from viewer import data
 from viewer.headline import Headline, headline
 from viewer.links import night_url, ticker_url
@@ -111,6 +112,12 @@ class Viewer:
         return HTMLResponse(html, status_code=exc.status_code, headers=HEADERS)
 
 
+    def failed(self, request: Request, exc: DualpathError) -> Response:
+        """The warehouse could not be read (busy beyond the wait, damaged): say so."""
+        return self.error(request, HTTPException(503 if isinstance(exc, WarehouseBusy)
+                                                 else 500, str(exc)))
+
+
 def create_app(cfg: Config, warehouse: Path | None = None) -> Starlette:
     """The viewer's ASGI app for one config (GET only)."""
     v = Viewer(cfg, warehouse)
@@ -118,7 +125,8 @@ def create_app(cfg: Config, warehouse: Path | None = None) -> Starlette:
               Route("/night/{night}", v.night, methods=["GET"]),
               Route("/night/{night}/{ticker}", v.ticker, methods=["GET"]),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
-    return Starlette(routes=routes, exception_handlers={HTTPException: v.error})
+    return Starlette(routes=routes, exception_handlers={HTTPException: v.error,
+                                                        DualpathError: v.failed})
 
 
 def _night(text: str) -> date:

@@ -155,10 +155,10 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
         draws = sorted(int(d) for d in units["draw"].unique())
         draw = draw if draw in draws else draws[0]
         calls = wv.ticker_calls(con, ids, ticker, draw)
-        thinking = wv.thinking_column(con)
+        thinking = "reasoning_hash" in calls
         hashes = list(calls["output_hash"]) + list(units["final_hash"])
-        if thinking == "thinking_hash":
-            hashes += list(calls["thinking_hash"])
+        if thinking:
+            hashes += list(calls["reasoning_hash"])
         texts = wv.texts(con, hashes)
         final = units[units["is_final"] & (units["draw"] == draw)]
         attempts = dict(zip(final["path"], final["unit_attempt"].astype(int)))
@@ -170,10 +170,10 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
     scales = {p: float(by_path[p]["time_scale"] or 1.0) for p in paths}
     sides = [PathSide(p, by_path[p], pages.draw_rows(units[units["path"] == p], texts, scales[p]),
                       attempts.get(p)) for p in paths]
-    rows = pages.call_rows(calls, paths, attempts, prompts, texts, thinking, scales)
+    rows = pages.call_rows(calls, paths, attempts, prompts, texts, scales)
     i = neighbours.index(ticker) if ticker in neighbours else -1
     baseline, candidate, _ = question(cfg)
-    return TickerView(night, ticker, draw, draws, sides, rows, thinking is not None,
+    return TickerView(night, ticker, draw, draws, sides, rows, thinking,
                       neighbours[i - 1] if i > 0 else None,
                       neighbours[i + 1] if 0 <= i < len(neighbours) - 1 else None,
                       baseline, candidate)

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from dualpath.config import Config
+from dualpath.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,18 @@ class Headline:
 
 
 def headline(cfg: Config) -> Headline:
-    """The headline of the experiment (reads the warehouse; seconds at six weeks)."""
+    """The headline of the experiment (reads the warehouse; seconds at six weeks); before
+    the first night, what is missing, in words."""
     try:
         from flows.glance import headline_for
     except ImportError:
-        return _from_metrics(cfg)
-    h = headline_for(cfg)
+        headline_for = None
+    try:
+        if headline_for is None:
+            return _from_metrics(cfg)
+        h = headline_for(cfg)
+    except UserError as e:       # e.g. no runs of the experiment yet
+        return Headline((str(e),), None, None)
     return Headline(tuple(h.lines), getattr(h.verdict, "verdict", None),
                     getattr(h.slowdown, "ratio", None))
 

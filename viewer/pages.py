@@ -125,6 +125,7 @@ class CallCell:
     prompt_missing: bool
     answer: str | None
     thinking: str | None
+    thinking_tokens: str | None        # "312 tokens (counted by the server)"
     prompt_tokens: int | None
     completion_tokens: int | None
     cached_tokens: int | None
@@ -150,6 +151,9 @@ def _int(v) -> int | None:
     return None if _num(v) is None else int(v)
 
 
+_BASIS = {"server": " (counted by the server)", "chars": " (estimated from its characters)"}
+
+
 def call_marks(c) -> list[tuple[str, str]]:
     """Runaway, contaminated, retried and failed, each with why."""
     marks = []
@@ -164,20 +168,20 @@ def call_marks(c) -> list[tuple[str, str]]:
     return marks
 
 
-def call_cell(c, prompts: dict, texts: dict, thinking_col: str | None,
-              time_scale: float) -> CallCell:
+def call_cell(c, prompts: dict, texts: dict, time_scale: float) -> CallCell:
     """`c`: one row of `warehouse.viewer.ticker_calls`."""
     prompt = prompts.get(_int(c.prompt_hash))
-    thinking = getattr(c, thinking_col) if thinking_col else None
-    if thinking_col == "thinking_hash":
-        thinking = texts.get(_int(thinking))
+    thinking = texts.get(_int(getattr(c, "reasoning_hash", None)))
+    n = _int(getattr(c, "reasoning_tokens", None))
+    basis = getattr(c, "reasoning_tokens_basis", None)
     service = (_num(c.prompt_ms) or 0) + (_num(c.predicted_ms) or 0)
     scale = time_scale or 1.0
     return CallCell(
         seq=int(c.call_seq), agent=str(c.agent), messages=messages(prompt),
         prompt_missing=prompt is None and _int(c.prompt_hash) is not None,
         answer=texts.get(_int(c.output_hash)),
-        thinking=thinking if isinstance(thinking, str) and thinking else None,
+        thinking=thinking or None,
+        thinking_tokens=None if n is None else f"{n:,} tokens" + _BASIS.get(basis, ""),
         prompt_tokens=_int(c.prompt_tokens), completion_tokens=_int(c.completion_tokens),
         cached_tokens=_int(c.cached_tokens),
         client_s=None if _num(c.latency_s) is None else c.latency_s / scale,
@@ -186,14 +190,13 @@ def call_cell(c, prompts: dict, texts: dict, thinking_col: str | None,
 
 
 def call_rows(calls: pd.DataFrame, paths: list[str], attempts: dict[str, int], prompts: dict,
-              texts: dict, thinking_col: str | None,
-              scales: dict[str, float]) -> list[dict[str, CallCell | None]]:
+              texts: dict, scales: dict[str, float]) -> list[dict[str, CallCell | None]]:
     """The draw's calls side by side, row i holding each path's i-th call of the unit's final
     attempt (`attempts`: path -> that attempt) in pipeline (call_seq) order."""
     cols = {}
     for p in paths:
         mine = calls[(calls["path"] == p) & (calls["unit_attempt"] == attempts.get(p, -1))]
-        cols[p] = [call_cell(c, prompts, texts, thinking_col, scales.get(p, 1.0))
+        cols[p] = [call_cell(c, prompts, texts, scales.get(p, 1.0))
                    for c in mine.sort_values("call_seq").itertuples()]
     n = max((len(v) for v in cols.values()), default=0)
     return [{p: (cols[p][i] if i < len(cols[p]) else None) for p in paths} for i in range(n)]

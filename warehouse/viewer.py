@@ -119,19 +119,22 @@ CALL_COLUMNS = ["run_id", "path", "draw", "unit_attempt", "call_seq", "agent", "
                 "error_detail", "http_status", "contaminated", "prompt_hash", "output_hash"]
 
 
-def thinking_column(con: duckdb.DuckDBPyConnection) -> str | None:
-    """The calls table's column of kept-apart thinking, if this warehouse has one: a text
-    hash (`thinking_hash`, stored in texts) or the text itself (`thinking`)."""
+# the thinking kept apart from the answer (m015: its text in texts by hash, its tokens and
+# their basis), where this warehouse has it
+THINKING_COLUMNS = ("reasoning_hash", "reasoning_tokens", "reasoning_tokens_basis")
+
+
+def thinking_columns(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Which of `THINKING_COLUMNS` the calls table has (none before m015)."""
     cols = {r[0] for r in con.execute(
         "SELECT column_name FROM duckdb_columns() WHERE table_name = 'calls'").fetchall()}
-    return next((c for c in ("thinking_hash", "thinking") if c in cols), None)
+    return [c for c in THINKING_COLUMNS if c in cols]
 
 
 def ticker_calls(con: duckdb.DuckDBPyConnection, run_ids: list[str], ticker: str,
                  draw: int) -> pd.DataFrame:
     """The calls of one draw of `ticker` (every attempt of the unit), in pipeline order."""
-    thinking = thinking_column(con)
-    cols = ", ".join(CALL_COLUMNS + ([thinking] if thinking else []))
+    cols = ", ".join(CALL_COLUMNS + thinking_columns(con))
     return con.execute(f"""
         SELECT {cols} FROM calls
         WHERE run_id IN ({_ids(run_ids)}) AND ticker = ? AND draw = ?
