@@ -71,6 +71,9 @@ class Viewer:
         # one page's queries at a time: each holds a read-only connection only while it runs
         self.db_lock = threading.Lock()
         self.headline = _HeadlineCache()
+        # an exchange's calendar takes seconds to build the first time (XKRX: ~3 s here);
+        # build it now, so the first night page does not wait for it
+        threading.Thread(target=_warm_calendar, args=(cfg,), daemon=True).start()
 
     def render(self, template: str, **ctx) -> HTMLResponse:
         html = self.env.get_template(template).render(experiment=self.cfg.experiment.name, **ctx)
@@ -127,6 +130,15 @@ def create_app(cfg: Config, warehouse: Path | None = None) -> Starlette:
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     return Starlette(routes=routes, exception_handlers={HTTPException: v.error,
                                                         DualpathError: v.failed})
+
+
+def _warm_calendar(cfg: Config) -> None:
+    from dualpath.calendar import MarketCalendar
+
+    try:
+        MarketCalendar.from_settings(cfg.market)
+    except DualpathError:       # the night page says why
+        pass
 
 
 def _night(text: str) -> date:
