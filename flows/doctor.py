@@ -11,6 +11,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 
 import httpx
 
@@ -119,7 +120,23 @@ def _price_and_parity_checks(cfg: Config, path) -> list[Check]:
                          "send the same [sampling] to both; see `dualpath runs`")]
 
 
-async def _prefect_checks() -> list[Check]:
+def _deployments_check(cfg: Config, config_path, listed: list[tuple[str, dict]]) -> Check:
+    """This experiment's deployments exist and each runs this config (none crossed)."""
+    from flows.deploy import crossings
+
+    where = str(Path(config_path).resolve()) if config_path else None
+    good, problems = crossings(listed, cfg.experiment.name, where or "")
+    if where is None:       # no config file to compare with: names only
+        good, problems = [n for n, _ in listed if n.endswith(f"-{cfg.experiment.name}")], []
+    ok = any(n.startswith("dualpath-nightly/") for n in good) and not problems
+    fix = (f"redeploy from the config each names, or `dualpath deploy -c {config_path} "
+           "--replace`" if problems else
+           f"dualpath deploy -c {config_path or 'dualpath.toml'} (or dualpath serve)")
+    return Check("prefect: deployments", ok, "; ".join(problems) or ", ".join(good) or
+                 f"none for experiment {cfg.experiment.name!r}", fix)
+
+
+async def _prefect_checks(cfg: Config, config_path=None) -> list[Check]:
     api = os.environ.get("PREFECT_API_URL")
     if not api:
         return [Check("prefect: API", False, "PREFECT_API_URL is not set (nights run on a "
@@ -131,21 +148,21 @@ async def _prefect_checks() -> list[Check]:
         async with get_client() as c:
             await c.api_healthcheck()
             deps = await c.read_deployments()
-            names = {d.name for d in deps}
+            flows = {f.id: f.name for f in await c.read_flows()}
+            listed = [(f"{flows.get(d.flow_id, '?')}/{d.name}", d.parameters) for d in deps]
             pools = {d.work_pool_name for d in deps if d.work_pool_name}
             workers = [w for p in pools for w in await c.read_workers_for_work_pool(p)]
     except Exception as e:
         return [Check("prefect: API", False, f"{api}: {type(e).__name__}: {e}",
                       "start the server or fix PREFECT_API_URL")]
     return [Check("prefect: API", True, api),
-            Check("prefect: deployments", {"nightly", "weekly-report"} <= names,
-                  ", ".join(sorted(names)) or "none", "dualpath deploy -c dualpath.toml"),
+            _deployments_check(cfg, config_path, listed),
             Check("prefect: worker", bool(workers) or not pools,
                   f"{len(workers)} worker(s) on {sorted(pools)}",
                   "prefect worker start --pool dualpath (or dualpath serve)")]
 
 
-def doctor(cfg: Config, night: date | None = None) -> list[Check]:
+def doctor(cfg: Config, night: date | None = None, config_path=None) -> list[Check]:
     """Every check, in order: paths, warehouse, Prefect."""
     wh, largest = _warehouse_checks(cfg)
 
@@ -153,6 +170,6 @@ def doctor(cfg: Config, night: date | None = None) -> list[Check]:
         checks = []
         for name in cfg.paths:
             checks += await _path_checks(cfg, name, largest.get(name))
-        return checks, await _prefect_checks()
+        return checks, await _prefect_checks(cfg, config_path)
     paths, prefect = asyncio.run(run())
     return paths + wh + prefect

@@ -102,6 +102,12 @@ def main() -> None:
         sys.exit(e.exit_code)
     except SystemExit:
         raise
+    except BrokenPipeError:    # `dualpath runs | head`: the reader left; nothing to say
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        sys.exit(1)
     except Exception as e:     # noqa: BLE001 — the last line of defence: no traceback shown
         _internal_error(e)
         sys.exit(1)

@@ -234,7 +234,7 @@ def doctor(config: Path = CONFIG_OPT) -> None:
     """Check everything a night depends on (servers, warehouse, Prefect); exit 1 if any fails."""
     from flows.doctor import doctor as run_checks
 
-    checks = run_checks(load_config(config))
+    checks = run_checks(load_config(config), config_path=config)
     for c in checks:
         mark = "[green]✓[/green]" if c.ok else "[red]✗[/red]"
         text = f"{c.name}: {c.detail}" + ("" if c.ok else f" — fix: {c.fix}")
@@ -258,15 +258,20 @@ def deploy_cmd(config: Path = CONFIG_OPT,
                                         "if missing)."),
                nightly_cron: str = typer.Option("30 18 * * 1-5", help="When the night runs, in "
                                                 "[market] timezone."),
-               weekly_cron: str = typer.Option("0 9 * * 6", help="When the weekly report runs.")
+               weekly_cron: str = typer.Option("0 9 * * 6", help="When the weekly report runs."),
+               replace: bool = typer.Option(False, help="Point the experiment's deployments "
+                                            "at this config although another config "
+                                            "registered them.")
                ) -> None:
-    """Register the nightly and weekly deployments; then run `prefect worker start --pool P`."""
+    """Register the nightly and weekly deployments of this config's experiment
+    (nightly-<experiment>, weekly-report-<experiment>); then run `prefect worker start
+    --pool P`."""
     _prefect_api_or_explain()
     cfg = load_config(config)
     from flows.deploy import run_deploy
 
     shares = []
-    for name in run_deploy(cfg, config, pool, nightly_cron, weekly_cron):
+    for name in run_deploy(cfg, config, pool, nightly_cron, weekly_cron, replace=replace):
         if name.startswith("dualpath-path-share/"):     # named by the pool it runs on
             shares.append(name.split("/", 1)[1])
             console.print(f"deployed {name} (pool {shares[-1]}: the paths scored on its host)")
@@ -281,12 +286,20 @@ def deploy_cmd(config: Path = CONFIG_OPT,
 @app.command("serve")
 def serve_cmd(config: Path = CONFIG_OPT,
               nightly_cron: str = typer.Option("30 18 * * 1-5", help="When the night runs."),
-              weekly_cron: str = typer.Option("0 9 * * 6", help="When the weekly report runs.")
+              weekly_cron: str = typer.Option("0 9 * * 6", help="When the weekly report runs."),
+              replace: bool = typer.Option(False, help="Serve this config although another "
+                                           "config of the same experiment served before.")
               ) -> None:
-    """Serve the nightly and weekly deployments from this process (no work pool needed)."""
+    """Serve the nightly and weekly deployments from this process (no work pool needed),
+    named nightly-<experiment>-served beside any deployed by `dualpath deploy`."""
     _prefect_api_or_explain()
     cfg = load_config(config)
-    start_reaper()
-    from flows.deploy import serve
+    from flows.deploy import prepare_serve, serve
 
+    for name in prepare_serve(cfg, config, replace):
+        err_console.print(f"[yellow]warning:[/yellow] {escape(name)} (dualpath deploy) also "
+                          "schedules this experiment's nights, so each night would start "
+                          f"twice; pause it (prefect deployment pause {escape(name)}) or "
+                          "stop serving")
+    start_reaper()
     serve(cfg, config, nightly_cron, weekly_cron)
