@@ -298,3 +298,25 @@ def test_a_port_in_use_is_refused_in_one_line(project):
                             "--port", str(port)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in r.stderr
+
+
+def test_prompts_rebuilt_from_answers_already_read_are_the_prompts_as_sent(tmp_path):
+    """A ticker page reads the unit's answers once and hands them to `prompt_texts`, which
+    rebuilds the prompts quoting them from those (quotes, backslashes, é included)."""
+    from tests.test_prompt_parts import write_quoting_unit
+    from warehouse.ingest import ingest_journal
+    from warehouse.migrations import migrate
+    from warehouse.prompts import prompt_texts
+    from warehouse.viewer import texts
+
+    prompts, answers = write_quoting_unit(tmp_path / "j.jsonl")
+    with duckdb.connect() as con:
+        migrate(con)
+        ingest_journal(con, tmp_path / "j.jsonl")
+        hashes, outputs = zip(*con.execute("SELECT prompt_hash, output_hash FROM calls "
+                                           "ORDER BY call_seq").fetchall())
+        assert con.execute("SELECT count(*) FROM quotes").fetchone()[0] == 2
+        read = texts(con, outputs)
+        assert sorted(read.values()) == sorted(answers + ["short"])
+        rebuilt = prompt_texts(con, hashes, read)
+        assert [rebuilt[h] for h in hashes] == prompts

@@ -163,7 +163,7 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
         final = units[units["is_final"] & (units["draw"] == draw)]
         attempts = dict(zip(final["path"], final["unit_attempt"].astype(int)))
         shown = calls[[attempts.get(p) == a for p, a in zip(calls["path"], calls["unit_attempt"])]]
-        prompts = wv.prompts(con, shown["prompt_hash"])
+        prompts = wv.prompts(con, shown["prompt_hash"], texts)
         neighbours = wv.night_tickers(con, ids)
     by_path = {r["path"]: r for r in runs.to_dict("records")}
     paths = [p for p in cfg.paths if p in by_path] + sorted(set(by_path) - set(cfg.paths))

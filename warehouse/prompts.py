@@ -16,9 +16,10 @@ prompts of one path (158 MB) in 0.6 s.
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import duckdb
+import orjson
 
 from dualpath.errors import DataError
 
@@ -117,7 +118,8 @@ def _texts(con: duckdb.DuckDBPyConnection, hashes: Iterable[int],
         f"AND rowid IN ({_in(run)})" for run in runs)).fetchall()) if runs else {}
 
 
-def _parts(con: duckdb.DuckDBPyConnection, hashes: set[int]) -> dict[int, str]:
+def _parts(con: duckdb.DuckDBPyConnection, hashes: set[int],
+           answers: Mapping[int, str]) -> dict[int, str]:
     """Part texts by hash: stored ones, then quoted answers as JSON escapes them (m013)."""
     out = {}
     for chunk in _chunks(sorted(hashes)):
@@ -125,24 +127,29 @@ def _parts(con: duckdb.DuckDBPyConnection, hashes: set[int]) -> dict[int, str]:
     quotes = _rows(con, "SELECT hash, any_value(text_hash) FROM quotes WHERE hash IN ({}) "
                         "GROUP BY hash", hashes - out.keys())
     if quotes:
-        escaped = {}
-        for chunk in _chunks(sorted(set(quotes.values()))):
+        # the journal quotes only answers that to_json escapes exactly as orjson does
+        escaped = {a: orjson.dumps(answers[a]).decode()[1:-1] for a in set(quotes.values())
+                   if a in answers}
+        for chunk in _chunks(sorted(set(quotes.values()) - escaped.keys())):
             escaped.update(_texts(con, chunk, "(to_json(text)::VARCHAR)[2:-2]"))
         out.update({h: escaped[a] for h, a in quotes.items() if a in escaped})
     return out
 
 
-def prompt_texts(con: duckdb.DuckDBPyConnection, hashes: Iterable[int | None]) -> dict[int, str]:
+def prompt_texts(con: duckdb.DuckDBPyConnection, hashes: Iterable[int | None],
+                 answers: Mapping[int, str] | None = None) -> dict[int, str]:
     """The prompt text (the messages' JSON, byte for byte as sent) of each given
     `prompt_hash` that the warehouse holds, whichever way it was stored; hashes it does not
-    hold (and None) are left out. Cost grows with the prompts asked for, not the warehouse."""
+    hold (and None) are left out. Cost grows with the prompts asked for, not the warehouse.
+    `answers`: answer texts by hash the caller has read already (a unit's, for its page):
+    prompts quoting them are rebuilt from these instead of reading them again."""
     wanted = sorted({int(h) for h in hashes if h is not None})
     parts = _rows(con, "SELECT prompt_hash, any_value(parts) FROM prompts "
                        "WHERE prompt_hash IN ({}) GROUP BY prompt_hash", wanted)
     # stored whole, before m012 (a call must name it, as in v_prompts)
     whole = _rows(con, "SELECT DISTINCT prompt_hash, 1 FROM calls WHERE prompt_hash IN ({})",
                   [h for h in wanted if h not in parts])
-    texts = _parts(con, {p for ps in parts.values() for p in ps})
+    texts = _parts(con, {p for ps in parts.values() for p in ps}, answers or {})
     for chunk in _chunks(sorted(whole)):
         texts.update(_texts(con, chunk))
     out = {h: texts[h] for h in whole if h in texts}

@@ -147,9 +147,12 @@ def texts(con: duckdb.DuckDBPyConnection, hashes: Iterable) -> dict[int, str]:
     return _texts(con, wanted) if wanted else {}
 
 
-def prompts(con: duckdb.DuckDBPyConnection, hashes: Iterable) -> dict[int, str]:
-    """Prompts (their messages' JSON, as sent) by hash, read back from their parts."""
-    return prompt_texts(con, [int(h) for h in hashes if h is not None and not pd.isna(h)])
+def prompts(con: duckdb.DuckDBPyConnection, hashes: Iterable,
+            answers: dict[int, str] | None = None) -> dict[int, str]:
+    """Prompts (their messages' JSON, as sent) by hash, read back from their parts; earlier
+    answers they quote are taken from `answers` (texts by hash) when there."""
+    return prompt_texts(con, [int(h) for h in hashes if h is not None and not pd.isna(h)],
+                        answers)
 
 
 def night_tickers(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[str]:
