@@ -100,7 +100,10 @@ class PathClient:
         self.headers = {"content-type": "application/json"}
         if api_key:
             self.headers["authorization"] = f"Bearer {api_key}"
-        self.timeout = Timeouts(path.connect_timeout_s, path.read_timeout_s)
+        # a request may wait in the server's queue behind queue_depth others, each of which
+        # may take up to call_timeout_s: the wait for its first byte is bounded accordingly
+        self.timeout = Timeouts(path.connect_timeout_s, path.read_timeout_s, path.call_timeout_s,
+                                path.call_timeout_s * (1 + path.server_queue_depth))
         self.backoff = Backoff(path.backoff_s, path.backoff_max_s, path.retry_after_max_s)
         self._sleep = sleep
         self._rng = rng or random.Random(0)

@@ -224,6 +224,16 @@ class ServingPath(_Model):
                                     "the server beyond `slots`, so a slot never waits for the "
                                     "next request (default: 1 for llama.cpp, whose slots are "
                                     "fixed; 0 for vLLM and others, which batch what they get).")
+    units_per_slot: int | None = Field(None, ge=1, le=8, description="With prefix affinity "
+                                       "(llama.cpp): units that share one slot, so that while "
+                                       "one waits on the harness between its steps the other's "
+                                       "call runs (default 2; llama-server's RAM prompt cache, "
+                                       "--cache-ram, on by default, brings each unit's context "
+                                       "back; use 1 with --cache-ram 0).")
+    call_timeout_s: float = Field(3600.0, gt=0, le=7 * 86400, description="Per attempt: the "
+                                  "whole reply must arrive within this many seconds of its "
+                                  "first byte (a reply trickled slowly is cut here; a request "
+                                  "waiting in the server's queue is not counted).")
     work_pool: str | None = Field(None, min_length=1, max_length=128, description="Prefect "
                                   "work pool whose worker scores this path on its own host "
                                   "(unset: scored by the flow's own process).")
@@ -241,6 +251,11 @@ class ServingPath(_Model):
         if self.queue_depth is not None:
             return self.queue_depth
         return 1 if self.dialect == "llama.cpp" else 0
+
+    @property
+    def server_units_per_slot(self) -> int:
+        """Units sharing one slot under prefix affinity (bench/gpu/README.md measures it)."""
+        return self.units_per_slot if self.units_per_slot is not None else 2
 
     @field_validator("base_url")
     @classmethod

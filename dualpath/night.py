@@ -104,6 +104,7 @@ def path_runner(cfg: Config, night: date, path: str, base_url: str, history: Pri
                         base_url=base_url, api_key=api_key(cfg, path))
     return PathRunner(client, pipeline, night, slots=sp.slots, sink=sink, inputs=inputs,
                       queue_depth=sp.server_queue_depth,
+                      units_per_slot=sp.server_units_per_slot,
                       pin_slots=cfg.experiment.prefix_affinity and sp.dialect == "llama.cpp",
                       base_seed=cfg.sampling.base_seed,
                       seeded=cfg.sampling.seed_policy == "per-draw", progress=progress,

@@ -131,11 +131,12 @@ class PathRunner:
 
     def __init__(self, client: PathClient, pipeline: Pipeline, night: date, *,
                  slots: int, sink: Sink, inputs: Callable[[Unit], UnitInput],
-                 queue_depth: int = 0, pin_slots: bool = False,
+                 queue_depth: int = 0, pin_slots: bool = False, units_per_slot: int = 1,
                  base_seed: int = 0, seeded: bool = True, progress: Progress | None = None,
                  attempts: dict[Unit, int] | None = None, deadline_mono: float | None = None):
         self.client, self.pipeline, self.night = client, pipeline, night
-        self.pool = (PinnedSlots if pin_slots else SharedSlots)(slots, queue_depth)
+        self.pool = (PinnedSlots(slots, queue_depth, units_per_slot) if pin_slots
+                     else SharedSlots(slots, queue_depth))
         self.sink, self.inputs, self.progress = sink, inputs, progress
         self.base_seed, self.sampling_seeded = base_seed, seeded
         self.attempts = attempts or {}

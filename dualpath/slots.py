@@ -95,30 +95,35 @@ class SharedSlots:
 
 
 class PinnedSlots:
-    """One unit per slot; every call of a unit is sent to its slot (see the module doc)."""
+    """Units own slots; every call of a unit is sent to its slot (see the module doc)."""
 
-    def __init__(self, slots: int, queue_depth: int = 0):
+    def __init__(self, slots: int, queue_depth: int = 0, units_per_slot: int = 1):
         self.slots = slots
         self.per_slot = 1 + queue_depth
-        self.owned = [False] * slots
+        self.units_per_slot = units_per_slot
+        self.owners = [0] * slots
         self.no_more_units = False        # set by the scheduler once every unit is admitted
         self.load = [0] * slots
         self._waiters = [_Waiters() for _ in range(slots)]
         self.on_idle: Callable[[], None] | None = None
 
+    @property
+    def owned(self) -> list[bool]:
+        return [n > 0 for n in self.owners]
+
     def room_for_unit(self, starting: int) -> bool:
-        return self.owned.count(False) > starting
+        return sum(self.units_per_slot - n for n in self.owners) > starting
 
     def claim(self) -> int:
-        """The slot of a unit about to make its first call."""
-        slot = self.owned.index(False)
-        self.owned[slot] = True
+        """The slot of a unit about to make its first call: the one with fewest units."""
+        slot = self.owners.index(min(self.owners))
+        self.owners[slot] += 1
         return slot
 
     def disown(self, home: int | None) -> None:
         """A unit finished: its slot takes the next unit."""
         if home is not None:
-            self.owned[home] = False
+            self.owners[home] -= 1
             if self.on_idle is not None:
                 self.on_idle()
             if self.no_more_units and self.load[home] == 0:
@@ -137,21 +142,24 @@ class PinnedSlots:
         return home if given is None else given   # its own slot, or one lent to it
 
     def _spare(self) -> int | None:
-        """Once no unit is left to admit, an idle slot without a unit takes any call: the
-        night's last units then spread over the slots instead of leaving them idle."""
+        """Once no unit is left to admit, a slot with nothing running or queued takes any
+        unit's call: the night's last units then spread over the slots instead of leaving
+        them idle (the call lands on another unit's cache; llama-server's RAM prompt cache
+        brings its own context back)."""
         if not self.no_more_units:
             return None
-        idle = [i for i in range(self.slots) if not self.owned[i] and self.load[i] == 0]
+        idle = [i for i in range(self.slots) if self.load[i] == 0]
         return idle[0] if idle else None
 
     def release(self, slot: int | None = None) -> None:
         if not self._waiters[slot].wake_one():
             self.load[slot] -= 1
-            if not self.owned[slot] and self.no_more_units:
+            if self.no_more_units and self.load[slot] == 0:
                 self._lend(slot)
 
+
     def _lend(self, slot: int) -> None:
-        """Hand an idle slot without a unit to a call waiting at another slot."""
+        """Hand an idle slot to a call waiting at another slot."""
         for waiters in self._waiters:
             if waiters.pending():
                 self.load[slot] += 1

@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
+import types
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -34,10 +36,18 @@ _WIRE = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
-    """Seconds to connect, and the longest silence while reading a reply."""
+    """Seconds to connect; the longest silence while reading a reply; the longest a reply may
+    take from its first byte to its last (`call_s`); and the longest wait for that first byte
+    (`wait_s`: a request in the server's queue gets no byte until a slot takes it).
+
+    Before the first byte, silence is the server's, not the connection's: a request waiting
+    in the server's queue fails for silence only when the server has sent nothing on any of
+    this transport's calls to it for `read_s`."""
 
     connect_s: float
     read_s: float
+    call_s: float | None = None
+    wait_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -120,16 +130,31 @@ def aiohttp_fault(e: BaseException, read_timeout_s: float) -> Fault:
 
 
 class _AiohttpStream:
-    def __init__(self, resp, read_timeout_s: float):
-        self._resp, self._read_timeout_s = resp, read_timeout_s
+    def __init__(self, resp, timeouts: Timeouts, heard: "_Heard"):
+        self._resp, self._t, self._heard = resp, timeouts, heard
         self.status = resp.status
         self.headers = resp.headers
+        # the reply's whole body is due within call_s of its first byte (now)
+        self._due = None if timeouts.call_s is None else time.monotonic() + timeouts.call_s
+
+    async def _bounded(self, aw):
+        """`aw` within the read timeout of silence and the reply's deadline."""
+        limit, why = self._t.read_s, f"after {self._t.read_s}s of silence"
+        if self._due is not None and self._due - time.monotonic() < limit:
+            limit = self._due - time.monotonic()
+            why = f"reply not whole within {self._t.call_s:g}s of its first byte (call_timeout_s)"
+        try:
+            async with asyncio.timeout(max(limit, 0.0)):
+                out = await aw
+        except TimeoutError:
+            raise Fault("timeout", why, True) from None
+        except _WIRE as e:
+            raise aiohttp_fault(e, self._t.read_s) from None
+        self._heard.now()
+        return out
 
     async def read(self) -> bytes:
-        try:
-            return await self._resp.read()
-        except _WIRE as e:
-            raise aiohttp_fault(e, self._read_timeout_s) from None
+        return await self._bounded(self._resp.read())
 
     def lines(self) -> AsyncIterator[str]:
         # the body's chunks split into lines here: aiohttp's own line reader refuses a
@@ -139,13 +164,32 @@ class _AiohttpStream:
     async def _chunks(self) -> AsyncIterator[bytes]:
         content = self._resp.content
         while True:
-            try:
-                chunk = await content.readany()
-            except _WIRE as e:
-                raise aiohttp_fault(e, self._read_timeout_s) from None
+            chunk = await self._bounded(content.readany())
             if not chunk:
                 return
             yield chunk
+
+
+class _Heard:
+    """When a server last sent this transport anything (any call's byte)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self):
+        self.at = 0.0
+
+    def now(self) -> None:
+        self.at = time.monotonic()
+
+
+async def _on_reuse(session, ctx, params) -> None:
+    if ctx.trace_request_ctx is not None:
+        ctx.trace_request_ctx.reused = True
+
+
+# a request sent on a kept-alive connection the server had already closed fails with one of
+# these before any byte of a reply: it is sent again at once on another connection
+_STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 
 
 class AiohttpTransport:
@@ -163,10 +207,18 @@ class AiohttpTransport:
         # the control plane, honours them, but read once per server (`_proxy`): aiohttp's
         # trust_env reads them, and ~/.netrc, on every request, ~0.2 ms of CPU each, and
         # a netrc entry would clash with an API key's Authorization header
+        # a connection taken from the pool is noted (`_on_reuse`): a reset on it before any
+        # reply is the server having closed it while idle, not a fault (see `_send`)
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_reuseconn.append(_on_reuse)
         self._session = aiohttp.ClientSession(connector=connector, headers=dict(headers or {}),
-                                              skip_auto_headers=("User-Agent",))
+                                              skip_auto_headers=("User-Agent",),
+                                              trace_configs=[trace])
+        self._connections = connections
         self._timeouts: dict[Timeouts, Any] = {}
         self._proxies: dict[tuple[str, str], str | None] = {}
+        self._heard: dict[str, _Heard] = {}
+        self.stale_reopened = 0    # requests sent again after a closed kept-alive connection
 
     def _proxy(self, url: str) -> str | None:
         parts = urllib.parse.urlsplit(url)
@@ -181,38 +233,73 @@ class AiohttpTransport:
     async def _send(self, url: str, payload: bytes, headers: Mapping[str, str],
                     timeouts: Timeouts):
         """The reply with its headers read. A redirect is a reply like any other (as httpx
-        records it): following it would re-send the call as a GET without its body. Until
-        the headers arrive the call is bounded by twice the read timeout: aiohttp starts its
-        silence timer only once the body is written, so a server that stops reading would
-        otherwise hold the call forever (httpx bounds each write by the same timeout)."""
-        try:
-            async with asyncio.timeout(2 * timeouts.read_s):
-                return await self._session.post(url, data=payload, headers=headers,
-                                                timeout=self._timeout(timeouts),
-                                                allow_redirects=False, proxy=self._proxy(url))
-        except TimeoutError as e:
-            if isinstance(e, aiohttp.ClientError):
+        records it): following it would re-send the call as a GET without its body.
+
+        Until the first byte the call waits on the server, which sends nothing while the
+        request is queued: it fails for silence only once the server has been silent on
+        every call to it for the read timeout (`_first_byte`). A request that meets a
+        kept-alive connection the server has closed is sent again at once on another (up to
+        the pool's size, then a fresh one): no backoff, no fault."""
+        heard = self._heard.get(url) or self._heard.setdefault(url, _Heard())
+        for _ in range(self._connections + 1):
+            ctx = types.SimpleNamespace(reused=False)
+            try:
+                resp = await self._first_byte(self._session.post(
+                    url, data=payload, headers=headers, timeout=self._timeout(timeouts),
+                    allow_redirects=False, proxy=self._proxy(url), trace_request_ctx=ctx),
+                    timeouts, heard)
+            except _STALE as e:
+                if not ctx.reused:
+                    raise aiohttp_fault(e, timeouts.read_s) from None
+                self.stale_reopened += 1
+                continue
+            except _WIRE as e:
                 raise aiohttp_fault(e, timeouts.read_s) from None
-            raise Fault("timeout", f"no reply within {2 * timeouts.read_s:g}s (twice the read "
-                        "timeout) of sending", True) from None
-        except _WIRE as e:
-            raise aiohttp_fault(e, timeouts.read_s) from None
+            heard.now()
+            return resp
+        raise Fault("connection_reset", "every pooled connection was closed by the server", True)
+
+    async def _first_byte(self, request, t: Timeouts, heard: _Heard):
+        """The reply's headers: waiting while the server speaks to any call of ours, up to
+        `wait_s` in all; failing after `read_s` of the server's silence."""
+        task = asyncio.ensure_future(request)
+        sent = time.monotonic()
+        try:
+            while True:
+                now = time.monotonic()
+                left = max(sent, heard.at) + t.read_s - now
+                if t.wait_s is not None:
+                    left = min(left, sent + t.wait_s - now)
+                if left <= 0:
+                    break
+                done, _ = await asyncio.wait((task,), timeout=left)
+                if done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        if t.wait_s is not None and time.monotonic() >= sent + t.wait_s:
+            raise Fault("timeout", f"no reply within {t.wait_s:g}s of sending (the wait for "
+                        "a slot, bounded by call_timeout_s x (1 + queue_depth))", True)
+        raise Fault("timeout", f"no reply, and the server silent on every call for "
+                    f"{t.read_s}s", True)
 
     def _timeout(self, t: Timeouts):
         if t not in self._timeouts:
             # sock_connect, not connect: aiohttp's `connect` also counts the wait for a free
-            # pooled connection, which is not the server failing to answer
-            self._timeouts[t] = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s,
-                                                      sock_read=t.read_s)
+            # pooled connection, which is not the server failing to answer; no sock_read:
+            # silence is timed here, from the server's side until the first byte
+            self._timeouts[t] = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s)
         return self._timeouts[t]
 
     async def post(self, url: str, payload: bytes, headers: Mapping[str, str],
                    timeouts: Timeouts) -> Reply:
         resp = await self._send(url, payload, headers, timeouts)
         try:
-            return Reply(resp.status, resp.headers, await resp.read())
-        except _WIRE as e:
-            raise aiohttp_fault(e, timeouts.read_s) from None
+            body = await _AiohttpStream(resp, timeouts, self._heard[url]).read()
+            return Reply(resp.status, resp.headers, body)
         finally:
             resp.release()
 
@@ -221,7 +308,7 @@ class AiohttpTransport:
                      timeouts: Timeouts) -> AsyncIterator[StreamReply]:
         resp = await self._send(url, payload, headers, timeouts)
         try:
-            yield _AiohttpStream(resp, timeouts.read_s)
+            yield _AiohttpStream(resp, timeouts, self._heard[url])
         finally:
             resp.release()
 

@@ -92,7 +92,9 @@ async def test_pinned_calls_keep_to_their_units_slot_and_hit_its_cache(sim_serve
     share = lambda recs: (sum(r.cache_n for r in recs if isinstance(r, CallRecord))
                           / sum(r.cache_n + r.prompt_n for r in recs if isinstance(r, CallRecord)))
     assert all("id_slot" not in r.request_json for r in off if isinstance(r, CallRecord))
-    assert share(on) > 0.9 and share(on) > share(off) + 0.3   # measured 0.94 vs 0.32
+    # off, llama-server's RAM prompt cache (on by default) brings a unit's context back on
+    # whichever slot its call lands, but not when two of its calls land at once
+    assert share(on) > 0.9 and share(on) > share(off)   # measured 0.94 vs 0.88
 
 
 async def test_pinned_slots_left_without_a_unit_take_the_last_units_calls(sim_server):
@@ -189,3 +191,31 @@ async def test_streamed_calls_reuse_their_connections(sim_server):
         await runner.run_units([Unit("SYN000", 1)])
         pool = http._transport._pool
         assert len(pool.connections) == 1                # 17 calls, one connection
+
+
+async def test_sim_slots_follow_llama_servers_queue():
+    """A task naming a busy slot waits for it; a release pops the first task naming that
+    slot, else the first deferred (which, naming a busy slot, is deferred again); id_slot
+    wraps modulo the slot count; a free slot is picked by prompt similarity."""
+    import asyncio
+
+    from dualpath.sim.slots import ServerSlots
+    q = ServerSlots(2, ram_cache=False)
+    assert await q.acquire("aaaa", 0) == 0
+    assert await q.acquire("bbbb", 3) == 1                 # 3 % 2
+    wait_0 = asyncio.ensure_future(q.acquire("cccc", 0))
+    wait_any = asyncio.ensure_future(q.acquire("dddd", None))
+    await asyncio.sleep(0)
+    assert not wait_0.done() and not wait_any.done()
+    q.release(1)                   # no task names slot 1: the first deferred (slot 0's) is
+    await asyncio.sleep(0)         # popped, deferred again; slot 1 stays idle
+    assert not wait_0.done() and not wait_any.done() and not q.slots[1].busy
+    q.release(0)
+    assert await wait_0 == 0
+    q.release(0)                   # the task for any slot takes the free slot
+    assert await wait_any in (0, 1)
+    q = ServerSlots(2, ram_cache=False)
+    for slot in (await q.acquire("x" * 100, 0), await q.acquire("y" * 100, 1)):
+        q.cached(slot, "x" * 100 if slot == 0 else "y" * 100)
+        q.release(slot)
+    assert await q.acquire("y" * 100 + "z", None) == 1    # the similar prompt's slot

@@ -2,7 +2,8 @@
 and summarise the variants against the direct replay.
 
 usage: python bench/gpu/gpubench.py snap URL OUT.json
-       python bench/gpu/gpubench.py summary RESULTS_DIR [--replay-of a]
+       python bench/gpu/gpubench.py summary RESULTS_DIR
+       python bench/gpu/gpubench.py brief RESULTS_DIR RUN
 
 RESULTS_DIR holds one folder per harness variant (its dualpath.toml, warehouse.duckdb, and
 m0.json / m1.json: /metrics before and after the night, server restarted before each) and
@@ -68,57 +69,88 @@ def harness(d: Path) -> dict:
             "s_per_ticker": wall / tickers if wall and tickers else None}
 
 
-def summary(root: Path, replay_of: str) -> None:
-    rows = {}
-    for d in sorted(p for p in root.iterdir() if (p / "warehouse.duckdb").exists()
-                    and (p / "m1.json").exists()):
-        try:
-            rows[d.name] = harness(d)
-        except Exception as e:              # a variant that did not finish: say so, go on
-            rows[d.name] = {"error": repr(e)}
-    reps = {p.stem.removeprefix("replay_"): json.loads(p.read_text())
-            for p in sorted(root.glob("replay_*.json"))}
-    print(json.dumps({"harness": rows, "replay": reps}, indent=1, default=str))
-    print()
-    hdr = ("run", "status", "wall_s", "s/ticker", "unit_s_med", "calls", "retries",
-           "pred_tok", "decode_tps", "prefill_tok", "cached_share", "srv_cached")
-    print(" | ".join(hdr))
-    for name, r in rows.items():
+def server_side(root: Path, name: str) -> dict:
+    """Occupancy and idle gaps from the run's server log (dualpath.slotlog)."""
+    from dualpath.slotlog import read_slot_log_file
+    log = root / f"{name}.server.log"
+    if not log.exists():
+        return {}
+    return read_slot_log_file(log).summary(4)
+
+
+def row(root: Path, name: str) -> dict:
+    """One run's figures: a dualpath night (a folder) or a bare replay (NAME.json)."""
+    if (root / name / "m1.json").exists():
+        h = harness(root / name)
+        r = {"kind": "night", "wall_s": h["wall_s"], "tickers": h["tickers"],
+             "status": h["status"], "retries": h["retries"], "failed": h["calls_failed"],
+             "prefill": h["server_prefill"], "cached_share": h["cached_share"],
+             "unit_s_median": h["unit_s_median"], "calls": h["calls"]}
+    elif (root / f"{name}.json").exists():
+        j = json.loads((root / f"{name}.json").read_text())
+        r = {"kind": f"bare x{j.get('in_flight', '?')}", "wall_s": j["wall_s"],
+             "tickers": j["tickers"], "status": "-", "retries": j["retries"], "failed": 0,
+             "prefill": j["prefill_tokens"], "cached_share": j["cached_share"],
+             "unit_s_median": None, "calls": j["calls"]}
+    else:
+        return {"error": "missing"}
+    r["s_per_ticker"] = r["wall_s"] / r["tickers"] if r["wall_s"] and r["tickers"] else None
+    r.update(server_side(root, name))
+    return r
+
+
+def brief(root: Path, name: str) -> str:
+    try:
+        r = row(root, name)
+        return (f"wall {r['wall_s']:.1f} s, {r['s_per_ticker']:.2f} s/ticker, occupancy "
+                f"{r.get('occupancy', float('nan')):.3f}, gaps median "
+                f"{r.get('gap_median_ms', float('nan')):.0f} ms p90 "
+                f"{r.get('gap_p90_ms', float('nan')):.0f} ms, prefill {int(r['prefill'])}, "
+                f"retries {r['retries']}, status {r['status']}")
+    except Exception as e:          # a run that did not finish: say so
+        return f"({type(e).__name__}: {e})"
+
+
+def summary(root: Path, replay_of: str = "") -> None:
+    """Every run's row, then the issue's ratios per round and their medians."""
+    import statistics
+    names = sorted({p.name for p in root.iterdir() if (p / "m1.json").exists()}
+                   | {p.stem for p in root.glob("b*_*.json")})
+    rows = {n: row(root, n) for n in names}
+    print(json.dumps(rows, indent=1, default=str))
+    print("\n| run | kind | wall s | s/ticker | occupancy (server) | idle gap median / p90 ms "
+          "| prefill tok | cached share | retries |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n, r in rows.items():
         if "error" in r:
-            print(name, r["error"])
+            print(f"| {n} | {r['error']} |")
             continue
-        srv_c = r["server_cached"]
-        srv_share = (srv_c / (srv_c + r["server_prefill"])) if srv_c is not None and \
-            (srv_c + r["server_prefill"]) else None
-        print(" | ".join(str(x) for x in (
-            name, r["status"], f"{r['wall_s']:.1f}", f"{r['s_per_ticker']:.2f}",
-            f"{r['unit_s_median']:.1f}", r["calls"], r["retries"], int(r["server_predicted"]),
-            f"{r['decode_tps']:.1f}", int(r["server_prefill"]), f"{r['cached_share']:.3f}",
-            f"{srv_share:.3f}" if srv_share is not None else "-")))
-    for name, r in reps.items():
-        print(" | ".join(str(x) for x in (
-            f"replay_{name}", "-", f"{r['wall_s']:.1f}", f"{r['wall_s'] / r['tickers']:.2f}", "-",
-            r["calls"], r["retries"], int(r["metrics_delta"].get("llamacpp:tokens_predicted_total", 0)),
-            f"{r['decode_tps']:.1f}", int(r["prefill_tokens"]),
-            f"{r['cached_share']:.3f}" if r["cached_share"] is not None else "-", "-")))
-    print()
-    for name, r in rows.items():
-        rep = reps.get(name) or reps.get(replay_of)
-        if "error" in r or rep is None:
+        print(f"| {n} | {r['kind']} | {r['wall_s']:.1f} | {r['s_per_ticker']:.2f} | "
+              f"{r.get('occupancy', float('nan')):.3f} | {r.get('gap_median_ms', float('nan')):.0f}"
+              f" / {r.get('gap_p90_ms', float('nan')):.0f} | {int(r['prefill'])} | "
+              f"{r['cached_share']:.3f} | {r['retries']} |")
+    ratios = []
+    for k in ("1", "2", "3"):
+        d, b4, b5 = rows.get(f"d{k}"), rows.get(f"b4_{k}"), rows.get(f"b5_{k}")
+        if not d or "error" in d or not b4 or not b5 or "error" in b4 or "error" in b5:
             continue
-        print(f"{name} vs replay_{name if name in reps else replay_of}: decode tok/s ratio "
-              f"{r['decode_tps'] / rep['decode_tps']:.3f}; wall ratio (replay/harness) "
-              f"{rep['wall_s'] / r['wall_s']:.3f}; s/ticker harness {r['s_per_ticker']:.2f} vs "
-              f"replay {rep['wall_s'] / r['tickers']:.2f}")
+        best = min(b4["wall_s"], b5["wall_s"])
+        ratios.append((d["wall_s"] / best, d["wall_s"] / b4["wall_s"], d.get("occupancy")))
+        print(f"round {k}: default s/ticker / better bare = {ratios[-1][0]:.3f}; / bare at "
+              f"slots in flight = {ratios[-1][1]:.3f}; occupancy {ratios[-1][2]:.3f}")
+    if ratios:
+        print(f"medians: default / better bare = {statistics.median(r[0] for r in ratios):.3f} "
+              f"(goal <= 1.01, and <= 0.92 for the affinity's savings); occupancy "
+              f"{statistics.median(r[2] for r in ratios):.3f} (goal >= 0.98)")
 
 
 def main() -> None:
     if sys.argv[1] == "snap":
         Path(sys.argv[3]).write_text(json.dumps(metrics(sys.argv[2])))
     elif sys.argv[1] == "summary":
-        replay_of = sys.argv[sys.argv.index("--replay-of") + 1] if "--replay-of" in sys.argv \
-            else "a"
-        summary(Path(sys.argv[2]), replay_of)
+        summary(Path(sys.argv[2]))
+    elif sys.argv[1] == "brief":
+        print(brief(Path(sys.argv[2]), sys.argv[3]))
     else:
         raise SystemExit(__doc__)
 

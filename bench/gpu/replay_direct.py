@@ -3,8 +3,10 @@ the loop (duckdb to read the warehouse, a bare httpx client to send).
 
 The requests are the run's successful calls, bodies from `texts` by `calls.request_hash` and
 messages from `v_prompts` by `calls.prompt_hash`; units in the order their first call started,
-each unit's calls in `call_seq` order, one FIFO queue drained by `--slots` workers (so exactly
-`--slots` requests are in flight until the queue runs dry). A request whose connection the
+each unit's calls in `call_seq` order, one FIFO queue drained by `--in-flight` workers (so
+exactly that many requests are in flight until the queue runs dry; slots + 1 keeps one
+waiting in the server's queue). `--drop-id-slot` sends them without the run's `id_slot`, so
+the server picks slots itself. A request whose connection the
 server drops (a stale keep-alive connection) is sent again at once and counted in `retries`. Outputs are free (each request
 is sent as recorded, whatever the server answers).
 
@@ -13,7 +15,8 @@ client-side token counts, the server's /metrics deltas (tokens predicted, prompt
 processed, their seconds), aggregate decode tok/s = predicted delta / wall, and the cached
 share from each response's timings (cache_n / (cache_n + prompt_n)).
 
-usage: python bench/gpu/replay_direct.py WAREHOUSE URL [--slots 4] [--out replay.json]
+usage: python bench/gpu/replay_direct.py WAREHOUSE URL [--in-flight 4] [--drop-id-slot]
+       [--out replay.json]
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ def metrics(url: str) -> dict[str, float]:
     return out
 
 
-def load(warehouse: str) -> list[dict]:
+def load(warehouse: str, drop_id_slot: bool = False) -> list[dict]:
     con = duckdb.connect(warehouse, read_only=True)
     rows = con.execute("""
         WITH ok AS (SELECT * FROM calls WHERE error_kind IS NULL AND http_status = 200),
@@ -51,6 +54,8 @@ def load(warehouse: str) -> list[dict]:
     for ticker, draw, seq, body, prompt in rows:
         b = json.loads(body)
         b["messages"] = json.loads(prompt)
+        if drop_id_slot:
+            b.pop("id_slot", None)
         reqs.append({"unit": f"{ticker}/{draw}", "seq": seq, "body": b})
     return reqs
 
@@ -107,11 +112,12 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("warehouse")
     p.add_argument("url")
-    p.add_argument("--slots", type=int, default=4)
+    p.add_argument("--in-flight", "--slots", dest="slots", type=int, default=4)
+    p.add_argument("--drop-id-slot", action="store_true")
     p.add_argument("--out")
     a = p.parse_args()
     url = a.url.rstrip("/")
-    reqs = load(a.warehouse)
+    reqs = load(a.warehouse, a.drop_id_slot)
     m0 = metrics(url)
     wall, res, retries = asyncio.run(replay(url, reqs, a.slots))
     m1 = metrics(url)
@@ -119,7 +125,7 @@ def main() -> None:
     cache_n = sum(r["timings"].get("cache_n", 0) or 0 for r in res)
     prompt_n = sum(r["timings"].get("prompt_n", 0) or 0 for r in res)
     out = {
-        "calls": len(res), "units": len({r["unit"] for r in reqs}),
+        "calls": len(res), "in_flight": a.slots, "units": len({r["unit"] for r in reqs}),
         "tickers": len({r["unit"].split("/")[0] for r in reqs}), "wall_s": wall,
         "completion_tokens": sum(r["usage"].get("completion_tokens", 0) or 0 for r in res),
         "prompt_tokens": sum(r["usage"].get("prompt_tokens", 0) or 0 for r in res),

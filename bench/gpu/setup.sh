@@ -1,10 +1,11 @@
 #!/bin/bash
 # First device call: unpack the llama.cpp source carried in .dualpath/gpuA, start the CUDA
 # llama-server build and the random-weight model writer in the background (setsid: they
-# outlive the call), install the wheels carried in this call into /tmp/site, print versions.
+# outlive the call), keep the wheels carried in this call under $G/wh (poll.sh installs them
+# with the next call's), print the machine.
 # usage (device, repo root): bash bench/gpu/setup.sh .dualpath/gpuA
 G=${G:-/tmp/gpu}; W=$PWD; C=$1
-mkdir -p $G /tmp/site && cd $G
+mkdir -p $G/wh && cd $G
 if [ ! -d llama.cpp ]; then
   tar xzf $W/$C/llama-src.tgz && cp $W/$C/random_gguf.py $G/
   setsid bash -c "cd $G && cmake -S llama.cpp -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -19,8 +20,6 @@ if [ ! -d llama.cpp ]; then
     --expert-ffn 768 > model.log 2>&1; echo \$? > model.rc" < /dev/null > /dev/null 2>&1 &
 fi
 cd $W
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site $C/*.whl 2>&1 | tail -3
+cp $C/*.whl $G/wh/ 2>/dev/null
 python3 -V; nproc; free -g | head -2; df -h /tmp | tail -1
 nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv
-python3 -m pip list 2>/dev/null | grep -iE "^(typer|rich|httpx|httpcore|anyio|packaging|pandas|numpy|scipy|scikit-learn|statsmodels|matplotlib|jinja2|pyyaml|click|fsspec|cloudpickle|uvloop|prometheus|typing.extensions|pyarrow|h11|certifi|idna) "

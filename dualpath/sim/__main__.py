@@ -18,7 +18,8 @@ from dualpath.sim.server import SimServer, build_app
 
 async def _serve(args: argparse.Namespace) -> None:
     sim = SimServer(SimProfile.model_validate_json(args.profile), args.slots,
-                    loading_s=args.loading_s, market_start=date.fromisoformat(args.market_start))
+                    loading_s=args.loading_s, market_start=date.fromisoformat(args.market_start),
+                    log_path=args.log_file)
     cfg = uvicorn.Config(build_app(sim), host=args.host, port=args.port, log_level="warning",
                          access_log=False, lifespan="off", backlog=4096)
     server = uvicorn.Server(cfg)
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--loading-s", type=float, default=0.0)
     ap.add_argument("--market-start", default="2027-01-04")
     ap.add_argument("--profile", default="{}", help="SimProfile as JSON")
+    ap.add_argument("--log-file", help="write slot launches and releases here, in llama-server's "
+                    "log format")
     args = ap.parse_args(argv)
     try:
         asyncio.run(_serve(args))

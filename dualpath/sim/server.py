@@ -12,7 +12,8 @@ It speaks one of two dialects (`SimProfile.dialect`):
   names with a `model_name` label); no `/props` or `/slots`. Sampling arrives under vLLM's
   names (`repetition_penalty`, `response_format` for JSON schemas).
 
-At most `slots` requests are processed at once; the rest wait (counted as deferred).
+At most `slots` requests are processed at once; the rest wait (counted as deferred), slots
+taken, waited for (`id_slot`) and handed on as llama-server does (`dualpath.sim.slots`).
 
 The server answers with short texts: token counts and timings follow the time model, not the
 length of the text on the wire (documented in the response's `timings` as usual).
@@ -21,7 +22,6 @@ length of the text on the wire (documented in the response's `timings` as usual)
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import threading
 import time
@@ -39,6 +39,7 @@ from starlette.routing import Route
 from dualpath.config import SimProfile
 from dualpath.grades import GRADE_INSTRUCTION, LABELS
 from dualpath.sim.model import SimModel
+from dualpath.sim.slots import ServerSlots
 
 _HEADER = re.compile(r"TICKER: (\S+) \| AS OF: (\d{4}-\d{2}-\d{2})")
 # llama-server's own sampling defaults, reported by /props as a real server does.
@@ -76,15 +77,14 @@ class SimServer:
     loading_s: float = 0.0
     market_start: date = date(2027, 1, 4)
     counters: _Counters = field(default_factory=_Counters)
+    log_path: str | None = None        # launch/release lines, as llama-server logs them
 
     def __post_init__(self):
         self.model = SimModel(self.profile, self.market_start)
         self.started = time.monotonic()
         self.n_ctx_slot = self.profile.n_ctx // self.slots
-        self._waiting: list[tuple[int | None, asyncio.Future]] = []
-        self._free = list(range(self.slots))
-        self._last_prompt = [""] * self.slots
-        self._busy = [False] * self.slots
+        log = open(self.log_path, "a", encoding="utf-8") if self.log_path else None
+        self.queue = ServerSlots(self.slots, log=log)
         self._params: list[dict] = [dict(_SERVER_DEFAULTS) for _ in range(self.slots)]
 
     @property
@@ -105,7 +105,7 @@ class SimServer:
 
     def slot_list(self) -> list[dict]:
         return [{"id": i, "n_ctx": self.n_ctx_slot, "speculative": False,
-                 "is_processing": self._busy[i], "params": self._params[i]}
+                 "is_processing": self.queue.slots[i].busy, "params": self._params[i]}
                 for i in range(self.slots)]
 
     @property
@@ -144,45 +144,21 @@ class SimServer:
         return "\n".join(out) + "\n"
 
     async def acquire(self, text: str = "", want: int | None = None) -> int:
-        """A slot for a request: `want` (llama-server `id_slot`) waits for that slot; otherwise
-        the free slot whose last prompt shares the most with `text`, as llama-server picks."""
-        if want is None and self._free:
-            slot = max(self._free, key=lambda i: len(os.path.commonprefix(
-                [self._last_prompt[i], text])))
-            self._free.remove(slot)
-        elif want is not None and want in self._free:
-            slot = want
-            self._free.remove(slot)
-        else:
-            fut = asyncio.get_running_loop().create_future()
-            self._waiting.append((want, fut))
-            self.counters.deferred += 1
-            try:
-                slot = await fut              # handed over by `release`, already off the list
-            except asyncio.CancelledError:
-                if fut.done() and not fut.cancelled():
-                    self._hand_on(fut.result())
-                raise
-            finally:
-                self.counters.deferred -= 1
-        self._busy[slot] = True
-        self.counters.processing += 1
-        self.counters.peak_processing = max(self.counters.peak_processing,
-                                            self.counters.processing)
+        """A slot for a request, chosen (or waited for: `want` is llama-server's `id_slot`)
+        as llama-server chooses it (`dualpath.sim.slots`)."""
+        c = self.counters
+        c.deferred += 1
+        try:
+            slot = await self.queue.acquire(text, want)
+        finally:
+            c.deferred -= 1
+        c.processing += 1
+        c.peak_processing = max(c.peak_processing, c.processing)
         return slot
 
-    def release(self, slot: int) -> None:
-        self._busy[slot] = False
+    def release(self, slot: int, n_tokens: int = 0) -> None:
         self.counters.processing -= 1
-        self._hand_on(slot)
-
-    def _hand_on(self, slot: int) -> None:
-        for i, (want, fut) in enumerate(self._waiting):
-            if not fut.done() and (want is None or want == slot):
-                del self._waiting[i]
-                fut.set_result(slot)
-                return
-        self._free.append(slot)
+        self.queue.release(slot, n_tokens)
 
     def answer(self, body: dict, text: str, rng, runaway: bool) -> str:
         """The completion text: a grade for the final-grade call, a short note otherwise."""
@@ -260,9 +236,9 @@ def build_app(sim: SimServer) -> Starlette:
             return _json({"object": "error", "type": "NotFoundError", "param": None, "code": 404,
                           "message": f"The model `{body.get('model')}` does not exist."}, 404)
         id_slot = body.get("id_slot")
-        if not sim.vllm and id_slot is not None and (
-                not isinstance(id_slot, int) or not -1 <= id_slot < sim.slots):
+        if not sim.vllm and id_slot is not None and not isinstance(id_slot, int):
             return _error(400, "invalid_request_error", f"invalid id_slot {id_slot!r}")
+        # an id_slot past the last slot wraps around, as llama-server's does
         if id_slot == -1:
             body["id_slot"] = None
         rln = body.get("repeat_last_n", 64)
@@ -311,14 +287,12 @@ def build_app(sim: SimServer) -> Starlette:
 def _begin(sim: SimServer, slot: int, body: dict, text: str, prompt_n: int,
            n_out: int) -> tuple[int, float, float]:
     """Take a slot's prompt cache and sampling; returns (cache_n, prefill s, decode s)."""
-    last = sim._last_prompt[slot]
-    shared = len(os.path.commonprefix([last, text])) if last else 0
+    shared = sim.queue.cached(slot, text)
     header = _HEADER.search(text)
     # The modelled unsent context belongs to the ticker and sits right after the header: a
     # slot whose cache holds this prompt's header holds that context too.
     ctx = sim.profile.context_tokens if header and shared >= header.end() else 0
     cache_n = min(shared // 4 + ctx, prompt_n - 1) if shared else 0
-    sim._last_prompt[slot] = text
     sim._params[slot] = {**_SERVER_DEFAULTS, **{k: body[k] for k in _SERVER_DEFAULTS if k in body}}
     return (cache_n, *sim.model.seconds(prompt_n, cache_n, n_out, sim.counters.processing))
 

