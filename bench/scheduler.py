@@ -1,37 +1,52 @@
-"""Scheduler benchmark: server-side slot occupancy and makespan, dualpath vs a naive pool.
+"""Scheduler benchmark: server-side slot occupancy and makespan of dualpath's scheduling arms
+on a simulated llama-server, checked against the real CPU llama-server.
 
-Every arm runs the built-in 17-call pipeline for 100 tickers against the same simulated 4-slot
-llama-server (its own process, real loopback HTTP): dualpath with prefix affinity (the default:
-each unit owns a slot, one request queued per slot), dualpath sharing slots with 0 and 1
-requests queued at the server, and the naive one-worker-per-ticker pool. The server's side is
-the measure: a call occupies its slot for its own reported service time (prompt_ms +
-predicted_ms, scaled), ending when its answer ended; occupancy is the time-weighted share of
-slots so occupied from the first moment all were to the admission of the last unit, and the
-server's own counters give busy slot-seconds over the whole makespan. Lower bound of the
-makespan = max(total service time / slots, longest unit chain) of the arm's own calls, so a
-gap the harness leaves counts against it (prefix caching shortens service and is reported
-apart, as the cached-token share).
+Every arm runs the built-in 17-call pipeline for `--tickers` tickers through dualpath's own
+scheduler and client (the aiohttp transport nights use), each on a freshly started 4-slot
+server: dualpath's default (prefix affinity: two units per slot, one request queued per
+slot), affinity with one unit per slot (the previous default), slots shared with 1 and 0
+requests queued, and the naive one-worker-per-ticker pool. The simulated server chooses,
+defers and hands on slots as llama-server does (`dualpath.sim.slots`) and writes the same
+launch/release log lines, so occupancy is read from the server's log the same way for both
+(`dualpath.slotlog`: busy slot time / (slots x first launch to last release)).
 
-Last line: `occupancy=... makespan_ratio=... naive_makespan_ratio=...` (the default arm)
+The real arm (skipped with --no-real, or when the llama-server build is absent) runs the
+default arm first on the real llama-server (Gemma 3 270M, the tests' CPU build); the
+simulated server's speeds are then set from that run's own timings (prefill and decode
+tokens per second per call, characters per token, output lengths), so the simulated arms
+are the same workload at the same speeds, their clock compressed by `--time-scale`.
+
+Makespan ratio = makespan / max(total service time / slots, longest unit chain) of the arm's
+own calls: a gap the harness leaves counts against it (prefix caching shortens service and
+is reported apart, as the cached share).
+
+Last line: `occupancy=... makespan_ratio=... real_occupancy=...` (the default arm; the goal
+is real and simulated occupancy within 0.02 of each other)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
-import httpx
 import numpy as np
 
 from dualpath.client import ChatRequest, PathClient
-from dualpath.config import Sampling, ServingPath, SimProfile, parse_config
+from dualpath.config import Sampling, ServingPath, SimProfile
 from dualpath.market import SyntheticMarket
 from dualpath.pipeline import AGENTS, UnitInput, builtin
+from dualpath.procs import spawn, stop_process
 from dualpath.records import CallRecord, UnitStart
 from dualpath.scheduler import PathRunner, Unit, derive_seed, draw_major
-from dualpath.sim.fleet import SimFleet
+from dualpath.sim.fleet import wait_ready
+from dualpath.slotlog import read_slot_log_file
 from dualpath.transport import AiohttpTransport
 
 STAGE = {a: s for s, group in enumerate([
@@ -41,6 +56,12 @@ STAGE = {a: s for s, group in enumerate([
     ["portfolio_manager"], ["consistency_check"]]) for a in group}
 assert set(STAGE) == set(AGENTS)
 
+# queue None / units None: the path's defaults (llama.cpp: 1 queued, 2 units per slot)
+ARMS = {"affinity": dict(pin=True, queue=None, units=None),
+        "affinity 1/slot": dict(pin=True, queue=1, units=1),
+        "shared q=1": dict(pin=False, queue=1, units=None),
+        "shared q=0": dict(pin=False, queue=0, units=None), "naive": None}
+
 
 def service_s(c: CallRecord, scale: float) -> float:
     return (c.prompt_ms + c.predicted_ms) / 1000 * scale
@@ -48,37 +69,16 @@ def service_s(c: CallRecord, scale: float) -> float:
 
 def measure(records: list, slots: int, scale: float, t0: float, t1: float) -> dict:
     calls = [r for r in records if isinstance(r, CallRecord)]
-    starts = [r for r in records if isinstance(r, UnitStart)]
     busy = sum(service_s(c, scale) for c in calls)
     chains: dict = {}
     for c in calls:
         stages = chains.setdefault((c.ticker, c.draw), {})
         stages[STAGE[c.agent]] = max(stages.get(STAGE[c.agent], 0.0), service_s(c, scale))
-    longest = max(sum(s.values()) for s in chains.values())
-    lower = max(busy / slots, longest)
-    # the server's side: each call held a slot for its service time, ending with its answer
-    ev = sorted([(c.end_mono - service_s(c, scale), 1) for c in calls]
-                + [(c.end_mono, -1) for c in calls])
-    t, n, first_full, area = ev[0][0], 0, None, 0.0
-    last_admit = max(s.start_wall for s in starts) - time.time() + time.monotonic()
-    for when, d in ev:
-        if first_full is not None:
-            lo, hi = max(t, first_full), min(when, last_admit)
-            if hi > lo:
-                area += (hi - lo) * min(n, slots)
-        t, n = when, n + d
-        if first_full is None and n >= slots:
-            first_full = when
-    window = last_admit - first_full if first_full is not None else 0.0
-    # time a call spent beyond its service time: HTTP overhead plus waiting in the server's
-    # queue (a queued request's latency is queue + service; both are on the record)
-    wait = np.median([c.latency_s - service_s(c, scale) for c in calls])
+    lower = max(busy / slots, max(sum(s.values()) for s in chains.values()))
     cached = sum(c.cache_n or 0 for c in calls)
-    return {"median_wait_ms": wait * 1e3, "makespan_s": t1 - t0, "lower_bound_s": lower,
-            "ratio": (t1 - t0) / lower, "busy_s": busy,
-            "occupancy": area / (slots * window) if window > 0 else float("nan"),
+    return {"makespan_s": t1 - t0, "lower_bound_s": lower, "ratio": (t1 - t0) / lower,
             "cached_share": cached / max(1, cached + sum(c.prompt_n or 0 for c in calls)),
-            "calls": len(calls)}
+            "calls": len(calls), "failed": sum(not c.ok for c in calls)}
 
 
 async def naive_pool(client: PathClient, units: list[Unit], workers: int, inputs, night) -> list:
@@ -108,89 +108,145 @@ async def naive_pool(client: PathClient, units: list[Unit], workers: int, inputs
     return records
 
 
-def counters(http_url: str) -> dict[str, float]:
-    text = httpx.get(f"{http_url}/metrics").text
-    return {ln.split()[0].split(":")[1]: float(ln.split()[1]) for ln in text.splitlines()
-            if ln and not ln.startswith("#")}
-
-
-ARMS = {"affinity q=1": dict(pin=True, queue=1), "shared q=1": dict(pin=False, queue=1),
-        "shared q=0": dict(pin=False, queue=0), "naive": None}
-
-
-async def run_arm(name, fleet_url, path, units, slots, scale, inputs, night, http) -> dict:
-    client = PathClient("bench", path, Sampling(), http, f"bench/{name}")
-    before = counters(fleet_url)
-    t0 = time.monotonic()
+async def run_arm(name: str, url: str, log: Path, a: argparse.Namespace, units, inputs, night,
+                  scale: float, engine: str) -> dict:
     arm = ARMS[name]
-    if arm is None:
-        records = await naive_pool(client, units, slots, inputs, night)
-    else:
-        records: list = []
-        runner = PathRunner(client, builtin, night, slots=slots, sink=records.append,
-                            inputs=inputs, base_seed=1, queue_depth=arm["queue"],
-                            pin_slots=arm["pin"])
-        await runner.run_units(units)
-    t1 = time.monotonic()
-    after = counters(fleet_url)
-    r = measure(records, slots, scale, t0, t1)
-    served = sum(after[k] - before[k] for k in ("prompt_seconds_total",
-                                               "tokens_predicted_seconds_total"))
-    r["server_busy_share"] = served * scale / (slots * (t1 - t0))
+    path = ServingPath(engine=engine, base_url=url, model="m", slots=a.slots, stream=True,
+                       queue_depth=None if arm is None else arm["queue"],
+                       units_per_slot=None if arm is None else arm["units"])
+    async with AiohttpTransport(4 * a.slots) as http:     # the transport nights use
+        client = PathClient("bench", path, Sampling(max_tokens=a.max_tokens), http,
+                            f"bench/{name}")
+        t0 = time.monotonic()
+        if arm is None:
+            records = await naive_pool(client, units, a.slots, inputs, night)
+        else:
+            records = []
+            runner = PathRunner(client, builtin, night, slots=a.slots, sink=records.append,
+                                inputs=inputs, base_seed=1, queue_depth=path.server_queue_depth,
+                                pin_slots=arm["pin"], units_per_slot=path.server_units_per_slot)
+            await runner.run_units(units)
+        t1 = time.monotonic()
+    r = measure(records, a.slots, scale, t0, t1)
+    r.update(read_slot_log_file(log).summary(a.slots))
+    r["records"] = records
     return r
 
 
-async def main(tickers: int, slots: int, scale: float, rounds: int, arms: list[str]) -> None:
-    cfg = parse_config({"experiment": {"universe": ["X"]}, "paths": {"bench": {
-        "engine": "sim", "model": "m", "slots": slots,
-        "sim": SimProfile(time_scale=scale).model_dump()}}})
-    market = SyntheticMarket(7, n_tickers=tickers)
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def real_arm(a, tmp: Path, units, inputs, night) -> dict:
+    """The default arm on a freshly started real llama-server, its log read for occupancy."""
+    from dualpath.launcher import LaunchedServer, gemma_model, llama_server_binary
+    port, log = _free_port(), tmp / "real.log"
+    argv = [llama_server_binary(), "-m", gemma_model(tmp), "--host", "127.0.0.1", "--port",
+            str(port), "-np", str(a.slots), "-c", str(a.ctx * a.slots), "-t", str(a.threads),
+            "--metrics", "--log-prefix", "--log-timestamps"]
+    with LaunchedServer(argv, f"http://127.0.0.1:{port}", log, ready_timeout_s=300) as srv:
+        return await run_arm("affinity", srv.base_url, log, a, units, inputs, night, 1.0,
+                             "llama.cpp")
+
+
+def calibrated(real: dict, scale: float) -> SimProfile:
+    """A simulated server at the real run's speeds (its clock compressed by `scale`)."""
+    calls = [c for c in real["records"] if isinstance(c, CallRecord) and c.ok]
+    chars = sum(len(c.prompt_text) for c in calls)
+    per_token = chars / sum(c.prompt_tokens for c in calls)      # the sim counts chars / 4
+    prefill = sum(c.prompt_n for c in calls) / (sum(c.prompt_ms for c in calls) / 1e3)
+    decode = sum(c.predicted_n for c in calls) / (sum(c.predicted_ms for c in calls) / 1e3)
+    out = [c.predicted_n for c in calls]
+    return SimProfile(prefill_tps=prefill * per_token / 4, decode_tps=decode,
+                      time_scale=scale, context_tokens=0,
+                      output_mean_tokens=float(np.mean(out)), output_sigma=0.05,
+                      runaway_share=sum(c.finish_reason == "length" for c in calls) / len(calls),
+                      malformed_share=0.0, n_ctx=131072)
+
+
+def sim_server(profile: SimProfile, slots: int, log: Path):
+    proc = spawn([sys.executable, "-m", "dualpath.sim", "--slots", str(slots), "--profile",
+                  profile.model_dump_json(), "--log-file", str(log)],
+                 stdout=subprocess.PIPE, text=True)
+    return proc, wait_ready("bench", proc, 30.0)
+
+
+def line(name: str, r: dict) -> str:
+    return (f"{name:>15}: {r['calls']} calls ({r['failed']} failed), makespan "
+            f"{r['makespan_s']:.1f} s, ratio {r['ratio']:.3f}, occupancy (server log) "
+            f"{r['occupancy']:.4f}, idle gaps median {r['gap_median_ms']:.1f} ms p90 "
+            f"{r['gap_p90_ms']:.1f} ms, cached share {r['cached_share']:.3f}")
+
+
+async def main(a: argparse.Namespace) -> None:
+    market = SyntheticMarket(7, n_tickers=a.tickers)
     night = market.nights(1)[0]
 
     def inputs(unit: Unit) -> UnitInput:
-        h = market.history(unit.ticker, night, 60)
+        h = market.history(unit.ticker, night, a.history_days)
         return UnitInput(unit.ticker, unit.draw, night, tuple(zip(h["date"], h["adj_close"])))
 
     units = draw_major(market.tickers, 1)
-    results: dict[str, list[dict]] = {name: [] for name in arms}
-    with SimFleet(cfg) as fleet:
-        url = fleet.urls["bench"]
-        path = ServingPath(engine="sim", base_url=url, model="m", slots=slots, stream=False)
-        async with AiohttpTransport(64) as http:     # the transport nights use
-            for rnd in range(rounds):     # arms interleaved, so drift hits all alike
-                for name in arms:
-                    r = await run_arm(name, url, path, units, slots, scale, inputs, night, http)
-                    results[name].append(r)
-                    print(f"[{rnd + 1}/{rounds}] {name:>13}: {r['calls']} calls, makespan "
-                          f"{r['makespan_s']:.1f} s, lower bound {r['lower_bound_s']:.1f} s, "
-                          f"ratio {r['ratio']:.3f}, occupancy (server side) "
-                          f"{r['occupancy']:.4f}, server busy share of makespan "
-                          f"{r['server_busy_share']:.3f}, cached share {r['cached_share']:.2f}, "
-                          f"median wait beyond service {r['median_wait_ms']:.1f} ms", flush=True)
-    med = {name: {k: float(np.median([r[k] for r in rs])) for k in rs[0]}
-           for name, rs in results.items()}
-    print(f"medians over {rounds} round(s):")
-    for name, m in med.items():
-        print(f"  {name:>13}: makespan {m['makespan_s']:.1f} s, ratio {m['ratio']:.3f}, "
-              f"occupancy {m['occupancy']:.4f}, cached share {m['cached_share']:.2f}")
-    d, nv = med[arms[0]], med.get("naive")
-    if nv is None:
-        print(f"occupancy={d['occupancy']:.4f} makespan_ratio={d['ratio']:.4f} ({arms[0]})")
-        return
-    print(f"naive / dualpath makespan: {nv['makespan_s'] / d['makespan_s']:.2f}x")
-    print(f"occupancy={d['occupancy']:.4f} makespan_ratio={d['ratio']:.4f} "
-          f"naive_makespan_ratio={nv['ratio']:.4f} naive_occupancy={nv['occupancy']:.4f}")
+    real = None
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        profile = SimProfile(time_scale=a.time_scale)
+        if a.real:
+            real = await real_arm(a, tmp, units, inputs, night)
+            print(f"[real] {line('affinity', real)}", flush=True)
+            scale = min(1.0, a.sim_seconds / real["makespan_s"])
+            profile = calibrated(real, scale)
+            print(f"simulated at the real run's speeds: prefill {profile.prefill_tps:.0f} "
+                  f"(chars/4)/s, decode {profile.decode_tps:.1f} tok/s, output mean "
+                  f"{profile.output_mean_tokens:.0f} tokens, clock x{scale:.3f}", flush=True)
+        results: dict[str, list[dict]] = {n: [] for n in a.arms}
+        for rnd in range(a.rounds):       # arms interleaved, so drift hits all alike
+            for name in a.arms:
+                log = tmp / f"sim-{rnd}-{a.arms.index(name)}.log"
+                proc, url = sim_server(profile, a.slots, log)
+                try:
+                    r = await run_arm(name, url, log, a, units, inputs, night,
+                                      profile.time_scale, "sim")
+                finally:
+                    stop_process(proc)
+                results[name].append(r)
+                print(f"[{rnd + 1}/{a.rounds}] {line(name, r)}", flush=True)
+    keys = ("makespan_s", "ratio", "occupancy", "cached_share", "gap_median_ms")
+    med = {n: {k: statistics.median(r[k] for r in rs) for k in keys} for n, rs in results.items()}
+    print(f"medians over {a.rounds} round(s):")
+    for n, m in med.items():
+        print(f"  {n:>15}: makespan {m['makespan_s']:.1f} s, ratio {m['ratio']:.3f}, occupancy "
+              f"{m['occupancy']:.4f}, cached share {m['cached_share']:.3f}")
+    d = med[a.arms[0]]
+    tail = f" real_occupancy={real['occupancy']:.4f}" if real else " real_occupancy=nan"
+    nv = med.get("naive")
+    if nv:
+        tail += f" naive_makespan_ratio={nv['ratio']:.4f} naive_occupancy={nv['occupancy']:.4f}"
+    print(f"occupancy={d['occupancy']:.4f} makespan_ratio={d['ratio']:.4f}{tail}")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tickers", type=int, default=100)
+    ap.add_argument("--tickers", type=int, default=8)
     ap.add_argument("--slots", type=int, default=4)
-    ap.add_argument("--time-scale", type=float, default=3e-3,
-                    help="real seconds per modelled second (3e-3: a ~40 s call takes ~120 ms)")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--history-days", type=int, default=60)
+    ap.add_argument("--time-scale", type=float, default=0.05,
+                    help="simulated clock without the real arm (with it: set from its wall)")
+    ap.add_argument("--sim-seconds", type=float, default=40.0,
+                    help="with the real arm: the simulated arms' clock is compressed to "
+                         "about this makespan")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every arm")
     ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS),
                     help="arms to run (the first is the one on the last line)")
+    ap.add_argument("--no-real", dest="real", action="store_false",
+                    help="skip the real llama-server arm")
+    ap.add_argument("--ctx", type=int, default=4096, help="real server: context per slot")
+    ap.add_argument("--threads", type=int, default=1, help="real server: threads")
     a = ap.parse_args()
-    asyncio.run(main(a.tickers, a.slots, a.time_scale, a.rounds, a.arms))
+    if a.arms[0] != "affinity" and a.real:
+        ap.error("the real arm runs the default arm: put 'affinity' first or pass --no-real")
+    asyncio.run(main(a))
     sys.exit(0)
