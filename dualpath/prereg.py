@@ -14,7 +14,9 @@ compares the running config with the frozen plan.
 from __future__ import annotations
 
 import hashlib
+import math
 import tomllib
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Literal
@@ -24,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from dualpath.config import Config, dump_toml, format_validation_error
 from dualpath.errors import ConfigError
+from evals import power as pw
 
 
 class _Model(BaseModel):
@@ -72,6 +75,25 @@ class Exclusions(_Model):
     runaways: Literal["keep, flagged"] = "keep, flagged"
 
 
+INFERENCE_METHODS = {
+    "t-nonoverlapping": "Student's t on the nights whose h-session return windows do not "
+                        "overlap (evals.inference), ΔIC paired on the tickers graded on both "
+                        "paths each night",
+}
+
+
+class Design(_Model):
+    """What the window was sized by: the power wanted and the noise assumed, per horizon."""
+
+    power: float = Field(0.8, gt=0, lt=1, description="Power the window is sized for.")
+    sd_delta: dict[str, float] = Field(description="Assumed sd of one night's ΔIC, per "
+                                       "horizon (keys: sessions).")
+    sd_source: str = Field(description="Where the sd came from: pilot nights or an assumption.")
+
+    def sd(self, horizon: int) -> float | None:
+        return self.sd_delta.get(str(horizon))
+
+
 class Plan(_Model):
     """A preregistered comparison."""
 
@@ -89,9 +111,10 @@ class Plan(_Model):
     paths: dict[str, PathFingerprint] = Field(description="Fingerprint per path.")
     exclusions: Exclusions = Field(default_factory=Exclusions)
     inference: str = Field(
-        "ΔIC paired on the tickers graded on both paths each night; lower confidence bound "
-        "from the calibrated method of `dualpath metrics` (see its ci_method column)",
-        description="How the primary interval is computed.")
+        "t-nonoverlapping", description="The inference method: one of INFERENCE_METHODS "
+        "(freezing refuses any other).")
+    design: Design | None = Field(None, description="Power and the assumed noise the "
+                                  "window was sized by (`dualpath prereg draft`).")
     interim: Literal["descriptive"] = Field(
         "descriptive", description="Weekly looks are descriptive: no early decision.")
     on_deviation: Literal["record", "refuse"] = Field(
@@ -107,9 +130,14 @@ class Plan(_Model):
             raise ValueError("baseline and candidate must be different paths")
         return self
 
+    def hypotheses(self) -> list[Hypothesis]:
+        return [self.primary, *self.secondary]
+
     def sha256(self) -> str:
         """The canonical hash: the validated plan as sorted JSON."""
         data = self.model_dump(mode="json")
+        if data.get("design") is None:      # plans frozen before the field hash as they did
+            data.pop("design", None)
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -146,24 +174,101 @@ def load_plan(path: Path) -> Plan:
         raise ConfigError(format_validation_error(e, str(path))) from None
 
 
-def draft_plan(cfg: Config, first_night: date, nights: int) -> Plan:
-    """A plan from the config as it is now: the user edits hypotheses and window, then freezes."""
+@dataclass(frozen=True)
+class Sizing:
+    """A window sized by its power: the table per horizon and what it proposes."""
+
+    rows: list[dict]                  # evals.power.power_table rows
+    design: Design
+    primary: int                      # proposed primary horizon
+    margin: float                     # proposed margin δ
+    test: str = "non-inferiority"
+
+
+def size_window(cfg: Config, nights: int, sd: dict[int, float] | None = None,
+                sd_source: str | None = None, power: float = 0.8,
+                margin: float | None = None, test: str = "non-inferiority") -> Sizing:
+    """Power per horizon for a window of `nights` nights, from pilot or assumed sds; proposes
+    the primary (the horizon with the smallest detectable ΔIC) and a margin it can show."""
+    horizons = cfg.experiment.horizons
+    if not sd:
+        n = len(cfg.tickers())
+        sd = {h: pw.null_sd_delta(n) for h in horizons}
+        sd_source = (f"assumed, no pilot: sd of one night's RankIC 1/√(N−1) for N={n} "
+                     "tickers, the two paths' ICs correlated 0.5")
+    chosen = margin if margin is not None else cfg.comparison.margin
+    alpha = cfg.comparison.alpha
+    rows = pw.power_table({h: sd[h] for h in horizons if h in sd}, nights, chosen, alpha,
+                          power, test)
+    primary, proposed = pw.propose(rows, chosen, power)
+    if margin is not None or proposed > 1:
+        proposed = chosen                 # the user's margin, or none this window can show
+    design = Design(power=power, sd_delta={str(h): round(float(v), 6) for h, v in sd.items()
+                                           if h in horizons}, sd_source=sd_source or "given")
+    return Sizing(rows, design, primary, proposed, test)
+
+
+def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | None = None,
+               primary: int | None = None, margin: float | None = None) -> Plan:
+    """A plan from the config as it is now, sized by `sizing` (default: the assumed noise):
+    the proposed primary and margin unless given; the user edits, then freezes."""
     c = cfg.comparison
     names = list(cfg.paths)
     baseline = c.baseline or ("main" if "main" in names else names[0])
     candidate = c.candidate or ("backup" if "backup" in names else names[-1])
+    sizing = sizing or size_window(cfg, nights, margin=margin)
     horizons = cfg.experiment.horizons
-    primary_h = c.primary_horizon or next((h for h in sorted(horizons) if h > 1), horizons[0])
+    primary_h = primary or sizing.primary
+    delta = margin if margin is not None else sizing.margin
     tickers = cfg.tickers()
     return Plan(
         experiment=cfg.experiment.name, title=f"Is {candidate} as good as {baseline}?",
         baseline=baseline, candidate=candidate,
-        primary=Hypothesis(horizon=primary_h, margin=c.margin, alpha=c.alpha),
-        secondary=[Hypothesis(horizon=h, margin=c.margin, alpha=c.alpha)
+        primary=Hypothesis(horizon=primary_h, test=sizing.test, margin=delta, alpha=c.alpha),
+        secondary=[Hypothesis(horizon=h, margin=delta, alpha=c.alpha)
                    for h in horizons if h != primary_h],
         universe_sha256=universe_sha256(tickers), tickers=len(tickers),
         draws=cfg.experiment.draws, window=Window(first_night=first_night, nights=nights),
-        paths={n: path_fingerprint(cfg, n) for n in names})
+        paths={n: path_fingerprint(cfg, n) for n in names}, design=sizing.design)
+
+
+def testability(plan: Plan) -> list[str]:
+    """Why the window cannot test the primary (empty: it can): too few non-overlapping
+    nights for any test. Freezing such a plan needs --force and a reason."""
+    h = plan.primary.horizon
+    m = pw.independent_count(plan.window.nights, h)
+    if m >= pw.MIN_INDEPENDENT:
+        return []
+    need = (pw.MIN_INDEPENDENT - 1) * h + 1
+    return [f"the window's {plan.window.nights} nights give {m} non-overlapping night(s) at "
+            f"the primary horizon h={h}; its test needs {pw.MIN_INDEPENDENT} ({need} nights)"]
+
+
+def planned_power(plan: Plan) -> float:
+    """The primary's power at its margin over the whole window, from the plan's design."""
+    sd = plan.design.sd(plan.primary.horizon) if plan.design else None
+    p = plan.primary
+    m = pw.independent_count(plan.window.nights, p.horizon)
+    return pw.planned_power(p.test, sd, m, p.margin, p.alpha) if sd else math.nan
+
+
+def executable_problems(plan: Plan, horizons: list[int]) -> list[str]:
+    """Fields the analysis could not honour (freezing refuses them, even with --force)."""
+    out = []
+    if plan.inference not in INFERENCE_METHODS:
+        out.append(f"inference {plan.inference!r} is not a method dualpath implements; use "
+                   + ", ".join(f"{k!r} ({v})" for k, v in INFERENCE_METHODS.items()))
+    seen = [h.horizon for h in plan.hypotheses()]
+    for h in sorted(set(seen)):
+        if seen.count(h) > 1:
+            out.append(f"horizon {h} is tested twice (primary and secondaries must differ)")
+        if h not in horizons:
+            out.append(f"horizon {h} is not one of the experiment's horizons {horizons}")
+    if plan.design is not None:
+        missing = [h for h in seen if plan.design.sd(h) is None]
+        if missing:
+            out.append(f"[design.sd_delta] has no sd for horizon(s) {missing}")
+    return out
 
 
 def plan_toml(plan: Plan) -> str:

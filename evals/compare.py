@@ -1,4 +1,4 @@
-"""Path comparison paired on the common cross-section, and the non-inferiority verdict.
+"""Path comparison paired on the common cross-section, and the planned test's verdict.
 
 Per night and horizon, ΔIC = IC(candidate) − IC(baseline) with both ICs over the same tickers:
 those scored on both paths with a matured return. A ticker or night present on one path only
@@ -8,12 +8,13 @@ is left out and counted. Takes a ``scores`` frame and `evals.returns.forward_ret
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from evals.agreement import quadratic_kappa
-from evals.inference import holm, noninferiority, verdict
+from evals.inference import delta_test, holm, noninferiority, verdict_of
 from evals.rankic import MIN_TICKERS, grouped_spearman, spearman
 from evals.returns import OK
 
@@ -60,42 +61,65 @@ def paired_delta_ic(scores: pd.DataFrame, returns: pd.DataFrame, baseline: str,
     return out.assign(delta=out["ic_candidate"] - out["ic_baseline"])[PAIRED]
 
 
+@dataclass(frozen=True)
+class DeltaTest:
+    """One planned test of ΔIC at one horizon (a plan's hypothesis, as evals sees it)."""
+
+    horizon: int
+    test: str = "non-inferiority"          # 'non-inferiority' | 'equivalence' | 'difference'
+    margin: float = 0.03
+    alpha: float = 0.05
+    sd_plan: float | None = None           # the plan's assumed sd of nightly ΔIC (for power)
+
+
 def compare_ic(paired: pd.DataFrame, baseline: str, candidate: str, horizon: int, *,
-               margin: float, alpha: float) -> dict:
-    """ΔIC summary and the non-inferiority/TOST test for one horizon (see `evals.inference`)."""
+               margin: float, alpha: float, test: DeltaTest | None = None,
+               power: float = 0.8) -> dict:
+    """ΔIC summary and the planned test for one horizon (see `evals.inference.delta_test`)."""
+    t = test or DeltaTest(horizon, margin=margin, alpha=alpha)
     p = paired[paired["horizon"] == horizon].dropna(subset=["delta"]).sort_values("night")
     d = p["delta"].to_numpy(dtype=float)
     out = {"baseline": baseline, "candidate": candidate, "horizon": horizon, "nights": len(d),
            "mean_common_tickers": float(p["n_common"].mean()) if len(p) else math.nan,
            "mean_delta": float(d.mean()) if len(d) else math.nan,
            "sd_delta": float(d.std(ddof=1)) if len(d) > 1 else math.nan,
-           "rho_ic": math.nan, "margin": margin, "alpha": alpha}
+           "rho_ic": math.nan, "margin": t.margin, "alpha": t.alpha}
     if len(d) > 2 and p["ic_baseline"].std() > 0 and p["ic_candidate"].std() > 0:
         out["rho_ic"] = float(np.corrcoef(p["ic_baseline"], p["ic_candidate"])[0, 1])
-    return {**out, **noninferiority(d, horizon, margin, alpha, p["start_pos"].to_numpy())}
+    pos = p["start_pos"].to_numpy()
+    res = delta_test(d, horizon, t.test, t.margin, t.alpha, pos, power, t.sd_plan)
+    ni = noninferiority(d, horizon, t.margin, t.alpha, pos, power)
+    extra = {k: ni[k] for k in ("p_noninferior", "p_inferior", "p_equivalent", "equivalence")}
+    return {**out, **res, "estimate": res["tested_mean"], **extra}
 
 
 def compare_paths(scores: pd.DataFrame, returns: pd.DataFrame, baseline: str, candidate: str,
-                  horizons: list[int], primary: int, margin: float, alpha: float) -> pd.DataFrame:
+                  horizons: list[int], primary: int, margin: float, alpha: float, *,
+                  tests: dict[int, DeltaTest] | None = None, power: float = 0.8) -> pd.DataFrame:
     """One row per horizon: the primary is confirmatory; the others exploratory, Holm-adjusted.
 
-    Holm adjusts each one-sided p-value over the exploratory horizons; their verdicts use the
-    adjusted p-values.
+    ``tests``: the planned test per horizon (a plan's primary and secondaries); a horizon
+    without one gets non-inferiority at ``margin`` and ``alpha``. Holm adjusts the claim's and
+    the counter-claim's p-values over the exploratory horizons; each row's verdict compares
+    the adjusted p-values with its own α.
     """
+    tests = tests or {}
     paired = paired_delta_ic(scores, returns, baseline, candidate)
     counts = unpaired_counts(scores, baseline, candidate)
-    rows = [{**compare_ic(paired, baseline, candidate, h, margin=margin, alpha=alpha),
+    rows = [{**compare_ic(paired, baseline, candidate, h, margin=margin, alpha=alpha,
+                          test=tests.get(h), power=power),
              "role": "primary" if h == primary else "exploratory", **counts} for h in horizons]
     out = pd.DataFrame(rows).astype({"df": "Int64"})
-    out["p_noninferior_holm"] = math.nan
-    out["p_inferior_holm"] = math.nan
+    out["p_claim_holm"] = math.nan
+    out["p_counter_holm"] = math.nan
     sec = out["role"] == "exploratory"
     if sec.any():
-        out.loc[sec, "p_noninferior_holm"] = holm(out.loc[sec, "p_noninferior"].tolist())
-        out.loc[sec, "p_inferior_holm"] = holm(out.loc[sec, "p_inferior"].tolist())
-        out.loc[sec, "verdict"] = [verdict(a, b, alpha) for a, b in
-                                   zip(out.loc[sec, "p_noninferior_holm"],
-                                       out.loc[sec, "p_inferior_holm"])]
+        out.loc[sec, "p_claim_holm"] = holm(out.loc[sec, "p_claim"].tolist())
+        out.loc[sec, "p_counter_holm"] = holm(out.loc[sec, "p_counter"].tolist())
+        out.loc[sec, "verdict"] = [
+            verdict_of(t, a, b, al) for t, a, b, al in
+            zip(out.loc[sec, "test"], out.loc[sec, "p_claim_holm"],
+                out.loc[sec, "p_counter_holm"], out.loc[sec, "alpha"])]
     return out
 
 

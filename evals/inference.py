@@ -92,53 +92,115 @@ def mean_test(x: np.ndarray, horizon: int, start_pos: np.ndarray | None = None,
     return out
 
 
-def noninferiority(d: np.ndarray, horizon: int, margin: float, alpha: float,
-                   start_pos: np.ndarray | None = None, power: float = 0.8) -> dict:
-    """Non-inferiority and TOST equivalence of ΔIC = candidate - baseline within margin δ.
+CI_SIDES = {"non-inferiority": 2, "equivalence": 2, "difference": 1}   # alpha multiplier
 
-    Non-inferior when the one-sided (1-alpha) lower bound of ΔIC exceeds -δ; inferior when the
-    one-sided upper bound lies below -δ; equivalent (TOST, Schuirmann 1987) when the (1-2alpha)
-    interval lies inside ±δ. MDE: the margin this se could show at ``power`` when ΔIC = 0.
+
+def interval_text(test: str, alpha: float, m: int) -> str:
+    """The interval a test prints, in words: level, sides, method and what its ends mean."""
+    level = 1 - CI_SIDES[test] * alpha
+    base = f"{level:.0%} two-sided t interval on {m} non-overlapping nights, df={m - 1}"
+    if test == "non-inferiority":
+        return base + f" (its ends are the one-sided {1 - alpha:.0%} bounds the test uses)"
+    if test == "equivalence":
+        return base + f" (TOST: one-sided {1 - alpha:.0%} bounds on each side)"
+    return base
+
+
+def _claims(test: str, mean: float, se: float, df: int, margin: float) -> tuple[float, float]:
+    """(p of the claim, p of its counter-claim) for a test; each compared with alpha."""
+    lo, hi = stats.t.sf((mean + margin) / se, df), stats.t.cdf((mean + margin) / se, df)
+    if test == "non-inferiority":            # ΔIC > -δ  |  ΔIC < -δ
+        return float(lo), float(hi)
+    if test == "equivalence":                # |ΔIC| < δ (TOST)  |  |ΔIC| > δ
+        upper_in = stats.t.cdf((mean - margin) / se, df)
+        return float(max(lo, upper_in)), float(min(hi, stats.t.sf((mean - margin) / se, df)))
+    t = mean / se                            # difference: ΔIC > 0  |  ΔIC < 0, two-sided
+    return float(min(1.0, 2 * stats.t.sf(t, df))), float(min(1.0, 2 * stats.t.cdf(t, df)))
+
+
+VERDICTS = {"non-inferiority": ("non-inferior", "inferior"),
+            "equivalence": ("equivalent", "not equivalent"),
+            "difference": ("candidate better", "candidate worse")}
+
+
+def verdict_of(test: str, p_claim: float, p_counter: float, alpha: float) -> str:
+    """The decision from the two p-values of a test, or 'inconclusive'."""
+    if not math.isfinite(p_claim):
+        return "insufficient nights"
+    claim, counter = VERDICTS[test]
+    if p_claim < alpha:
+        return claim
+    if p_counter < alpha:
+        return counter
+    return "inconclusive"
+
+
+def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
+               margin: float = 0.03, alpha: float = 0.05, start_pos: np.ndarray | None = None,
+               power: float = 0.8, sd_plan: float | None = None) -> dict:
+    """The plan's test of ΔIC = candidate - baseline on non-overlapping nights.
+
+    non-inferiority: non-inferior when the one-sided (1-alpha) lower bound exceeds -δ,
+    inferior when the upper bound lies below -δ; equivalence: TOST (Schuirmann 1987), the
+    (1-2alpha) interval inside ±δ; difference: two-sided t at alpha. The interval is centred on
+    ``tested_mean`` (the mean of the nights the test uses), so it always contains it.
+    ``power``: the method's (`evals.power`) at δ with the nights used, from ``sd_plan`` (the
+    plan's assumed sd) when given, else from the observed sd (a plug-in, noisy at few nights).
     """
+    if test not in VERDICTS:
+        raise ValueError(f"unknown test {test!r}; one of {list(VERDICTS)}")
+    from evals import power as pw
+
     s = _subseries(d, horizon, start_pos)
     m = len(s)
-    out = {"n_independent": m, "tested_mean": math.nan, "df": math.nan, "ci_low": math.nan,
-           "ci_high": math.nan, "ci_level": 1 - 2 * alpha, "ci_method": METHOD, "basis": "",
-           "p_noninferior": math.nan, "p_inferior": math.nan, "p_equivalent": math.nan,
-           "verdict": "insufficient nights", "equivalence": "insufficient nights",
-           "mde": math.nan, "power_at_zero": math.nan, "note": ""}
+    level = 1 - CI_SIDES[test] * alpha
+    out = {"test": test, "n_independent": m, "tested_mean": math.nan, "df": math.nan,
+           "ci_low": math.nan, "ci_high": math.nan, "ci_level": level, "ci_method": METHOD,
+           "ci_text": "", "basis": "", "p_claim": math.nan, "p_counter": math.nan,
+           "verdict": "insufficient nights", "mde": math.nan, "power": math.nan,
+           "power_basis": "", "note": ""}
     if m < MIN_INDEPENDENT:
         out["note"] = insufficient(len(d), horizon)
         return out
     df, mean = m - 1, float(s.mean())
-    se = float(s.std(ddof=1) / math.sqrt(m))
-    q = stats.t.ppf(1 - alpha, df)
+    sd = float(s.std(ddof=1))
+    se = sd / math.sqrt(m)
+    q = stats.t.ppf(1 - (1 - level) / 2, df)
     out.update(df=df, basis=_basis(m, horizon), tested_mean=mean, ci_low=mean - q * se,
-               ci_high=mean + q * se)
+               ci_high=mean + q * se, ci_text=interval_text(test, alpha, m))
+    sd_power = sd_plan if sd_plan else sd
+    out["power_basis"] = (f"{pw.power_text(test)}; t on {m} non-overlapping nights, sd of "
+                          f"nightly ΔIC {sd_power:.3f} "
+                          + ("from the plan" if sd_plan else "observed (plug-in)"))
+    out["power"] = pw.planned_power(test, sd_power, m, margin, alpha)
+    out["mde"] = pw.min_detectable(test, sd_power, m, alpha, power)
     if se == 0:
-        out["verdict"] = out["equivalence"] = "inconclusive"
+        out["verdict"] = "inconclusive"
         out["note"] = "no variation between nights: no test"
         return out
-    out["p_noninferior"] = float(stats.t.sf((mean + margin) / se, df))
-    out["p_inferior"] = float(stats.t.cdf((mean + margin) / se, df))
-    out["p_equivalent"] = max(out["p_noninferior"], float(stats.t.cdf((mean - margin) / se, df)))
-    out["verdict"] = verdict(out["p_noninferior"], out["p_inferior"], alpha)
-    out["equivalence"] = "equivalent" if out["p_equivalent"] < alpha else "not shown"
-    out["mde"] = float((q + stats.t.ppf(power, df)) * se)
-    # power to show non-inferiority if the paths are truly equal: noncentral t at δ/se
-    out["power_at_zero"] = float(stats.nct.sf(q, df, margin / se))
+    out["p_claim"], out["p_counter"] = _claims(test, mean, se, df, margin)
+    out["verdict"] = verdict_of(test, out["p_claim"], out["p_counter"], alpha)
+    return out
+
+
+def noninferiority(d: np.ndarray, horizon: int, margin: float, alpha: float,
+                   start_pos: np.ndarray | None = None, power: float = 0.8) -> dict:
+    """Non-inferiority of ΔIC within margin δ (`delta_test`), with the TOST equivalence
+    p-value beside it (``p_equivalent``, ``equivalence``)."""
+    out = delta_test(d, horizon, "non-inferiority", margin, alpha, start_pos, power)
+    eq = delta_test(d, horizon, "equivalence", margin, alpha, start_pos, power)
+    out.update(p_noninferior=out["p_claim"], p_inferior=out["p_counter"],
+               p_equivalent=eq["p_claim"], equivalence="not shown")
+    if eq["verdict"] in ("equivalent", "insufficient nights"):
+        out["equivalence"] = eq["verdict"]
+    elif eq["note"].startswith("no variation"):
+        out["equivalence"] = "inconclusive"
     return out
 
 
 def verdict(p_noninferior: float, p_inferior: float, alpha: float) -> str:
     """'non-inferior' | 'inferior' | 'inconclusive' from the two one-sided p-values."""
-    if not math.isfinite(p_noninferior):
-        return "insufficient nights"
-    if p_noninferior < alpha:
-        return "non-inferior"
-    if p_inferior < alpha:
-        return "inferior"
-    return "inconclusive"
+    return verdict_of("non-inferiority", p_noninferior, p_inferior, alpha)
 
 
 def holm(pvalues: list[float]) -> list[float]:

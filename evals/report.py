@@ -45,12 +45,15 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
                     prices: pd.DataFrame, horizons: list[int], pair: tuple[str, str] | None,
                     seed: int = 20260101, *, margin: float = 0.03, alpha: float = 0.05,
                     primary_horizon: int | None = None,
-                    sessions: Sequence | None = None) -> Metrics:
+                    sessions: Sequence | None = None, tests: dict | None = None,
+                    power: float = 0.8) -> Metrics:
     """Metrics over usable units (complete runs, uncontaminated); partial runs only in speed.
 
     ``pair``: (baseline, candidate); ΔIC = IC(candidate) − IC(baseline), judged non-inferior
     at ``primary_horizon`` when its one-sided (1-alpha) lower bound exceeds −margin.
     ``sessions``: exchange session dates for forward returns (else dates with any price).
+    ``tests``: the planned `evals.compare.DeltaTest` per horizon (test, margin, α, assumed sd);
+    ``power``: the power the minimum detectable ΔIC is stated at.
     ``seed`` is kept for callers; no table draws random numbers.
     """
     notes = []
@@ -72,7 +75,7 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
     if pair and len(nightly):
         primary = primary_horizon if primary_horizon in horizons else default_primary(horizons)
         comparison = compare_paths(scores, returns, pair[0], pair[1], horizons, primary,
-                                   margin, alpha)
+                                   margin, alpha, tests=tests, power=power)
         delta = paired_delta_ic(scores, returns, pair[0], pair[1])
         cross = pd.DataFrame([{"baseline": pair[0], "candidate": pair[1],
                                **cross_path_agreement(scores, *pair)}])
@@ -80,7 +83,8 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
     agree_n = pd.DataFrame([{"path": p, "night": n, **self_agreement(g)}
                             for (p, n), g in usable.groupby(["path", "night"])])
     grades = grade_distribution(usable) if len(usable) else pd.DataFrame()
-    draws = draws_analysis(usable, returns) if len(returns) else pd.DataFrame()
+    draws = draws_analysis(usable, returns, nightly_ic=nightly) if len(returns) \
+        else pd.DataFrame()
     shape = signal_shape(scores, returns) if len(returns) else pd.DataFrame()
     grade_ret = by_grade(scores, returns) if len(returns) else pd.DataFrame()
     per_run = run_speed(calls, units, runs) if len(runs) and len(calls) else pd.DataFrame()

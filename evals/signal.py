@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from evals.agreement import icc_oneway, spearman_brown
+from evals.inference import mean_test
 from evals.rankic import MIN_TICKERS, grouped_spearman
 from evals.returns import OK
 
@@ -57,11 +58,30 @@ def subset_ics(units: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame:
     return out.join(nights).reset_index()
 
 
+def _half_width(nightly_ic: pd.DataFrame | None, path: str, h: int,
+                alpha: float) -> tuple[float, int]:
+    """(t half-width of the mean IC at all draws, non-overlapping nights) for one path and
+    horizon, from the nightly RankIC (`evals.rankic.nightly_rank_ic`)."""
+    if nightly_ic is None or not len(nightly_ic):
+        return math.nan, 0
+    g = nightly_ic[(nightly_ic["path"] == path) & (nightly_ic["horizon"] == h)
+                   & (nightly_ic["status"] == OK)].sort_values("night")
+    t = mean_test(g["ic"].to_numpy(float), h, g["start_pos"].to_numpy(), alpha=alpha)
+    return (t["ci_high"] - t["ci_low"]) / 2, int(t["n_independent"])
+
+
 def draws_analysis(units: pd.DataFrame, returns: pd.DataFrame,
-                   project_to: int | None = None) -> pd.DataFrame:
+                   project_to: int | None = None, nightly_ic: pd.DataFrame | None = None,
+                   alpha: float = 0.05) -> pd.DataFrame:
     """path, horizon, k, basis ('measured' | 'projected'), mean_ic, reliability, attenuation,
-    projected_ic: what each extra draw buys, measured for k <= draws and projected beyond
-    (to ``project_to`` draws; default twice the draws taken, at least 4)."""
+    projected_ic and its interval: what each extra draw buys, measured for k <= draws and
+    projected beyond (to ``project_to`` draws; default twice the draws taken, at least 4).
+
+    The projection scales the measured IC at all draws by f_k = sqrt(SB(r1, k) / SB(r1, K)).
+    Its (1-alpha) interval: projected_ic ± f_k times the t half-width of the mean nightly IC
+    at all draws on non-overlapping nights (``nightly_ic``); the reliability r1 is treated as
+    known (it is estimated over every ticker-night, the IC over a few nights).
+    """
     measured = subset_ics(units, returns)
     rows = []
     for path, g in _graded(units).groupby("path"):
@@ -73,18 +93,26 @@ def draws_analysis(units: pd.DataFrame, returns: pd.DataFrame,
             top = mh.loc[mh["k"].idxmax()]
             rel_top = spearman_brown(r1, int(top["k"]))
             ic_inf = top["mean_ic"] / math.sqrt(rel_top) if rel_top > 0 else math.nan
+            half, n_ind = _half_width(nightly_ic, path, int(h), alpha)
             last = project_to or max(4, 2 * int(top["k"]))
             ks = sorted(set(mh["k"].astype(int)) | set(range(int(top["k"]) + 1, last + 1)))
             for k in ks:
                 rel = spearman_brown(r1, k)
                 att = math.sqrt(rel) if rel > 0 else math.nan
                 got = mh[mh["k"] == k]
+                proj = ic_inf * att
+                scale = att / math.sqrt(rel_top) if rel_top > 0 else math.nan
                 rows.append({"path": path, "horizon": int(h), "k": k,
                              "basis": "measured" if len(got) else "projected",
                              "nights": int(got["nights"].iloc[0]) if len(got) else 0,
                              "mean_ic": float(got["mean_ic"].iloc[0]) if len(got) else math.nan,
-                             "reliability": rel, "attenuation": att,
-                             "projected_ic": ic_inf * att})
+                             "reliability": rel, "attenuation": att, "projected_ic": proj,
+                             "projected_ci_low": proj - scale * half,
+                             "projected_ci_high": proj + scale * half,
+                             "projected_ci": f"{1 - alpha:.0%} two-sided t on {n_ind} "
+                             "non-overlapping nights, scaled by Spearman-Brown, reliability "
+                             "taken as known" if math.isfinite(half) else
+                             "insufficient nights"})
     return pd.DataFrame(rows)
 
 

@@ -45,12 +45,13 @@ def question(cfg: Config, plan: Plan | None = None, paths: list[str] | None = No
 
 
 def compute(cfg: Config, q: Question, units: pd.DataFrame, calls: pd.DataFrame,
-            runs: pd.DataFrame, prices: pd.DataFrame, sessions=None) -> Metrics:
-    """Every metric table for these frames."""
+            runs: pd.DataFrame, prices: pd.DataFrame, sessions=None,
+            tests: dict | None = None) -> Metrics:
+    """Every metric table for these frames (``tests``: the plan's test per horizon)."""
     pair = (q.baseline, q.candidate) if q.candidate else None
     return compute_metrics(units, calls, runs, prices, cfg.experiment.horizons, pair,
                            seed=cfg.sampling.base_seed, margin=q.margin, alpha=q.alpha,
-                           primary_horizon=q.primary_horizon, sessions=sessions)
+                           primary_horizon=q.primary_horizon, sessions=sessions, tests=tests)
 
 
 def sessions_for(cfg: Config, prices: pd.DataFrame) -> list | None:
@@ -66,10 +67,8 @@ def sessions_for(cfg: Config, prices: pd.DataFrame) -> list | None:
     return cal.sessions(lo, hi) if lo <= hi else None
 
 
-def load_metrics(cfg: Config, paths: list[str] | None = None, since: date | None = None,
-                 plan: Plan | None = None) -> Metrics:
-    """Every metric table of the experiment, from the warehouse (the frozen plan's question
-    when there is one)."""
+def load_frames(cfg: Config, paths: list[str] | None = None) -> dict:
+    """The experiment's frames, its frozen plan and its deviation log, from the warehouse."""
     from dualpath.errors import UserError
     from warehouse import plans
 
@@ -77,17 +76,29 @@ def load_metrics(cfg: Config, paths: list[str] | None = None, since: date | None
     if unknown:
         raise UserError(f"no such path {unknown}; the config's paths are {list(cfg.paths)}")
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
-        args = (con, cfg.experiment.name, since, paths)
-        units, calls, runs = units_frame(*args), calls_frame(*args), runs_frame(*args)
-        prices = prices_frame(con)
-        frozen = plans.current(con, cfg.experiment.name)
-    if not len(runs):
+        args = (con, cfg.experiment.name, None, paths)
+        out = {"units": units_frame(*args), "calls": calls_frame(*args),
+               "runs": runs_frame(*args), "prices": prices_frame(con),
+               "frozen": plans.current(con, cfg.experiment.name),
+               "deviations": plans.deviation_log(con, cfg.experiment.name)}
+    if not len(out["runs"]):
         raise UserError(f"no runs of experiment {cfg.experiment.name!r}"
-                        + (f" from {since}" if since else "")
                         + (f" on {paths}" if paths else "") + " in the warehouse")
-    plan = plan or (frozen.plan if frozen else None)
-    return compute(cfg, question(cfg, plan, paths), units, calls, runs, prices,
-                   sessions_for(cfg, prices))
+    return out
+
+
+def load_metrics(cfg: Config, paths: list[str] | None = None, since: date | None = None,
+                 until: date | None = None) -> Metrics:
+    """Every metric table of the experiment, from the warehouse: under a frozen plan over
+    exactly the nights the report analyses (`flows.prereg.study`), the label in the notes."""
+    from dualpath.errors import UserError
+    from flows.prereg import study
+
+    frames = load_frames(cfg, paths)
+    if since and not (pd.to_datetime(frames["runs"]["night"]).dt.date >= since).any():
+        raise UserError(f"no runs of experiment {cfg.experiment.name!r} from {since}"
+                        + (f" on {paths}" if paths else "") + " in the warehouse")
+    return study(cfg, since, until, paths, frames).metrics
 
 
 def metadata(cfg: Config, since: date | None = None) -> dict:

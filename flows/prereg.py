@@ -1,57 +1,48 @@
-"""The preregistered plan at the edges of a night: freeze it, report its status, and hold
-each night to it (a differing config is a logged deviation, or a refused night)."""
+"""The preregistered plan at the edges of a night and of every analysis: freeze it, hold each
+night to it (a differing config is a logged deviation, or a refused night), and decide which
+nights an analysis under it uses and what label its result carries (`study`): `dualpath
+metrics`, the weekly report, its Prefect artifact and `prereg status` all call `study`, so
+they analyse the same nights and print the same label."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
+import pandas as pd
+
 from dualpath.config import Config
 from dualpath.errors import UserError
-from dualpath.prereg import deviations, load_plan
+from dualpath.prereg import (Plan, deviations, executable_problems, load_plan, testability)
+from evals.compare import DeltaTest
+from evals.verdict import PrimaryVerdict, WindowFacts, primary_verdict
 from warehouse import plans
 from warehouse.db import reader, transaction, writer
 
+OFF_PLAN = ("config differs from plan", "night refused")
 
-def freeze_plan(cfg: Config, plan_path: Path, force: bool = False) -> plans.FrozenPlan:
-    """Validate the plan against the config and record its hash."""
+
+def freeze_plan(cfg: Config, plan_path: Path, force: bool = False,
+                reason: str | None = None) -> plans.FrozenPlan:
+    """Validate the plan against the config and record its hash (and where it lies relative
+    to the config's folder). Fields the analysis could not honour are refused even when
+    forced; a window that cannot test the primary, or nights already seen, need --force with
+    a reason."""
     plan = load_plan(plan_path)
     if plan.experiment != cfg.experiment.name:
         raise UserError(f"the plan governs experiment {plan.experiment!r} but the config "
                         f"runs {cfg.experiment.name!r}; freeze it with the matching config")
-    differ = deviations(plan, cfg)
+    differ = deviations(plan, cfg) + executable_problems(plan, cfg.experiment.horizons)
     if differ:
-        raise UserError("the plan does not describe this config: " + "; ".join(differ)
+        raise UserError("the plan cannot be frozen with this config: " + "; ".join(differ)
                         + ". Draft it from the config (`dualpath prereg draft`) or fix it")
+    absolute = Path(plan_path).resolve()
+    relpath = os.path.relpath(absolute, cfg.base_dir.resolve())
     # one transaction: a crash between a forced plan and its deviation must lose neither
     with writer(cfg.resolve(cfg.warehouse.path)) as con, transaction(con):
-        return plans.freeze(con, plan, str(Path(plan_path).resolve()), force)
-
-
-@dataclass(frozen=True)
-class PlanStatus:
-    frozen: plans.FrozenPlan | None
-    nights: list[date]
-    deviations: list[dict]
-
-    @property
-    def window_complete(self) -> bool:
-        return self.frozen is not None and len(self.nights) >= self.frozen.plan.window.nights
-
-
-def plan_status(cfg: Config) -> PlanStatus:
-    """The frozen plan (if any), the nights collected in its window, the deviation log."""
-    path = cfg.resolve(cfg.warehouse.path)
-    if not path.exists():
-        return PlanStatus(None, [], [])
-    with reader(path) as con:
-        frozen = plans.current(con, cfg.experiment.name)
-        if frozen is None:
-            return PlanStatus(None, [], [])
-        nights = plans.nights_in_window(con, frozen.plan)
-        log = plans.deviation_log(con, cfg.experiment.name).to_dict("records")
-    return PlanStatus(frozen, nights[:frozen.plan.window.nights], log)
+        return plans.freeze(con, plan, str(absolute), force, reason, relpath, testability(plan))
 
 
 def hold_night_to_plan(cfg: Config, night: date) -> list[str]:
@@ -74,3 +65,202 @@ def hold_night_to_plan(cfg: Config, night: date) -> list[str]:
                         "Restore the planned config, or freeze a new plan with --force "
                         "(recorded as a deviation)")
     return differ
+
+
+def window_nights(cfg: Config, plan: Plan) -> list[date]:
+    """The planned window: `window.nights` sessions from its first night on the calendar."""
+    from dualpath.calendar import MarketCalendar
+
+    cal = MarketCalendar.from_settings(cfg.market)
+    first = plan.window.first_night
+    first = first if cal.is_session(first) else cal.next_session(first)
+    return [first, *cal.sessions_after(first, plan.window.nights - 1)]
+
+
+def plan_file_state(cfg: Config, frozen: plans.FrozenPlan) -> tuple[str, str]:
+    """('matches' | 'edited' | 'missing' | 'unreadable', the path checked): the plan file
+    beside this config (its path relative to the config's folder, as frozen), so a copied or
+    moved study folder is checked against its own copy."""
+    rel = frozen.plan_relpath
+    path = cfg.resolve(Path(rel)) if rel else Path(frozen.plan_path or "")
+    if not path.is_file():
+        return "missing", str(path)
+    try:
+        return ("matches" if load_plan(path).sha256() == frozen.plan_hash else "edited",
+                str(path))
+    except UserError:
+        return "unreadable", str(path)
+
+
+def _night_states(runs: pd.DataFrame, devs: pd.DataFrame, plan: Plan) -> dict:
+    """night -> why it does not count ('' when it is complete and conforming)."""
+    out: dict = {}
+    for night, g in runs.groupby(pd.to_datetime(runs["night"]).dt.date):
+        status = dict(zip(g["path"], g["status"]))
+        bad = [f"{p} {status.get(p, 'not run')}" for p in plan.paths
+               if status.get(p) != "complete"]
+        out[night] = ", ".join(bad)
+    off = devs[devs["kind"].isin(OFF_PLAN) & devs["night"].notna()]
+    for night, kind in zip(pd.to_datetime(off["night"]).dt.date, off["kind"]):
+        out[night] = ", ".join(x for x in (out.get(night, ""), kind) if x)
+    return out
+
+
+def window_facts(cfg: Config, frozen: plans.FrozenPlan, runs: pd.DataFrame,
+                 devs: pd.DataFrame, since: date | None, until: date | None) -> WindowFacts:
+    """Which window nights count, which fail and why, which are pending, which lie outside."""
+    plan = frozen.plan
+    window = window_nights(cfg, plan)
+    states = _night_states(runs, devs, plan)
+    last_run = max(states) if states else None
+    lo, hi = since or window[0], until or max(window[-1], last_run or window[-1])
+    state, path = plan_file_state(cfg, frozen)
+    failed, pending, analysed = {}, [], []
+    for n in window:
+        if n not in states and (last_run is None or n > last_run):
+            pending.append(n)
+        elif n not in states:
+            failed[n] = "not run"
+        elif states[n]:
+            failed[n] = states[n]
+        elif lo <= n <= hi:
+            analysed.append(n)
+    sub = ""
+    covered = [n for n in window if n not in pending]
+    if covered and (lo > covered[0] or hi < covered[-1]):
+        sub = (f"the analysis covers {lo} – {hi}, not every window night so far "
+               f"({covered[0]} – {covered[-1]}): a sub-window is exploratory")
+    return WindowFacts(
+        plan_hash=frozen.plan_hash, file_state=state, file_path=path,
+        stored_intact=frozen.intact, forced=frozen.forced, force_reason=frozen.force_reason,
+        nights_before_freeze=frozen.nights_before_freeze, frozen_on=frozen.frozen_at.date(),
+        window=window, analysed=analysed, failed=failed, pending=pending,
+        extra=sorted(n for n in states if n not in window), sub_window=sub,
+        untestable=testability(plan), primary_horizon=plan.primary.horizon)
+
+
+def planned_tests(plan: Plan) -> dict[int, DeltaTest]:
+    """The plan's hypotheses as evals' tests, each with the plan's assumed sd."""
+    sd = plan.design.sd if plan.design else (lambda h: None)
+    return {h.horizon: DeltaTest(h.horizon, h.test, h.margin, h.alpha, sd(h.horizon))
+            for h in plan.hypotheses()}
+
+
+@dataclass
+class Study:
+    """One analysis: its metrics, over exactly the nights it names, and its label."""
+
+    metrics: object                                   # evals.report.Metrics
+    verdict: PrimaryVerdict
+    facts: WindowFacts | None
+    frozen: plans.FrozenPlan | None
+    nights: list[date] = field(default_factory=list)  # the nights analysed
+
+
+def _matured(nightly_ic: pd.DataFrame, nights: list[date]) -> dict[int, int]:
+    """horizon -> nights whose forward return has matured (a RankIC was due, on any path)."""
+    if not len(nightly_ic):
+        return {}
+    d = nightly_ic[nightly_ic["status"] != "pending"]
+    d = d[pd.to_datetime(d["night"]).dt.date.isin(set(nights))]
+    return {int(h): int(g["night"].nunique()) for h, g in d.groupby("horizon")}
+
+
+def study(cfg: Config, since: date | None = None, until: date | None = None,
+          paths: list[str] | None = None, frames: dict | None = None) -> Study:
+    """Metrics and the primary verdict. Under a frozen plan only the window's complete,
+    conforming nights within [since, until] are analysed (anything else is named in the
+    notes and the label); without one, every night in the range, labelled exploratory."""
+    from dataclasses import replace
+
+    from flows import metrics as fm
+
+    f = frames or fm.load_frames(cfg, paths)
+    frozen = f["frozen"]
+    facts = None
+    if frozen is not None:
+        facts = window_facts(cfg, frozen, f["runs"], f["deviations"], since, until)
+        keep = set(facts.analysed)
+    else:
+        keep = {n for n in pd.to_datetime(f["runs"]["night"]).dt.date
+                if (since is None or n >= since) and (until is None or n <= until)}
+    sel = {k: f[k][pd.to_datetime(f[k]["night"]).dt.date.isin(keep)]
+           for k in ("units", "calls", "runs")}
+    plan = frozen.plan if frozen else None
+    q = fm.question(cfg, plan, paths)
+    m = fm.compute(cfg, q, sel["units"], sel["calls"], sel["runs"], f["prices"],
+                   fm.sessions_for(cfg, f["prices"]), tests=planned_tests(plan) if plan else None)
+    if facts is not None:
+        facts = replace(facts, matured=_matured(m.nightly_ic, facts.analysed))
+        m.notes.extend(left_out_notes(facts))
+    primary = (planned_tests(plan)[plan.primary.horizon] if plan else
+               DeltaTest(q.primary_horizon, margin=q.margin, alpha=q.alpha))
+    v = primary_verdict(m.comparison, primary, facts, q.baseline, q.candidate)
+    m.notes.insert(0, f"primary: {v.summary()}")
+    return Study(m, v, facts, frozen, sorted(keep))
+
+
+def left_out_notes(f: WindowFacts) -> list[str]:
+    """What the plan's analysis left out, in words (never pooled)."""
+    out = []
+    if f.extra:
+        out.append(f"{len(f.extra)} night(s) outside the plan's window ({f.extra[0]} …) were "
+                   "left out of every metric")
+    if f.failed:
+        out.append(f"{len(f.failed)} window night(s) not complete and conforming were left "
+                   "out of every metric: " + ", ".join(f"{n} ({w})"
+                                                       for n, w in sorted(f.failed.items())))
+    return out
+
+
+def pilot_sd(cfg: Config, min_nights: int = 5) -> tuple[dict[int, float], str] | None:
+    """The sd of one night's ΔIC per horizon from the nights already in the warehouse (a
+    pilot: complete runs, matured horizons, at least `min_nights` each), or None."""
+    from flows import metrics as fm
+
+    path = cfg.resolve(cfg.warehouse.path)
+    if not path.exists():
+        return None
+    try:
+        frames = fm.load_frames(cfg)
+    except UserError:
+        return None
+    q = fm.question(cfg)
+    if q.candidate is None:
+        return None
+    m = fm.compute(cfg, q, frames["units"], frames["calls"], frames["runs"], frames["prices"],
+                   fm.sessions_for(cfg, frames["prices"]))
+    d = m.nightly_delta.dropna(subset=["delta"]) if len(m.nightly_delta) else m.nightly_delta
+    sd, counts = {}, []
+    for h, g in (d.groupby("horizon") if len(d) else []):
+        if len(g) >= min_nights and g["delta"].std(ddof=1) > 0:
+            sd[int(h)] = float(g["delta"].std(ddof=1))
+            counts.append(f"h={int(h)}: {len(g)}")
+    if not sd:
+        return None
+    nights = pd.to_datetime(d["night"])
+    return sd, (f"pilot: sd of nightly ΔIC over the warehouse's nights "
+                f"{nights.min():%Y-%m-%d} – {nights.max():%Y-%m-%d} ({', '.join(counts)} "
+                "matured nights)")
+
+
+def plan_status(cfg: Config) -> Study | None:
+    """What `prereg status` shows: the study as a report would analyse it today (None: no
+    frozen plan or no nights yet, see `frozen_plan`)."""
+    path = cfg.resolve(cfg.warehouse.path)
+    if not path.exists():
+        return None
+    try:
+        return study(cfg)
+    except UserError:
+        return None
+
+
+def frozen_plan(cfg: Config) -> tuple[plans.FrozenPlan | None, pd.DataFrame]:
+    """The frozen plan and the deviation log, without any nights."""
+    path = cfg.resolve(cfg.warehouse.path)
+    if not path.exists():
+        return None, pd.DataFrame(columns=["night", "kind", "detail", "recorded_at"])
+    with reader(path) as con:
+        return (plans.current(con, cfg.experiment.name),
+                plans.deviation_log(con, cfg.experiment.name))

@@ -3,7 +3,8 @@ and (as a Prefect flow) publish its Markdown as an artifact.
 
 A report covers the nights from `since` to `until`. A weekly look (`--week 2027-W19`) is
 cumulative: it runs from the plan's first night (or the experiment's first) to the end of
-that ISO week, because an interim look reads everything collected so far.
+that ISO week, because an interim look reads everything collected so far. Under a frozen
+plan it analyses exactly the window's complete, conforming nights (`flows.prereg.study`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,10 @@ from prefect.runtime import flow_run
 
 from dualpath.config import Config, load_config
 from dualpath.errors import UserError
-from dualpath.prereg import load_plan
 from evals.weekly import PlanInfo, ReportData
 from evals.weekly.render import render
 from flows import metrics
-from warehouse import plans
 from warehouse.db import reader
-from warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
 from warehouse.queries import run_summaries
 
 
@@ -38,29 +36,20 @@ def week_range(week: str) -> tuple[date, date]:
     return monday, monday + timedelta(days=6)
 
 
-def _plan_info(con, cfg: Config, until: date) -> PlanInfo:
-    frozen = plans.current(con, cfg.experiment.name)
-    if frozen is None:
-        return PlanInfo()
-    p = frozen.plan
-    file_matches = None
-    plan_path = con.execute("SELECT plan_path FROM plans WHERE plan_hash = ?",
-                            [frozen.plan_hash]).fetchone()[0]
-    if plan_path and Path(plan_path).exists():
-        try:
-            file_matches = load_plan(Path(plan_path)).sha256() == frozen.plan_hash
-        except UserError:
-            file_matches = False
-    # a night counts toward the window only when every path's run is complete
-    collected = [r[0] for r in con.execute(
-        "SELECT night FROM runs WHERE experiment = ? AND night BETWEEN ? AND ? GROUP BY night "
-        "HAVING bool_and(status = 'complete') AND count(*) = ?",
-        [p.experiment, p.window.first_night, until, len(p.paths)]).fetchall()]
-    return PlanInfo(plan_hash=frozen.plan_hash, file_matches=file_matches, forced=frozen.forced,
-                    nights_before_freeze=frozen.nights_before_freeze,
-                    window_nights=p.window.nights,
-                    nights_collected=min(len(collected), p.window.nights),
-                    primary=p.primary.model_dump(), baseline=p.baseline, candidate=p.candidate)
+def _plan_info(st) -> PlanInfo:
+    """What the report's plan-integrity section shows, from the study (`flows.prereg`)."""
+    v, f = st.verdict, st.facts
+    if st.frozen is None:
+        return PlanInfo(label_text=v.label_text, reasons=v.reasons)
+    p = st.frozen.plan
+    return PlanInfo(plan_hash=st.frozen.plan_hash,
+                    file_matches={"matches": True, "edited": False}.get(f.file_state),
+                    file_state=f.file_state, file_path=f.file_path, forced=st.frozen.forced,
+                    force_reason=st.frozen.force_reason,
+                    nights_before_freeze=st.frozen.nights_before_freeze,
+                    window_nights=len(f.window), nights_collected=len(f.analysed),
+                    primary=p.primary.model_dump(), baseline=p.baseline, candidate=p.candidate,
+                    label_text=v.label_text, reasons=v.reasons, matured=dict(f.matured))
 
 
 def _freshness(con, cfg: Config, until: date) -> list[str]:
@@ -100,58 +89,50 @@ def _sweeps(cfg: Config) -> list[dict]:
 
 
 def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
-    """Everything the report shows, from the warehouse; the frozen plan's question when
-    there is one."""
+    """Everything the report shows, from the warehouse; under a frozen plan, its question
+    over exactly the nights `flows.prereg.study` analyses."""
+    from flows.prereg import study
+
+    exp = cfg.experiment.name
+    try:
+        frames = metrics.load_frames(cfg)
+    except UserError:
+        raise UserError(f"no nights of experiment {exp!r} in the warehouse yet; run "
+                        "`dualpath nightly` first") from None
+    nights = pd.to_datetime(frames["runs"]["night"]).dt.date
+    frozen = frames["frozen"]
+    start = since or (frozen.plan.window.first_night if frozen else nights.min())
+    if start > (until or nights.max()):   # e.g. a --week before the window starts
+        raise UserError(f"the report would cover {start} to {until or nights.max()}: no night "
+                        f"(the start is after the end); {exp!r} has nights from "
+                        f"{nights.min()} to {nights.max()}")
+    st = study(cfg, since, until, frames=frames)
+    lo = since or (st.facts.window[0] if st.facts else nights.min())
+    hi = until or max(nights.max(), st.facts.window[-1] if st.facts and not st.facts.pending
+                      else nights.max())
     path = cfg.resolve(cfg.warehouse.path)
     with reader(path) as con:
-        frozen = plans.current(con, cfg.experiment.name)
-        exp = cfg.experiment.name
-        first = con.execute("SELECT min(night), max(night) FROM runs WHERE experiment = ?",
-                            [exp]).fetchone()
-        if first[0] is None:
-            raise UserError(f"no nights of experiment {exp!r} in the warehouse yet; run "
-                            "`dualpath nightly` first")
-        since = since or (frozen.plan.window.first_night if frozen else first[0])
-        until = until or first[1]
-        if since > until:       # e.g. a --week before the window starts: nothing to report
-            raise UserError(f"the report would cover {since} to {until}: no night (the "
-                            f"start is after the end); {exp!r} has nights from {first[0]} "
-                            f"to {first[1]}")
-        units, calls, runs = (f(con, exp, since) for f in (units_frame, calls_frame, runs_frame))
-        keep = lambda df: df[pd.to_datetime(df["night"]) <= pd.Timestamp(until)]
-        units, calls, runs = keep(units), keep(calls), keep(runs)
-        prices = prices_frame(con)
         summary = run_summaries(con)
         summary = summary[summary["run_id"].str.startswith(f"{exp}/")
-                          & (pd.to_datetime(summary["night"]) >= pd.Timestamp(since))
-                          & (pd.to_datetime(summary["night"]) <= pd.Timestamp(until))]
+                          & (pd.to_datetime(summary["night"]) >= pd.Timestamp(lo))
+                          & (pd.to_datetime(summary["night"]) <= pd.Timestamp(hi))]
         sessions = con.execute(
             "SELECT r.night, s.path, s.dialect, s.how, s.model, s.build, s.slots, "
             "s.identity_problem FROM server_sessions s JOIN runs r USING (run_id) "
             "WHERE r.experiment = ? AND r.night BETWEEN ? AND ? ORDER BY r.night, s.path",
-            [exp, since, until]).df()
+            [exp, lo, hi]).df()
         hashes = [r[0] for r in con.execute(
             "SELECT DISTINCT config_hash FROM runs WHERE experiment = ? AND night BETWEEN ? "
-            "AND ? ORDER BY 1", [exp, since, until]).fetchall()]
-        devs = pd.concat([plans.deviation_log(con, exp), _failed_nights(summary)],
-                         ignore_index=True)
-        fresh = _freshness(con, cfg, until)
-        info = _plan_info(con, cfg, until)
-    # nights run with a config the frozen plan does not describe are never pooled
-    off = set(pd.to_datetime(devs.loc[devs["kind"] == "config differs from plan", "night"]))
-    if off:
-        drop = lambda df: df[~pd.to_datetime(df["night"]).isin(off)]
-        units, calls, runs = drop(units), drop(calls), drop(runs)
-    m = metrics.compute(cfg, metrics.question(cfg, frozen.plan if frozen else None),
-                        units, calls, runs, prices, metrics.sessions_for(cfg, prices))
-    if off:
-        m.notes.append(f"{len(off)} night(s) run with a config that differs from the frozen "
-                       "plan were left out of every metric (see Deviations)")
-    return ReportData(experiment=exp, since=since, until=until, sweeps=_sweeps(cfg),
-                      generated_at=datetime.now(timezone.utc), metrics=m, runs=summary,
-                      calls=calls, units=units, sessions=sessions, deviations=devs, plan=info,
+            "AND ? ORDER BY 1", [exp, lo, hi]).fetchall()]
+        fresh = _freshness(con, cfg, hi)
+    devs = pd.concat([frames["deviations"], _failed_nights(summary)], ignore_index=True)
+    keep = lambda df: df[pd.to_datetime(df["night"]).dt.date.isin(set(st.nights))]
+    return ReportData(experiment=exp, since=lo, until=hi, sweeps=_sweeps(cfg),
+                      generated_at=datetime.now(timezone.utc), metrics=st.metrics,
+                      runs=summary, calls=keep(frames["calls"]), units=keep(frames["units"]),
+                      sessions=sessions, deviations=devs, plan=_plan_info(st),
                       config_hashes=hashes, paths=list(cfg.paths), tickers=len(cfg.tickers()),
-                      freshness=fresh, ui_url=cfg.ui.base_url)
+                      freshness=fresh, ui_url=cfg.ui.base_url, verdict=st.verdict)
 
 
 def write_report(cfg: Config, out_dir: Path, since: date | None = None,

@@ -7,10 +7,10 @@ from flows.weekly import write_report
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
 
 
-def study(tmp_path, nights=3, window=3, cut_last=False, change_after=None):
+def study(tmp_path, nights=4, window=4, cut_last=False, change_after=None):
     cfg_path, cfg, all_nights = make_project(tmp_path, tickers=6, draws=2, nights=nights)
     plan = tmp_path / "prereg.toml"
-    plan.write_text(plan_toml(draft_plan(cfg, all_nights[0], window)))
+    plan.write_text(plan_toml(draft_plan(cfg, all_nights[0], window, margin=0.03)))
     freeze_plan(cfg, plan)
     with SimFleet(cfg) as fleet:
         for i, n in enumerate(all_nights):
@@ -34,7 +34,7 @@ def test_a_complete_window_with_an_intact_plan_is_confirmatory(tmp_path):
     cfg, plan = study(tmp_path)
     html, md, data = report(cfg, tmp_path)
     assert data.plan.label == "confirmatory"
-    assert "**confirmatory**" in md and "the plan file matches the frozen hash" in md
+    assert "**confirmatory**" in md and "matches the frozen hash" in md
     assert "http://" not in html and "https://" not in html      # self-contained
     assert html.count("data:image/png;base64,") >= 4
 
@@ -51,8 +51,8 @@ def test_an_edited_plan_is_a_hash_mismatch_and_never_confirmatory(tmp_path):
 def test_a_partial_run_is_excluded_listed_and_keeps_the_label_interim(tmp_path):
     cfg, plan = study(tmp_path, cut_last=True)
     html, md, data = report(cfg, tmp_path)
-    assert data.plan.label == "interim — no decision"          # 2 of 3 nights complete
-    assert data.plan.nights_collected == 2
+    assert data.plan.label.startswith("exploratory — 1 of 4 window night(s) are not complete")
+    assert data.plan.nights_collected == 3
     excluded = md.split("Excluded from every metric")[1]
     assert "partial" in excluded
     assert "night not complete" in html
@@ -61,17 +61,17 @@ def test_a_partial_run_is_excluded_listed_and_keeps_the_label_interim(tmp_path):
 def test_the_interim_label_holds_until_the_window_is_complete(tmp_path):
     cfg, plan = study(tmp_path, nights=2, window=5)
     html, md, data = report(cfg, tmp_path)
-    assert data.plan.label == "interim — no decision"
-    assert "Nights collected: 2 of 5" in md
+    assert data.plan.label.startswith("interim — no decision: 2 of 5 window nights collected")
+    assert "Window nights analysed (complete and conforming): 2 of 5" in md
 
 
 def test_a_config_change_mid_window_appears_as_a_deviation(tmp_path):
-    cfg, plan = study(tmp_path, nights=2, window=2, change_after=1)
+    cfg, plan = study(tmp_path, nights=2, window=4, change_after=1)
     html, md, data = report(cfg, tmp_path)
     assert "config differs from plan" in md
     assert len(data.config_hashes) == 2 and "more than one config" in html
     assert set(data.metrics.nightly_ic["night"].dt.date) == {data.since}   # never pooled
-    assert any("differs from the frozen plan were left out" in n for n in data.metrics.notes)
+    assert any("left out" in n and "(config differs from plan)" in n for n in data.metrics.notes)
 
 
 def test_the_weekly_flow_publishes_the_markdown_as_an_artifact(tmp_path, prefect_harness):
@@ -80,7 +80,7 @@ def test_the_weekly_flow_publishes_the_markdown_as_an_artifact(tmp_path, prefect
     from prefect.client.orchestration import get_client
 
     from flows.weekly import weekly_report
-    cfg, plan = study(tmp_path, nights=2, window=2)
+    cfg, plan = study(tmp_path)
     cfg_path = tmp_path / "dualpath.toml"
 
     async def go():
@@ -102,12 +102,12 @@ def test_metrics_json_carries_metadata_and_csv_writes_one_file_per_table(tmp_pat
     from typer.testing import CliRunner
 
     from dualpath.cli import app
-    cfg, plan = study(tmp_path, nights=2, window=2)
+    cfg, plan = study(tmp_path, nights=2, window=4)
     cfg_path = tmp_path / "dualpath.toml"
     r = CliRunner().invoke(app, ["metrics", "-c", str(cfg_path), "-f", "json"])
     doc = json.loads(r.stdout)
     assert doc["meta"]["experiment"] == "demo" and len(doc["meta"]["plan_hash"]) == 64
-    assert doc["meta"]["question"]["primary_horizon"] == 5 and "rank_ic" in doc["tables"]
+    assert doc["meta"]["question"]["primary_horizon"] == 1 and "rank_ic" in doc["tables"]
     r = CliRunner().invoke(app, ["metrics", "-c", str(cfg_path), "-f", "csv", "--out",
                                  str(tmp_path / "csv")])
     assert r.exit_code == 0

@@ -172,9 +172,9 @@ def test_exploratory_verdicts_use_holm_adjusted_p_values():
     out = compare_paths(scores, returns, "main", "backup", [1, 2, 5], primary=5, margin=0.03,
                         alpha=0.05).set_index("horizon")
     sec = out.loc[[1, 2]]
-    assert sec["p_noninferior_holm"].tolist() == pytest.approx(
+    assert sec["p_claim_holm"].tolist() == pytest.approx(
         multipletests(sec["p_noninferior"], method="holm")[1])
-    assert math.isnan(out.loc[5, "p_noninferior_holm"])
+    assert math.isnan(out.loc[5, "p_claim_holm"])
 
 
 # ---- RankIC, returns, grades ------------------------------------------------------------------

@@ -155,8 +155,12 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "warnings_json": "JSON — the import's warnings"}),
     "plans": ("frozen preregistration plans", {
         "plan_hash": "SHA-256 of the validated plan", "experiment": "name",
-        "frozen_at": "timestamp", "forced": "bool — frozen after nights of the window existed",
-        "nights_before_freeze": "count", "plan_path": "path", "plan_json": "JSON — the plan"}),
+        "frozen_at": "timestamp", "forced": "bool — frozen with --force (after nights of the window, or a primary the "
+        "window cannot test)",
+        "nights_before_freeze": "count", "plan_path": "path (absolute, as frozen)",
+        "plan_json": "JSON — the plan",
+        "plan_relpath": "path — relative to the config's folder (what reports check)",
+        "force_reason": "text — why a forced freeze was forced (NULL: not forced)"}),
     "deviations": ("what happened that the plan did not foresee", {
         "experiment": "name", "night": "date (NULL: not tied to a night)",
         "kind": "config differs from plan | night refused | plan replaced",

@@ -336,6 +336,14 @@ SELECT c.call_id, c.run_id, c.path, c.night, c.ticker, c.draw, c.unit_attempt, c
 FROM v_calls c JOIN runs r USING (run_id);
 """
 
+M018_PLAN_PROVENANCE = """
+-- Where the plan file lies relative to the config's folder (a copied or moved study folder
+-- is checked against its own copy of the plan, not the original's absolute path), and why a
+-- forced freeze was forced (a report names it).
+ALTER TABLE plans ADD COLUMN plan_relpath VARCHAR;
+ALTER TABLE plans ADD COLUMN force_reason VARCHAR;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
@@ -351,6 +359,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m012_messages", M012_MESSAGES),
     ("m013_quotes", M013_QUOTES),
     ("m014_service_split", M014_SERVICE_SPLIT),
+    ("m018_plan_provenance", M018_PLAN_PROVENANCE),
 ]
 
 

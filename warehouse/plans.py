@@ -22,6 +22,9 @@ class FrozenPlan:
     frozen_at: datetime
     forced: bool
     nights_before_freeze: int
+    plan_path: str | None = None          # absolute, as frozen
+    plan_relpath: str | None = None       # relative to the config's folder
+    force_reason: str | None = None
 
     @property
     def intact(self) -> bool:
@@ -37,25 +40,37 @@ def nights_in_window(con: duckdb.DuckDBPyConnection, plan: Plan) -> list[date]:
 
 
 def freeze(con: duckdb.DuckDBPyConnection, plan: Plan, plan_path: str,
-           force: bool = False) -> FrozenPlan:
-    """Record the plan's hash; refused when nights of its window exist, unless forced."""
+           force: bool = False, reason: str | None = None, relpath: str | None = None,
+           untestable: list[str] | None = None) -> FrozenPlan:
+    """Record the plan's hash; refused when nights of its window exist, when another plan is
+    frozen, or when the window cannot test its primary (`untestable`), unless forced."""
     existing = current(con, plan.experiment)
     if existing is not None and existing.plan_hash == plan.sha256():
         return existing
     if existing is not None and not force:
         raise UserError(f"experiment {plan.experiment!r} already has a frozen plan "
                         f"({existing.plan_hash[:12]}, {existing.frozen_at:%Y-%m-%d}); a new "
-                        "plan mid-study is a deviation: pass --force to record it as one")
+                        "plan mid-study is a deviation: pass --force --reason '…' to record it")
     before = nights_in_window(con, plan)
     if before and not force:
         raise UserError(f"{len(before)} night(s) of the window already exist (from "
                         f"{before[0]}); a plan frozen after seeing data is not a "
-                        "preregistration. Pass --force to freeze anyway: every report will "
-                        "say it was forced")
+                        "preregistration. Pass --force --reason '…' to freeze anyway: every "
+                        "report will say it was forced")
+    if untestable and not force:
+        raise UserError("the window cannot test the primary: " + "; ".join(untestable)
+                        + ". Choose a shorter primary horizon or a longer window (`dualpath "
+                        "prereg draft` proposes one), or pass --force --reason '…'")
+    forced = bool(existing or before or untestable)
+    if forced and not (reason or "").strip():
+        raise UserError("a forced freeze needs --reason '…': every report quotes it")
     now = datetime.now(timezone.utc)
-    con.execute("INSERT INTO plans VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [plan.sha256(), plan.experiment, now, bool(existing or before), len(before),
-                 plan_path, orjson.dumps(plan.model_dump(mode="json")).decode()])
+    con.execute("INSERT INTO plans (plan_hash, experiment, frozen_at, forced, "
+                "nights_before_freeze, plan_path, plan_json, plan_relpath, force_reason) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [plan.sha256(), plan.experiment, now, forced, len(before), plan_path,
+                 orjson.dumps(plan.model_dump(mode="json")).decode(), relpath,
+                 reason.strip() if forced else None])
     if existing is not None:
         record_deviation(con, plan.experiment, None, "plan replaced",
                          f"plan {existing.plan_hash[:12]} replaced by {plan.sha256()[:12]}",
@@ -73,13 +88,17 @@ def current(con: duckdb.DuckDBPyConnection, experiment: str) -> FrozenPlan | Non
     """The experiment's latest frozen plan, if any."""
     if not _has_tables(con):
         return None
-    row = con.execute("SELECT plan_json, plan_hash, frozen_at, forced, nights_before_freeze "
-                      "FROM plans WHERE experiment = ? ORDER BY frozen_at DESC LIMIT 1",
-                      [experiment]).fetchone()
+    # a read-only connection to a warehouse written before m018 has no provenance columns
+    new = con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = "
+                      "'plans' AND column_name = 'force_reason'").fetchone()[0]
+    extra = "plan_relpath, force_reason" if new else "NULL, NULL"
+    row = con.execute("SELECT plan_json, plan_hash, frozen_at, forced, nights_before_freeze, "
+                      f"plan_path, {extra} FROM plans WHERE experiment = ? "
+                      "ORDER BY frozen_at DESC LIMIT 1", [experiment]).fetchone()
     if row is None:
         return None
     return FrozenPlan(Plan.model_validate(orjson.loads(row[0])), row[1], row[2], row[3],
-                      row[4] or 0)
+                      row[4] or 0, row[5], row[6], row[7])
 
 
 def record_deviation(con: duckdb.DuckDBPyConnection, experiment: str, night: date | None,

@@ -1,9 +1,9 @@
 """The `dualpath` command line: the only package that prints for people.
 
 One Typer app (`_common`), its commands by theme: `night` (check, nightly, demo, runs, plan,
-doctor, deploy, serve), `data` (sql, schema, export, prices) and `results` (metrics, prereg,
-report). `main` is the console script: whatever happens, a person sees one line, never a
-traceback.
+doctor, deploy, serve), `data` (sql, schema, export, prices), `results` (metrics, report)
+and `prereg` (draft, freeze, status). `main` is the console script: whatever happens, a person
+sees one line, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import tempfile
 import traceback
 
-from dualpath.cli import data, night, results, sweep  # noqa: F401  (registers the commands)
+from dualpath.cli import data, night, prereg, results, sweep  # noqa: F401  (registers the commands)
 from dualpath.cli import ui  # noqa: F401  (registers `dualpath ui`)
 from rich.markup import escape
 

@@ -12,16 +12,18 @@ import typer
 
 from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, console,
                                   date_range, err_console, input_file, output_dir,
-                                  output_file, prereg_app, print_frame)
+                                  output_file, print_frame)
 from dualpath.config import load_config
 from dualpath.errors import UserError
 
 
-def load_metrics(cfg, paths: list[str] | None = None, since: date | None = None):
-    """All metric tables for an experiment, from the warehouse (see `flows.metrics`)."""
+def load_metrics(cfg, paths: list[str] | None = None, since: date | None = None,
+                 until: date | None = None):
+    """All metric tables for an experiment, from the warehouse (see `flows.metrics`): under
+    a frozen plan, the nights the report analyses, the primary verdict first in the notes."""
     from flows.metrics import load_metrics as load
 
-    return load(cfg, paths, since)
+    return load(cfg, paths, since, until)
 
 
 METRIC_TABLES = {
@@ -33,18 +35,20 @@ METRIC_TABLES = {
                  "ci_low", "ci_high", "ci_level", "ci_method", "basis", "note", "pending_nights"],
                 ["path", "horizon", "nights", "mean_ic", "icir", "tested_mean", "t", "df", "p",
                  "ci_low", "ci_high", "ci_level", "ci_method", "note", "pending_nights"]),
-    "comparison": ("Non-inferiority: ΔIC = IC(candidate) − IC(baseline) on common tickers; "
-                   "non-inferior when the one-sided lower bound (ci_low) > −margin; "
-                   "exploratory rows Holm-adjusted",
-                   ["baseline", "candidate", "horizon", "role", "nights", "unpaired_nights",
-                    "unpaired_ticker_nights", "mean_common_tickers", "mean_delta", "sd_delta",
-                    "rho_ic", "n_independent", "tested_mean", "df", "ci_low", "ci_high",
-                    "ci_level", "ci_method", "basis", "margin", "alpha", "p_noninferior",
-                    "p_noninferior_holm", "p_inferior", "p_inferior_holm", "verdict",
-                    "p_equivalent", "equivalence", "mde", "power_at_zero", "note"],
-                   ["horizon", "role", "nights", "unpaired_nights", "unpaired_ticker_nights",
-                    "mean_delta", "tested_mean", "ci_low", "ci_high", "ci_level", "ci_method",
-                    "verdict", "equivalence", "note"]),
+    "comparison": ("ΔIC = IC(candidate) − IC(baseline) on common tickers, each horizon's "
+                   "planned test (non-inferior when the one-sided lower bound > −margin); "
+                   "the interval is centred on `estimate` (ci_text says its level and "
+                   "method); exploratory rows Holm-adjusted",
+                   ["baseline", "candidate", "horizon", "role", "test", "nights",
+                    "unpaired_nights", "unpaired_ticker_nights", "mean_common_tickers",
+                    "mean_delta", "sd_delta", "rho_ic", "n_independent", "estimate", "df",
+                    "ci_low", "ci_high", "ci_level", "ci_method", "ci_text", "basis", "margin",
+                    "alpha", "p_claim", "p_claim_holm", "p_counter", "p_counter_holm",
+                    "p_noninferior", "p_inferior", "verdict", "p_equivalent", "equivalence",
+                    "mde", "power", "power_basis", "note"],
+                   ["horizon", "role", "test", "nights", "unpaired_nights", "mean_delta",
+                    "estimate", "ci_low", "ci_high", "ci_level", "margin", "verdict", "power",
+                    "note"]),
     "cross_path": ("Cross-path agreement of mean scores", None, None),
     "self_agreement": ("Self-reproducibility between draws (pooled over nights; chance = "
                        "mean pairwise Cohen p_e)",
@@ -52,8 +56,10 @@ METRIC_TABLES = {
                         "kappa_exact", "mean_qwk", "krippendorff_alpha", "icc_1_1", "icc_1_k",
                         "spearman_brown_k", "note"], None),
     "draws": ("What each draw buys: IC of the mean of k draws (measured), Spearman-Brown "
-              "projection beyond", ["path", "horizon", "k", "basis", "nights", "mean_ic",
-                                    "reliability", "attenuation", "projected_ic"], None),
+              "projection beyond, with its interval", ["path", "horizon", "k", "basis", "nights",
+                                               "mean_ic", "reliability", "attenuation",
+                                               "projected_ic", "projected_ci_low",
+                                               "projected_ci_high", "projected_ci"], None),
     "signal_shape": ("Signal shape: top-minus-bottom quintile forward return, score rank "
                      "autocorrelation night to night", None, None),
     "by_grade": ("Mean forward return by grade (mean score rounded)", None, None),
@@ -141,60 +147,6 @@ def metrics(config: Path = CONFIG_OPT,
     if plot is not None:
         from evals.plots import plot_comparison
         err_console.print(f"wrote {plot_comparison(m, plot, horizon or cfg.experiment.horizons[0])}")
-
-
-@prereg_app.command("draft")
-def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan file to write."),
-                 config: Path = CONFIG_OPT,
-                 first_night: str = typer.Option(..., help="First night of the window (YYYY-MM-DD)."),
-                 nights: int = typer.Option(30, min=2, max=500, help="Trading nights in the window."),
-                 force: bool = typer.Option(False, help="Overwrite an existing file.")) -> None:
-    """Write a plan from the config: fingerprints and universe hash filled in; edit, then freeze."""
-    from dualpath.prereg import draft_plan, plan_toml
-
-    if plan.exists() and not force:
-        raise UserError(f"{plan} exists; pass --force to overwrite it")
-    output_file(plan, "plan file")
-    p = draft_plan(load_config(config), _parse_date(first_night, "--first-night"), nights)
-    plan.write_text(plan_toml(p))
-    console.print(f"wrote {plan} (sha256 {p.sha256()[:12]}); review the hypotheses, then "
-                  f"`dualpath prereg freeze {plan} -c {config}`")
-
-
-@prereg_app.command("freeze")
-def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
-                  config: Path = CONFIG_OPT,
-                  force: bool = typer.Option(False, help="Freeze although nights of the window "
-                                             "exist (marked as forced in every report).")) -> None:
-    """Validate the plan and record its canonical SHA-256 and freeze time in the warehouse."""
-    from flows.prereg import freeze_plan
-
-    frozen = freeze_plan(load_config(config), input_file(plan, "plan file"), force)
-    console.print(f"frozen: {frozen.plan_hash} at {frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
-                  + (" [yellow](forced)[/yellow]" if frozen.forced else ""))
-
-
-@prereg_app.command("status")
-def prereg_status(config: Path = CONFIG_OPT) -> None:
-    """The frozen plan, nights collected against its window, and the deviation log."""
-    from flows.prereg import plan_status
-
-    st = plan_status(load_config(config))
-    if st.frozen is None:
-        console.print("no frozen plan: results are exploratory (`dualpath prereg draft`, "
-                      "then `dualpath prereg freeze`)")
-        return
-    p = st.frozen.plan
-    console.print(f"plan {st.frozen.plan_hash[:12]} frozen {st.frozen.frozen_at:%Y-%m-%d}"
-                  + (" (forced)" if st.frozen.forced else "")
-                  + ("" if st.frozen.intact else " [red]EDITED AFTER FREEZING[/red]"))
-    console.print(f"primary: {p.candidate} vs {p.baseline}, {p.primary.test} at "
-                  f"h={p.primary.horizon}, δ={p.primary.margin}, α={p.primary.alpha}")
-    console.print(f"window: {len(st.nights)} of {p.window.nights} nights from "
-                  f"{p.window.first_night}"
-                  + ("" if st.window_complete else " — interim: no decision"))
-    for d in st.deviations:
-        console.print(f"[yellow]deviation[/yellow] {d['night'] or '-'} {d['kind']}: {d['detail']}")
 
 
 @app.command()

@@ -16,17 +16,23 @@ import pandas as pd
 
 @dataclass
 class PlanInfo:
-    """What the report says about the preregistered plan."""
+    """What the report says about the preregistered plan (`flows.prereg.study` fills it)."""
 
     plan_hash: str | None = None          # None: no frozen plan
     file_matches: bool | None = None      # the plan file still hashes to the frozen hash
+    file_state: str = ""                  # 'matches' | 'edited' | 'missing' | 'unreadable'
+    file_path: str = ""
     forced: bool = False
+    force_reason: str | None = None
     nights_before_freeze: int = 0
     window_nights: int | None = None
-    nights_collected: int = 0
+    nights_collected: int = 0             # window nights complete and conforming, analysed
     primary: dict | None = None           # horizon, test, margin, alpha
     baseline: str | None = None
     candidate: str | None = None
+    label_text: str = "exploratory — no frozen plan"
+    reasons: tuple = ()
+    matured: dict = field(default_factory=dict)   # horizon -> window nights matured
 
     @property
     def window_complete(self) -> bool:
@@ -34,14 +40,8 @@ class PlanInfo:
 
     @property
     def label(self) -> str:
-        """'confirmatory' only with an intact plan and a complete window."""
-        if self.plan_hash is None:
-            return "exploratory — no frozen plan"
-        if self.file_matches is False:
-            return "exploratory — the plan was edited after freezing (hash mismatch)"
-        if not self.window_complete:
-            return "interim — no decision"
-        return "confirmatory" + (" (plan frozen late, forced)" if self.forced else "")
+        """'confirmatory', or 'interim — …' / 'exploratory — …' naming what failed."""
+        return self.label_text
 
 
 @dataclass
@@ -65,3 +65,4 @@ class ReportData:
     sweeps: list[dict] = field(default_factory=list)  # {sweep: row, table: evals.sweep.verdicts}
     tickers: int = 100
     ui_url: str | None = None             # `dualpath ui`'s base URL: nights link to their pages
+    verdict: object = None                # evals.verdict.PrimaryVerdict

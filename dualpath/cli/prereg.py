@@ -1,0 +1,162 @@
+"""`dualpath prereg`: draft a plan sized by its power, freeze it, and show where it stands."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import typer
+
+from dualpath.cli._common import (CONFIG_OPT, _parse_date, console, input_file, output_file,
+                                  prereg_app, print_frame)
+from dualpath.config import load_config
+from dualpath.errors import UserError
+
+
+def parse_sd(text: str, horizons: list[int]) -> dict[int, float]:
+    """'0.08' (every horizon) or '1=0.08,5=0.1' (per horizon) -> {horizon: sd}."""
+    try:
+        if "=" not in text:
+            return {h: float(text) for h in horizons}
+        out = {}
+        for part in text.split(","):
+            h, v = part.split("=")
+            out[int(h)] = float(v)
+    except ValueError:
+        raise UserError(f"--sd-delta {text!r}: give one number (0.08) or horizon=sd pairs "
+                        "(1=0.08,5=0.1)") from None
+    if any(not v > 0 for v in out.values()) or set(out) - set(horizons):
+        raise UserError(f"--sd-delta {text!r}: sds must be > 0, horizons among {horizons}")
+    return {h: out[h] for h in horizons if h in out}
+
+
+def _fmt(v) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else (
+        f"{v:.3f}" if isinstance(v, float) else str(v))
+
+
+def print_sizing(sizing, alpha: float, chosen: float) -> None:
+    rows = pd.DataFrame(sizing.rows).rename(columns={
+        "independent_nights": "independent", "power_at_margin": f"power at δ={chosen:g}",
+        "nights_needed": f"nights for power {sizing.design.power:g}",
+        "mde": f"min detectable ΔIC (power {sizing.design.power:g})"})
+    print_frame(rows, "table", f"{sizing.test} at one-sided α = {alpha:g}: t on "
+                "non-overlapping nights (power exact for Gaussian ΔIC)")
+    console.print(f"noise: {sizing.design.sd_source}")
+
+
+@prereg_app.command("draft")
+def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan file to write."),
+                 config: Path = CONFIG_OPT,
+                 first_night: str = typer.Option(..., help="First night of the window (YYYY-MM-DD)."),
+                 nights: int = typer.Option(30, min=2, max=500, help="Trading nights in the window."),
+                 sd_delta: Optional[str] = typer.Option(
+                     None, help="Assumed sd of one night's ΔIC: 0.08, or 1=0.08,5=0.1 per "
+                     "horizon (default: from pilot nights in the warehouse, else assumed)."),
+                 power: float = typer.Option(0.8, min=0.05, max=0.99, help="Power to size for."),
+                 margin: Optional[float] = typer.Option(None, help="δ (default: proposed)."),
+                 primary: Optional[int] = typer.Option(None, help="Primary horizon (default: "
+                                                       "proposed)."),
+                 force: bool = typer.Option(False, help="Overwrite an existing file.")) -> None:
+    """Write a plan sized by its power: per horizon the independent nights in the window, the
+    minimum detectable ΔIC, the power at δ and the nights needed; it proposes the primary and
+    the margin (edit, then freeze)."""
+    from dualpath.prereg import draft_plan, plan_toml, size_window
+    from flows.prereg import pilot_sd
+
+    if plan.exists() and not force:
+        raise UserError(f"{plan} exists; pass --force to overwrite it")
+    output_file(plan, "plan file")
+    cfg = load_config(config)
+    if primary is not None and primary not in cfg.experiment.horizons:
+        raise UserError(f"--primary {primary}: the experiment's horizons are "
+                        f"{cfg.experiment.horizons}")
+    sd, source = None, None
+    if sd_delta:
+        sd, source = parse_sd(sd_delta, cfg.experiment.horizons), f"given: --sd-delta {sd_delta}"
+    else:
+        got = pilot_sd(cfg)
+        if got:
+            sd = {h: got[0].get(h) for h in cfg.experiment.horizons}
+            if any(v is None for v in sd.values()):
+                sd = None                           # a horizon the pilot did not mature
+            else:
+                source = got[1]
+    sizing = size_window(cfg, nights, sd, source, power, margin)
+    p = draft_plan(cfg, _parse_date(first_night, "--first-night"), nights, sizing, primary)
+    print_sizing(sizing, cfg.comparison.alpha, margin or cfg.comparison.margin)
+    row = next(r for r in sizing.rows if r["horizon"] == p.primary.horizon)
+    from dualpath.prereg import planned_power, testability
+    console.print(f"proposed primary: h={p.primary.horizon}, δ={p.primary.margin:g} "
+                  f"({row['independent_nights']} independent nights; power "
+                  f"{_fmt(planned_power(p))} at δ={p.primary.margin:g})")
+    for why in testability(p):
+        console.print(f"[red]cannot test:[/red] {why}; freezing it needs --force --reason")
+    plan.write_text(plan_toml(p))
+    console.print(f"wrote {plan} (sha256 {p.sha256()[:12]}); review the hypotheses, then "
+                  f"`dualpath prereg freeze {plan} -c {config}`")
+
+
+@prereg_app.command("freeze")
+def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
+                  config: Path = CONFIG_OPT,
+                  force: bool = typer.Option(False, help="Freeze although nights of the window "
+                                             "exist or the window cannot test the primary "
+                                             "(every report says so)."),
+                  reason: Optional[str] = typer.Option(None, help="Why it was forced (needed "
+                                                       "with --force; quoted in reports).")) -> None:
+    """Validate the plan and record its canonical SHA-256 and freeze time in the warehouse."""
+    from dualpath.prereg import load_plan, planned_power
+    from flows.prereg import freeze_plan
+
+    frozen = freeze_plan(load_config(config), input_file(plan, "plan file"), force, reason)
+    console.print(f"frozen: {frozen.plan_hash} at {frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
+                  + (f" [yellow](forced: {frozen.force_reason})[/yellow]" if frozen.forced
+                     else ""))
+    p = load_plan(plan)
+    pw = planned_power(p)
+    if p.design and pw < p.design.power:
+        console.print(f"[yellow]underpowered:[/yellow] power {pw:.2f} at δ={p.primary.margin:g}"
+                      f" over the window, below the plan's {p.design.power:g}")
+
+
+@prereg_app.command("status")
+def prereg_status(config: Path = CONFIG_OPT) -> None:
+    """What a report would say today: file vs hash, deviations, nights matured per horizon,
+    and the label, with every failed condition."""
+    from flows.prereg import frozen_plan, plan_file_state, plan_status, window_nights
+
+    cfg = load_config(config)
+    frozen, log = frozen_plan(cfg)
+    if frozen is None:
+        console.print("no frozen plan: results are exploratory (`dualpath prereg draft`, "
+                      "then `dualpath prereg freeze`)")
+        return
+    p = frozen.plan
+    state, path = plan_file_state(cfg, frozen)
+    console.print(f"plan {frozen.plan_hash[:12]} frozen {frozen.frozen_at:%Y-%m-%d}"
+                  + (f" (forced: {frozen.force_reason})" if frozen.forced else ""))
+    console.print(f"plan file {path}: " + {"matches": "matches the frozen hash",
+                                           "edited": "[red]EDITED AFTER FREEZING (hash "
+                                           "mismatch)[/red]"}.get(state, f"[red]{state}[/red]"))
+    console.print(f"primary: {p.candidate} vs {p.baseline}, {p.primary.test} at "
+                  f"h={p.primary.horizon}, δ={p.primary.margin}, α={p.primary.alpha}")
+    st = plan_status(cfg)
+    window = window_nights(cfg, p)
+    if st is None:
+        console.print(f"window: 0 of {len(window)} nights from {window[0]}")
+        console.print("label today: interim — no decision: no nights yet")
+    else:
+        f = st.facts
+        console.print(f"window: {len(f.analysed)} of {len(window)} nights analysed from "
+                      f"{window[0]} (pending {len(f.pending)}, not counted {len(f.failed)}, "
+                      f"outside the window {len(f.extra)})")
+        console.print("matured per horizon: " + ", ".join(
+            f"h={h}: {f.matured.get(h, 0)} of {len(window)}" for h in cfg.experiment.horizons))
+        console.print(f"label today: [bold]{st.verdict.label_text}[/bold]")
+        console.print(f"primary: {st.verdict.summary()}")
+    for d in log.to_dict("records"):
+        night = d["night"] if d["night"] is not None and not pd.isna(d["night"]) else "-"
+        console.print(f"[yellow]deviation[/yellow] {night} {d['kind']}: {d['detail']}")

@@ -1,0 +1,150 @@
+"""Power of the project's ΔIC tests: the t on non-overlapping nights (`evals.inference`).
+
+A window of n consecutive nights at horizon h gives m = ceil(n / h) nights whose h-session
+return windows share nothing; the test is Student's t on those m ΔICs (m - 1 df). With a
+nightly ΔIC of standard deviation σ and true mean Δ, its statistic is noncentral t with
+noncentrality (Δ - θ0)·√m / σ, so power is exact for Gaussian ΔICs:
+
+- non-inferiority (one-sided α, margin δ): "non-inferior" when the one-sided upper-tail t
+  against -δ rejects: P = nct.sf(t_{1-α}, m-1, (Δ + δ)√m/σ); "inferior" (the upper bound below
+  -δ): P = nct.cdf(-t_{1-α}, m-1, (Δ + δ)√m/σ);
+- equivalence (TOST, α each side): both one-sided tests reject; computed by integrating over
+  the sample sd (no closed form);
+- difference (two-sided α): P(|t| > t_{1-α/2}) with noncentrality Δ√m/σ.
+
+`bench/calibration.py` compares these predictions with simulated rejection rates on panels
+shaped like the study (`worst_power_gap` in its last line).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import integrate, optimize, stats
+
+from evals.inference import MIN_INDEPENDENT
+
+TESTS = ("non-inferiority", "equivalence", "difference")
+
+
+def independent_count(nights: int, horizon: int) -> int:
+    """Non-overlapping nights among `nights` consecutive sessions at `horizon`."""
+    return 0 if nights <= 0 else (nights - 1) // max(horizon, 1) + 1
+
+
+def _tost(sd: float, m: int, margin: float, alpha: float, delta: float) -> float:
+    df, se = m - 1, sd / math.sqrt(m)
+    q = stats.t.ppf(1 - alpha, df)
+    # both bounds inside ±δ needs s < δ√m/q; integrate P(mean in the band | s) over s
+    v_max = df * (margin * math.sqrt(m) / (q * sd)) ** 2
+
+    def given(v: float) -> float:
+        half = margin - q * sd * math.sqrt(v / df) / math.sqrt(m)
+        p = stats.norm.cdf((half - delta) / se) - stats.norm.cdf((-half - delta) / se)
+        return max(p, 0.0) * stats.chi2.pdf(v, df)
+
+    return float(min(1.0, integrate.quad(given, 0, v_max, limit=200)[0]))
+
+
+def decision_probability(test: str, decision: str, sd: float, m: int, margin: float,
+                         alpha: float, delta: float = 0.0) -> float:
+    """P(the test returns `decision`) when the true mean ΔIC is `delta`; NaN below 4 nights.
+
+    decisions: non-inferiority 'non-inferior' | 'inferior'; equivalence 'equivalent';
+    difference 'different' (either side).
+    """
+    if m < MIN_INDEPENDENT or not sd > 0 or not math.isfinite(sd):
+        return math.nan
+    df, root = m - 1, math.sqrt(m)
+    if test == "non-inferiority":
+        q = stats.t.ppf(1 - alpha, df)
+        ncp = (delta + margin) * root / sd
+        return float(stats.nct.sf(q, df, ncp) if decision == "non-inferior"
+                     else stats.nct.cdf(-q, df, ncp))
+    if test == "equivalence":
+        return _tost(sd, m, margin, alpha, delta)
+    if test == "difference":
+        q = stats.t.ppf(1 - alpha / 2, df)
+        ncp = delta * root / sd
+        return float(stats.nct.sf(q, df, ncp) + stats.nct.cdf(-q, df, ncp))
+    raise ValueError(f"unknown test {test!r}; one of {TESTS}")
+
+
+def planned_power(test: str, sd: float, m: int, margin: float, alpha: float) -> float:
+    """The power a plan is sized by: to show non-inferiority (or equivalence) when the paths
+    are equal, or to detect a difference of δ."""
+    if test == "difference":
+        return decision_probability(test, "different", sd, m, margin, alpha, margin)
+    decision = "non-inferior" if test == "non-inferiority" else "equivalent"
+    return decision_probability(test, decision, sd, m, margin, alpha, 0.0)
+
+
+def power_text(test: str) -> str:
+    """What `planned_power` is the probability of, in words."""
+    return {"non-inferiority": "to show non-inferiority if ΔIC = 0",
+            "equivalence": "to show equivalence if ΔIC = 0",
+            "difference": "to detect |ΔIC| = δ"}[test]
+
+
+def min_detectable(test: str, sd: float, m: int, alpha: float, power: float) -> float:
+    """The smallest δ this design shows at `power` (NaN below 4 nights)."""
+    if m < MIN_INDEPENDENT or not sd > 0:
+        return math.nan
+    f = lambda d: planned_power(test, sd, m, d, alpha) - power
+    hi = sd
+    while f(hi) < 0:
+        hi *= 2
+    return float(optimize.brentq(f, 1e-9, hi, xtol=1e-7))
+
+
+def nights_needed_for(test: str, sd: float, horizon: int, margin: float, alpha: float,
+                      power: float, cap: int = 100_000) -> int | None:
+    """Consecutive nights for `power` at δ = margin (None beyond `cap` nights)."""
+    if not sd > 0:
+        return None
+    lo, hi = MIN_INDEPENDENT, MIN_INDEPENDENT
+    while planned_power(test, sd, hi, margin, alpha) < power:
+        lo, hi = hi, hi * 2
+        if (hi - 1) * max(horizon, 1) + 1 > cap:
+            return None
+    while lo < hi:                       # power rises with m: bisect for the first m enough
+        mid = (lo + hi) // 2
+        if planned_power(test, sd, mid, margin, alpha) >= power:
+            hi = mid
+        else:
+            lo = mid + 1
+    return (hi - 1) * max(horizon, 1) + 1
+
+
+def null_sd_delta(tickers: int, rho: float = 0.5) -> float:
+    """An assumed sd of nightly ΔIC with no pilot: each path's RankIC over N tickers has sd
+    ≈ 1/√(N-1) under no signal, and two paths' ICs correlated by rho differ by
+    √(2(1-rho)) of that."""
+    return math.sqrt(2 * (1 - rho)) / math.sqrt(max(tickers - 1, 1))
+
+
+def power_table(sd: dict[int, float], nights: int, margin: float, alpha: float,
+                power: float, test: str = "non-inferiority") -> list[dict]:
+    """Per horizon: independent nights in the window, MDE, power at δ, nights needed."""
+    rows = []
+    for h, s in sorted(sd.items()):
+        m = independent_count(nights, h)
+        rows.append({"horizon": h, "nights": nights, "independent_nights": m, "sd_delta": s,
+                     "mde": min_detectable(test, s, m, alpha, power),
+                     "power_at_margin": planned_power(test, s, m, margin, alpha),
+                     "nights_needed": nights_needed_for(test, s, h, margin, alpha, power)})
+    return rows
+
+
+def propose(rows: list[dict], margin: float, power: float, step: float = 0.005) -> tuple[int, float]:
+    """(primary horizon, margin): the horizon with the smallest MDE (the most independent
+    nights per unit of noise); the margin as given when the window has `power` for it, else
+    that MDE rounded up to `step`."""
+    ok = [r for r in rows if np.isfinite(r["mde"])]
+    if not ok:
+        return rows[0]["horizon"], margin
+    best = min(ok, key=lambda r: (r["mde"], r["horizon"]))
+    if best["mde"] <= margin:             # the window has `power` at this margin already
+        return best["horizon"], margin
+    return best["horizon"], round(math.ceil(best["mde"] / step - 1e-9) * step, 6)

@@ -1,0 +1,166 @@
+"""The primary verdict and the label a reviewer would sign, as plain data.
+
+`window_label` turns what the warehouse says about a frozen plan's window (`WindowFacts`,
+gathered by `flows.prereg`) into 'confirmatory' | 'interim' | 'exploratory' with every failed
+condition in words. Confirmatory needs all of: a frozen plan, frozen before the window's
+first night and without --force; the plan's content (the file beside the config, and the
+warehouse's copy) matching its hash; every planned window night complete on every path and
+run with the planned config; the analysis covering exactly the window's nights; and the
+primary horizon matured on every window night (else interim, while nights are pending).
+`primary_verdict` joins that label with the primary's row of `evals.compare.compare_paths`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import date
+
+import pandas as pd
+
+from evals.compare import DeltaTest
+
+DECISIONS = {"non-inferior", "inferior", "equivalent", "not equivalent", "candidate better",
+             "candidate worse"}
+
+
+@dataclass(frozen=True)
+class WindowFacts:
+    """A frozen plan's window as the warehouse holds it (one report range)."""
+
+    plan_hash: str
+    file_state: str                        # 'matches' | 'edited' | 'missing' | 'unreadable'
+    file_path: str
+    stored_intact: bool                    # the warehouse's copy hashes to the frozen hash
+    forced: bool
+    force_reason: str | None
+    nights_before_freeze: int
+    frozen_on: date
+    window: list[date]                     # the planned window nights (sessions)
+    analysed: list[date]                   # window nights in range, complete and conforming
+    failed: dict = field(default_factory=dict)    # window night -> why it does not count
+    pending: list[date] = field(default_factory=list)   # window nights not run yet
+    extra: list[date] = field(default_factory=list)     # nights outside the window, left out
+    sub_window: str = ""                   # why the range analysed is not the window
+    untestable: list[str] = field(default_factory=list)
+    primary_horizon: int = 1
+    matured: dict = field(default_factory=dict)   # horizon -> analysed nights matured
+
+
+def _integrity(f: WindowFacts) -> list[str]:
+    out = []
+    if not f.stored_intact:
+        out.append("the warehouse's copy of the plan no longer hashes to its frozen hash")
+    if f.file_state == "edited":
+        out.append(f"the plan file {f.file_path} was edited after freezing (hash mismatch)")
+    elif f.file_state in ("missing", "unreadable"):
+        out.append(f"the plan file {f.file_path} is {f.file_state}: its content cannot be "
+                   "checked against the frozen hash")
+    if f.forced:
+        why = f" (reason: {f.force_reason})" if f.force_reason else ""
+        after = (f" after {f.nights_before_freeze} night(s) of the window"
+                 if f.nights_before_freeze else "")
+        out.append(f"the plan was frozen with --force{after}{why}")
+    if f.window and f.frozen_on > f.window[0]:
+        out.append(f"the plan was frozen on {f.frozen_on}, after the window's first night "
+                   f"{f.window[0]}")
+    return out + list(f.untestable)
+
+
+def _nights(f: WindowFacts) -> list[str]:
+    out = []
+    if f.sub_window:
+        out.append(f.sub_window)
+    if f.failed:
+        what = ", ".join(f"{n} ({why})" for n, why in sorted(f.failed.items()))
+        out.append(f"{len(f.failed)} of {len(f.window)} window night(s) are not complete and "
+                   f"conforming: {what}")
+    return out
+
+
+def window_label(f: WindowFacts | None) -> tuple[str, str, tuple[str, ...]]:
+    """(label, label_text, reasons) for a report range under a frozen plan (None: none)."""
+    if f is None:
+        return "exploratory", "exploratory — no frozen plan", ("no frozen plan",)
+    hard = _integrity(f) + _nights(f)
+    if hard:
+        return "exploratory", "exploratory — " + "; ".join(hard), tuple(hard)
+    soft = []
+    if f.pending:
+        soft.append(f"{len(f.window) - len(f.pending)} of {len(f.window)} window nights "
+                    f"collected (next: {f.pending[0]})")
+    h = f.primary_horizon
+    got = f.matured.get(h, 0)
+    if got < len(f.analysed) or not f.analysed:
+        soft.append(f"the primary horizon h={h} has matured on {got} of {len(f.window)} "
+                    "window nights")
+    if soft:
+        return "interim", "interim — no decision: " + "; ".join(soft), tuple(soft)
+    return "confirmatory", "confirmatory", ()
+
+
+@dataclass(frozen=True)
+class PrimaryVerdict:
+    """The primary test's outcome and label, for any renderer (see /prereg-api notes)."""
+
+    label: str
+    label_text: str
+    reasons: tuple[str, ...]
+    baseline: str | None
+    candidate: str | None
+    horizon: int | None
+    test: str
+    margin: float
+    alpha: float
+    verdict: str
+    decided: bool
+    estimate: float
+    ci_low: float
+    ci_high: float
+    ci_level: float
+    ci_text: str
+    power: float
+    power_text: str
+    n_independent: int
+    nights_analysed: int
+    window_nights: int | None
+    note: str
+
+    def summary(self) -> str:
+        """One line: verdict, estimate and interval, power, label."""
+        if not math.isfinite(self.estimate):
+            return f"{self.verdict}: {self.note or 'no estimate'} · {self.label_text}"
+        return (f"{self.verdict} ({self.test}, δ = {self.margin:g}, α = {self.alpha:g}): ΔIC "
+                f"{self.estimate:+.4f} [{self.ci_low:+.4f}, {self.ci_high:+.4f}] "
+                f"{self.ci_text} · power {self.power:.2f} {self.power_text} · "
+                f"{self.label_text}")
+
+
+def _num(row, key) -> float:
+    v = row.get(key, math.nan) if row is not None else math.nan
+    return float(v) if v is not None and not pd.isna(v) else math.nan
+
+
+def primary_verdict(comparison: pd.DataFrame, primary: DeltaTest | None,
+                    facts: WindowFacts | None, baseline: str | None = None,
+                    candidate: str | None = None) -> PrimaryVerdict:
+    """The primary row of `compare_paths` (horizon `primary.horizon`) with its label."""
+    label, text, reasons = window_label(facts)
+    h = primary.horizon if primary else None
+    rows = comparison[comparison["horizon"] == h] if h is not None and len(comparison) else []
+    row = rows.iloc[0].to_dict() if len(rows) else None
+    t = primary or DeltaTest(horizon=0)
+    verdict = row["verdict"] if row is not None else "no comparison"
+    n = int(row["n_independent"]) if row is not None else 0
+    return PrimaryVerdict(
+        label=label, label_text=text, reasons=reasons,
+        baseline=baseline or (row or {}).get("baseline"),
+        candidate=candidate or (row or {}).get("candidate"), horizon=h, test=t.test,
+        margin=t.margin, alpha=t.alpha, verdict=verdict, decided=verdict in DECISIONS,
+        estimate=_num(row, "estimate"), ci_low=_num(row, "ci_low"), ci_high=_num(row, "ci_high"),
+        ci_level=_num(row, "ci_level"), ci_text=(row or {}).get("ci_text", ""),
+        power=_num(row, "power"), power_text=(row or {}).get("power_basis", ""),
+        n_independent=n, nights_analysed=len(facts.analysed) if facts else
+        (int(row["nights"]) if row is not None else 0),
+        window_nights=len(facts.window) if facts else None,
+        note=(row or {}).get("note", "") if row is not None else "no paired nights")

@@ -1,0 +1,115 @@
+"""Power of the ΔIC tests and the three planned tests, cross-checked against statsmodels and
+scipy, and by seeded simulation where no closed form exists (TOST)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.power import TTestPower
+from statsmodels.stats.weightstats import DescrStatsW
+
+from evals import power as pw
+from evals.inference import delta_test
+
+
+def test_independent_count_matches_the_greedy_subseries():
+    # 20 consecutive nights at h = 5 keep nights 0, 5, 10, 15: four
+    assert pw.independent_count(20, 5) == 4 and pw.independent_count(16, 5) == 4
+    assert pw.independent_count(15, 5) == 3 and pw.independent_count(30, 1) == 30
+
+
+@pytest.mark.parametrize("m,delta", [(20, 0.0), (30, 0.0), (6, -0.02), (40, -0.06)])
+def test_noninferiority_power_is_statsmodels_one_sample_t_power(m, delta):
+    sd, margin, alpha = 0.1, 0.05, 0.05
+    # "non-inferior" = the one-sided t against -δ rejects: effect (Δ + δ)/σ, 'larger'
+    ref = TTestPower().power(effect_size=(delta + margin) / sd, nobs=m, alpha=alpha,
+                             alternative="larger")
+    assert pw.decision_probability("non-inferiority", "non-inferior", sd, m, margin, alpha,
+                                   delta) == pytest.approx(ref, abs=1e-9)
+    # "inferior" = the upper bound below -δ: the same t, 'smaller'
+    ref = TTestPower().power(effect_size=(delta + margin) / sd, nobs=m, alpha=alpha,
+                             alternative="smaller")
+    assert pw.decision_probability("non-inferiority", "inferior", sd, m, margin, alpha,
+                                   delta) == pytest.approx(ref, abs=1e-9)
+
+
+def test_difference_power_is_statsmodels_two_sided_power():
+    ref = TTestPower().power(effect_size=0.05 / 0.1, nobs=25, alpha=0.05,
+                             alternative="two-sided")
+    assert pw.planned_power("difference", 0.1, 25, 0.05, 0.05) == pytest.approx(ref, abs=1e-9)
+
+
+def test_tost_power_matches_a_seeded_simulation_with_statsmodels_ttost():
+    sd, m, margin, alpha = 0.1, 20, 0.06, 0.05
+    rng = np.random.default_rng(5)
+    x = rng.normal(0.0, sd, size=(4000, m))
+    hits = np.mean([DescrStatsW(row).ttost_mean(-margin, margin)[0] < alpha for row in x])
+    got = pw.planned_power("equivalence", sd, m, margin, alpha)
+    # 4000 replicates: binomial sd <= 0.008; allow 3 of them
+    assert abs(got - hits) < 0.025 and 0.2 < got < 0.9
+
+
+def test_min_detectable_inverts_power_and_nights_needed_is_the_first_enough():
+    sd, alpha = 0.1, 0.05
+    mde = pw.min_detectable("non-inferiority", sd, 20, alpha, 0.8)
+    assert pw.planned_power("non-inferiority", sd, 20, mde, alpha) == pytest.approx(0.8, abs=1e-6)
+    # the normal approximation (z_.95 + z_.8) σ/√m is close but smaller at 19 df
+    assert mde > (stats.norm.ppf(0.95) + stats.norm.ppf(0.8)) * sd / math.sqrt(20)
+    n = pw.nights_needed_for("non-inferiority", sd, 5, 0.05, alpha, 0.8)
+    m = (n - 1) // 5 + 1
+    assert pw.planned_power("non-inferiority", sd, m, 0.05, alpha) >= 0.8
+    assert pw.planned_power("non-inferiority", sd, m - 1, 0.05, alpha) < 0.8
+    assert math.isnan(pw.min_detectable("non-inferiority", sd, 3, alpha, 0.8))
+
+
+def test_a_four_to_six_week_window_proposes_h1_and_a_margin_it_can_show():
+    sd = {1: 0.1, 5: 0.1, 20: 0.1}
+    rows = pw.power_table(sd, 25, 0.03, 0.05, 0.8)
+    primary, margin = pw.propose(rows, 0.03, 0.8)
+    assert primary == 1
+    assert pw.planned_power("non-inferiority", 0.1, 25, margin, 0.05) >= 0.8
+    assert margin == pytest.approx(math.ceil(rows[0]["mde"] / 0.005) * 0.005)
+    # a margin the window already has power for is kept
+    assert pw.propose(rows, 0.2, 0.8) == (1, 0.2)
+
+
+def test_each_test_verdict_and_interval_against_scipy_and_statsmodels():
+    rng = np.random.default_rng(2)
+    d = rng.normal(0.01, 0.05, 24)
+    ni = delta_test(d, 1, "non-inferiority", 0.03, 0.05)
+    ref = stats.ttest_1samp(d, -0.03, alternative="greater")
+    assert ni["p_claim"] == pytest.approx(ref.pvalue) and ni["ci_level"] == pytest.approx(0.9)
+    ci90 = stats.ttest_1samp(d, 0).confidence_interval(0.90)
+    assert (ni["ci_low"], ni["ci_high"]) == (pytest.approx(ci90.low), pytest.approx(ci90.high))
+    eq = delta_test(d, 1, "equivalence", 0.05, 0.05)
+    assert eq["p_claim"] == pytest.approx(DescrStatsW(d).ttost_mean(-0.05, 0.05)[0])
+    diff = delta_test(d, 1, "difference", 0.03, 0.05)
+    two = stats.ttest_1samp(d, 0)
+    assert min(diff["p_claim"], diff["p_counter"]) == pytest.approx(two.pvalue)
+    ci95 = two.confidence_interval(0.95)
+    assert (diff["ci_low"], diff["ci_high"]) == (pytest.approx(ci95.low), pytest.approx(ci95.high))
+    assert diff["verdict"] == ("candidate better" if two.pvalue < 0.05 and d.mean() > 0
+                               else "inconclusive")
+    assert "95% two-sided" in diff["ci_text"] and "one-sided 95% bounds" in ni["ci_text"]
+
+
+def test_the_interval_always_contains_the_estimate_it_prints():
+    # h = 5 over 23 nights: the test's mean (nights 0, 5, 10, 15, 20) differs from the mean of
+    # every night; the interval is centred on the former, which is what is printed beside it
+    rng = np.random.default_rng(9)
+    for _ in range(50):
+        d = rng.standard_t(3, 23) * 0.05
+        out = delta_test(d, 5, "non-inferiority", 0.03, 0.05)
+        assert out["ci_low"] <= out["tested_mean"] <= out["ci_high"]
+        assert out["tested_mean"] == pytest.approx(d[[0, 5, 10, 15, 20]].mean())
+
+
+def test_power_uses_the_plans_sd_when_given_and_says_so():
+    d = np.random.default_rng(1).normal(0, 0.05, 20)
+    planned = delta_test(d, 1, "non-inferiority", 0.05, 0.05, sd_plan=0.1)
+    assert planned["power"] == pytest.approx(pw.planned_power("non-inferiority", 0.1, 20,
+                                                              0.05, 0.05))
+    assert "from the plan" in planned["power_basis"]
+    plug = delta_test(d, 1, "non-inferiority", 0.05, 0.05)
+    assert "plug-in" in plug["power_basis"] and plug["power"] > planned["power"]
