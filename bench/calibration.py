@@ -1,19 +1,29 @@
-"""Calibration of the project's tests and intervals on null panels shaped like the study.
+"""Calibration and power of the project's tests on panels shaped like the study.
 
 Each replicate is a synthetic panel: 50 tickers, persistent grades (mean of 3 draws, 1-5, AR(1)
 latent with night-to-night correlation 0.9) on two paths that share the latent (so their ICs
 are correlated and ΔIC = 0 in truth), the candidate missing 2 random tickers a night, and
-heavy-tailed daily returns (Student t, 4 df) independent of the grades (so the true IC is 0).
-Nightly ICs of overlapping h-day forward returns come from the project's own `forward_returns`,
-`nightly_rank_ic` and `paired_delta_ic`; the first n nights make the (h, n) cell.
+heavy-tailed daily returns (Student t, 4 df) independent of the grades (so the true IC is 0);
+nights are consecutive sessions, so h-session forward returns of neighbouring nights overlap.
 
-Per cell: rejection rates at nominal 5% of the RankIC test (two-sided), the ΔIC test
+Per (h, n) cell: rejection rates at nominal 5% of the RankIC test (two-sided), the ΔIC test
 (two-sided) and the non-inferiority test at its boundary (true ΔIC = -δ, one-sided), and the
 coverage of nominal-95% intervals for the IC and ΔIC; "insufficient" where the project
 refuses. For reference, `nw_reject`: the Newey-West t (Bartlett, lag h-1, normal critical
-values) on the same RankIC series. Last line: `worst_reject=... worst_coverage=... cells=...`
-over the cells the project reports (goals: <= 0.08 and >= 0.90).
-Run: `python bench/calibration.py [--reps 1000]` (about a minute and a half at the default).
+values) on every night of the RankIC series.
+
+Power (h = 1 and 5; 20 and 30 nights; δ = POWER_MARGIN): the simulated share of panels the
+non-inferiority test declares non-inferior when the true ΔIC is 0 (`sim_ni_0`) and inferior
+when it is -2δ (`sim_inf_m2d`; the panel's ΔIC shifted by -2δ), beside what the plan predicts
+(`evals.power`, from the sd of one night's ΔIC pooled over every simulated night, as a long
+pilot would estimate it) and `plugin_ni_0`, the mean power computed from each panel's own sd.
+
+The panels are simulated for all replicates at once with numpy (ranks with ties along the
+ticker axis); `check_against_project` recomputes a few replicates with the project's own
+`forward_returns`, `nightly_rank_ic`, `paired_delta_ic` and `delta_test` and requires equal
+results. Last line: `worst_reject=… worst_coverage=… cells=… worst_power_gap=…` (goals
+<= 0.08, >= 0.90, <= 0.05). Run: `python bench/calibration.py [--reps 2000]` (45 s at the
+default on 2 shared cores).
 """
 
 from __future__ import annotations
@@ -26,111 +36,202 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import argparse
 import math
+import time
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from evals.compare import paired_delta_ic
-from evals.inference import mean_test, noninferiority
-from evals.rankic import nightly_rank_ic
-from evals.returns import forward_returns
+from evals import power as pw
+from evals.inference import MIN_INDEPENDENT
+from evals.rankic import spearman_rows
 
 HORIZONS = [1, 5, 20]
-NIGHTS = [10, 20, 40, 60, 120]
-TICKERS, DRAWS, MARGIN = 50, 3, 0.03
+NIGHTS = [10, 20, 30, 40, 60, 120]
+POWER_CELLS = [(1, 20), (1, 30), (5, 20), (5, 30)]
+TICKERS, DRAWS, MARGIN, POWER_MARGIN, ALPHA = 50, 3, 0.03, 0.05, 0.05
+LOST = 2
 
 
-def replicate(rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(nightly RankIC of the baseline, paired ΔIC) over max(NIGHTS) nights, null true."""
+def simulate(rng: np.random.Generator, reps: int) -> dict:
+    """Arrays for `reps` panels: daily returns, both paths' scores, the candidate's gaps."""
+    n, days = max(NIGHTS), max(NIGHTS) + max(HORIZONS) + 1
+    daily = stats.t.rvs(4, size=(reps, days, TICKERS), random_state=rng) * 0.01
+    latent = np.empty((reps, n, TICKERS))
+    latent[:, 0] = rng.normal(size=(reps, TICKERS))
+    for t in range(1, n):                       # grades move slowly from night to night
+        latent[:, t] = 0.9 * latent[:, t - 1] + math.sqrt(1 - 0.81) * rng.normal(
+            size=(reps, TICKERS))
+    scores = []
+    for _ in ("main", "backup"):
+        draws = np.clip(np.round(3 + latent[..., None]
+                                 + rng.normal(0, 0.8, (reps, n, TICKERS, DRAWS))), 1, 5)
+        scores.append(draws.mean(axis=3))
+    lost = rng.random((reps, n, TICKERS)).argsort(axis=2)[..., :LOST]
+    drop = np.zeros((reps, n, TICKERS), dtype=bool)
+    np.put_along_axis(drop, lost, True, axis=2)
+    return {"daily": daily, "main": scores[0], "backup": scores[1], "drop": drop}
+
+
+def close_prices(daily: np.ndarray) -> np.ndarray:
+    return 100 * np.exp(np.cumsum(daily, axis=-2))
+
+
+def ics(sim: dict) -> dict:
+    """{h: (baseline IC, ΔIC)} arrays of shape (reps, nights), as the project computes them."""
+    close = close_prices(sim["daily"])
+    reps, n = sim["main"].shape[:2]
+    out = {}
+    for h in HORIZONS:
+        fwd = close[:, h:h + n] / close[:, :n] - 1            # night t: close t -> t + h
+        flat = lambda a: a.reshape(reps * n, TICKERS)
+        ic_main, _ = spearman_rows(flat(sim["main"]), flat(fwd))
+        common = ~flat(sim["drop"])
+        on = lambda a: np.where(common, flat(a), np.nan)
+        ib, _ = spearman_rows(on(sim["main"]), on(fwd))
+        ic, _ = spearman_rows(on(sim["backup"]), on(fwd))
+        out[h] = (ic_main.reshape(reps, n), (ic - ib).reshape(reps, n))
+    return out
+
+
+def t_rows(x: np.ndarray, level: float) -> dict:
+    """Row-wise one-sample t: mean, se, df and the two-sided `level` half-width."""
+    m = x.shape[1]
+    mean, sd = x.mean(axis=1), x.std(axis=1, ddof=1)
+    se = sd / math.sqrt(m)
+    q = stats.t.ppf(1 - (1 - level) / 2, m - 1)
+    return {"mean": mean, "sd": sd, "se": se, "half": q * se, "df": m - 1, "m": m}
+
+
+def newey_west_reject(x: np.ndarray, lag: int) -> np.ndarray:
+    n = x.shape[1]
+    d = x - x.mean(axis=1, keepdims=True)
+    v = (d * d).sum(axis=1) / n
+    for j in range(1, min(lag, n - 1) + 1):
+        v = v + 2 * (1 - j / (lag + 1)) * (d[:, j:] * d[:, :-j]).sum(axis=1) / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (v > 0) & (np.abs(x.mean(axis=1) / np.sqrt(v / n)) > 1.959964)
+
+
+def cell(ic: np.ndarray, delta: np.ndarray, h: int, n: int) -> dict:
+    """One (h, n) cell's size and coverage over the replicates."""
+    idx = np.arange(0, n, h)                   # consecutive sessions: every h-th night
+    row = {"h": h, "n": n, "m": len(idx)}
+    if len(idx) < MIN_INDEPENDENT:
+        return {**row, "status": "insufficient",
+                "nw_reject": float(newey_west_reject(ic[:, :n], max(h - 1, 1)).mean())}
+    ti, td = t_rows(ic[:, idx], 0.95), t_rows(delta[:, idx], 0.95)
+    q1 = stats.t.ppf(1 - ALPHA, len(idx) - 1)
+    ni = t_rows(delta[:, idx] - MARGIN, 0.95)  # at the boundary: true ΔIC = -δ
+    return {**row, "status": "reported",
+            "ic_reject": float((np.abs(ti["mean"]) > ti["half"]).mean()),
+            "delta_reject": float((np.abs(td["mean"]) > td["half"]).mean()),
+            "ni_reject": float((ni["mean"] - q1 * ni["se"] > -MARGIN).mean()),
+            "ic_cover": float((np.abs(ti["mean"]) <= ti["half"]).mean()),
+            "delta_cover": float((np.abs(td["mean"]) <= td["half"]).mean()),
+            "nw_reject": float(newey_west_reject(ic[:, :n], max(h - 1, 1)).mean())}
+
+
+def power_cell(delta: np.ndarray, sd: float, h: int, n: int) -> dict:
+    """Simulated and predicted power of the non-inferiority test at δ = POWER_MARGIN."""
+    idx = np.arange(0, n, h)
+    m = len(idx)
+    q = stats.t.ppf(1 - ALPHA, m - 1)
+    t = t_rows(delta[:, idx], 0.95)
+    ni0 = t["mean"] - q * t["se"] > -POWER_MARGIN
+    inf = t["mean"] - 2 * POWER_MARGIN + q * t["se"] < -POWER_MARGIN   # shifted by -2δ
+    plug = [pw.decision_probability("non-inferiority", "non-inferior", s, m, POWER_MARGIN,
+                                    ALPHA) for s in t["sd"]]
+    pred0 = pw.decision_probability("non-inferiority", "non-inferior", sd, m, POWER_MARGIN,
+                                    ALPHA, 0.0)
+    pred2 = pw.decision_probability("non-inferiority", "inferior", sd, m, POWER_MARGIN, ALPHA,
+                                    -2 * POWER_MARGIN)
+    return {"h": h, "n": n, "m": m, "sd_delta": sd, "sim_ni_0": float(ni0.mean()),
+            "pred_ni_0": pred0, "plugin_ni_0": float(np.mean(plug)),
+            "sim_inf_m2d": float(inf.mean()), "pred_inf_m2d": pred2,
+            "gap": max(abs(ni0.mean() - pred0), abs(inf.mean() - pred2))}
+
+
+def check_against_project(sim: dict, got: dict, reps: int = 3) -> None:
+    """The vectorised ICs and verdicts equal the project's own on the first replicates."""
+    from evals.compare import paired_delta_ic
+    from evals.inference import delta_test
+    from evals.rankic import nightly_rank_ic
+    from evals.returns import forward_returns
+
     n = max(NIGHTS)
     days = pd.bdate_range("2027-01-04", periods=n + max(HORIZONS) + 1)
     names = np.array([f"T{i:02d}" for i in range(TICKERS)])
-    daily = stats.t.rvs(4, size=(len(days), TICKERS), random_state=rng) * 0.01
-    close = 100 * np.exp(np.cumsum(daily, axis=0))
-    prices = pd.DataFrame({"ticker": np.tile(names, len(days)), "date": np.repeat(days, TICKERS),
-                           "adj_close": close.ravel()})
-    latent = np.empty((n, TICKERS))
-    latent[0] = rng.normal(size=TICKERS)
-    for t in range(1, n):                       # grades move slowly from night to night
-        latent[t] = 0.9 * latent[t - 1] + math.sqrt(1 - 0.81) * rng.normal(size=TICKERS)
-    frames = []
-    for path in ("main", "backup"):
-        draws = np.clip(np.round(3 + latent[:, :, None] + rng.normal(0, 0.8, (n, TICKERS, DRAWS))),
-                        1, 5)
-        f = pd.DataFrame({"night": np.repeat(days[:n], TICKERS), "path": path,
-                          "ticker": np.tile(names, n), "score": draws.mean(axis=2).ravel(),
-                          "n_draws": DRAWS, "n_failed": 0})
-        if path == "backup":                    # the candidate loses 2 tickers a night
-            lost = rng.random((n, TICKERS)).argsort(axis=1)[:, :2]
-            drop = np.zeros((n, TICKERS), dtype=bool)
-            np.put_along_axis(drop, lost, True, axis=1)
-            f = f[~drop.ravel()]
-        frames.append(f)
-    scores = pd.concat(frames, ignore_index=True)
-    returns = forward_returns(prices, list(days[:n]), HORIZONS)
-    ic = nightly_rank_ic(scores[scores["path"] == "main"], returns)
-    return ic[ic["status"] == "ok"], paired_delta_ic(scores, returns, "main", "backup")
-
-
-def newey_west_reject(x: np.ndarray, lag: int) -> bool:
-    n = len(x)
-    d = x - x.mean()
-    v = d @ d / n
-    for j in range(1, min(lag, n - 1) + 1):
-        v += 2 * (1 - j / (lag + 1)) * (d[j:] @ d[:-j]) / n
-    return v > 0 and abs(x.mean() / math.sqrt(v / n)) > 1.959964
-
-
-def run(reps: int, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    tally: dict[tuple[int, int], dict[str, list]] = {}
-    for _ in range(reps):
-        ic, delta = replicate(rng)
+    for r in range(reps):
+        close = close_prices(sim["daily"][r])
+        prices = pd.DataFrame({"ticker": np.tile(names, len(days)),
+                               "date": np.repeat(days, TICKERS), "adj_close": close.ravel()})
+        frames = [pd.DataFrame({"night": np.repeat(days[:n], TICKERS), "path": p,
+                                "ticker": np.tile(names, n), "score": sim[p][r].ravel(),
+                                "n_draws": DRAWS, "n_failed": 0}) for p in ("main", "backup")]
+        frames[1] = frames[1][~sim["drop"][r].ravel()]
+        scores = pd.concat(frames, ignore_index=True)
+        returns = forward_returns(prices, list(days[:n]), HORIZONS)
+        ic = nightly_rank_ic(scores[scores["path"] == "main"], returns)
+        paired = paired_delta_ic(scores, returns, "main", "backup")
         for h in HORIZONS:
-            ih = ic[ic["horizon"] == h].sort_values("night")
-            dh = delta[delta["horizon"] == h].sort_values("night")
-            for n in NIGHTS:
-                i, d = ih.iloc[:n], dh.iloc[:n]
-                t_ic = mean_test(i["ic"].to_numpy(), h, i["start_pos"].to_numpy())
-                t_d = mean_test(d["delta"].to_numpy(), h, d["start_pos"].to_numpy())
-                ni = noninferiority(d["delta"].to_numpy() - MARGIN, h, MARGIN, 0.05,
-                                    d["start_pos"].to_numpy())
-                c = tally.setdefault((h, n), {k: [] for k in (
-                    "reported", "ic_reject", "delta_reject", "ni_reject", "ic_cover",
-                    "delta_cover", "nw_reject")})
-                c["reported"].append(not t_ic["note"].startswith("insufficient"))
-                c["ic_reject"].append(t_ic["p"] < 0.05)
-                c["delta_reject"].append(t_d["p"] < 0.05)
-                c["ni_reject"].append(ni["verdict"] == "non-inferior")
-                c["ic_cover"].append(t_ic["ci_low"] <= 0 <= t_ic["ci_high"])
-                c["delta_cover"].append(t_d["ci_low"] <= 0 <= t_d["ci_high"])
-                c["nw_reject"].append(newey_west_reject(i["ic"].to_numpy(), max(h - 1, 1)))
-    rows = []
-    for (h, n), c in sorted(tally.items()):
-        rep = all(c["reported"])
-        row = {"h": h, "n": n, "status": "reported" if rep else "insufficient"}
-        for k in ("ic_reject", "delta_reject", "ni_reject", "ic_cover", "delta_cover"):
-            row[k] = float(np.mean(c[k])) if rep else math.nan
-        row["nw_reject"] = float(np.mean(c["nw_reject"]))
-        rows.append(row)
-    return pd.DataFrame(rows)
+            a = ic[ic["horizon"] == h].sort_values("night")["ic"].to_numpy()
+            d = paired[paired["horizon"] == h].sort_values("night")
+            assert np.allclose(a, got[h][0][r], atol=1e-12), f"IC differs at h={h}"
+            assert np.allclose(d["delta"], got[h][1][r], atol=1e-12), f"ΔIC differs at h={h}"
+            for hh, nn in POWER_CELLS:
+                if hh != h:
+                    continue
+                dd = d.iloc[:nn]
+                v = delta_test(dd["delta"].to_numpy(), h, "non-inferiority", POWER_MARGIN,
+                               ALPHA, dd["start_pos"].to_numpy())
+                idx = np.arange(0, nn, h)
+                x = got[h][1][r][idx]
+                low = x.mean() - stats.t.ppf(1 - ALPHA, len(idx) - 1) * x.std(ddof=1) \
+                    / math.sqrt(len(idx))
+                assert (v["verdict"] == "non-inferior") == (low > -POWER_MARGIN)
+
+
+def run(reps: int, seed: int, chunk: int = 250) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rng = np.random.default_rng(seed)
+    ic = {h: [] for h in HORIZONS}
+    delta = {h: [] for h in HORIZONS}
+    for start in range(0, reps, chunk):
+        sim = simulate(rng, min(chunk, reps - start))
+        got = ics(sim)
+        if start == 0:
+            check_against_project(sim, got)
+        for h in HORIZONS:
+            ic[h].append(got[h][0])
+            delta[h].append(got[h][1])
+    ic = {h: np.concatenate(v) for h, v in ic.items()}
+    delta = {h: np.concatenate(v) for h, v in delta.items()}
+    size = pd.DataFrame([cell(ic[h], delta[h], h, n) for h in HORIZONS for n in NIGHTS])
+    sd = {h: float(delta[h].std(ddof=1)) for h in HORIZONS}      # a long pilot's estimate
+    power = pd.DataFrame([power_cell(delta[h], sd[h], h, n) for h, n in POWER_CELLS])
+    return size, power
 
 
 def main(reps: int, seed: int) -> None:
-    table = run(reps, seed)
+    t0 = time.perf_counter()
+    size, power = run(reps, seed)
     with pd.option_context("display.width", 160, "display.float_format", "{:.3f}".format):
-        print(f"{reps} null replicates per cell; nominal: reject 0.05, cover 0.95")
-        print(table.to_string(index=False, na_rep="insufficient"))
-    done = table[table["status"] == "reported"]
+        print(f"{reps} replicates per cell; nominal: reject 0.05, cover 0.95")
+        print(size.to_string(index=False, na_rep="insufficient"))
+        print(f"\npower of non-inferiority at δ = {POWER_MARGIN}, one-sided α = {ALPHA} "
+              "(sim: simulated; pred: the plan's prediction; plugin: from each panel's sd)")
+        print(power.to_string(index=False))
+    done = size[size["status"] == "reported"]
     worst_reject = done[["ic_reject", "delta_reject", "ni_reject"]].to_numpy().max()
     worst_cover = done[["ic_cover", "delta_cover"]].to_numpy().min()
-    print(f"worst_reject={worst_reject:.3f} worst_coverage={worst_cover:.3f} cells={len(done)}")
+    print(f"runtime {time.perf_counter() - t0:.1f} s")
+    print(f"worst_reject={worst_reject:.3f} worst_coverage={worst_cover:.3f} cells={len(done)} "
+          f"worst_power_gap={power['gap'].max():.3f}")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=20270104)
     a = ap.parse_args()
     main(a.reps, a.seed)

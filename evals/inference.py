@@ -9,11 +9,14 @@ overlap, and it needs no bandwidth choice. This is the classical remedy for over
 observations (Hansen & Hodrick 1980, J. Political Economy 88(5); Valkanov 2003, J. Financial
 Economics 68(2); Britten-Jones, Neuberger & Nolte 2011, Rev. Financial Studies 24(3)).
 
-Why not Newey-West or a block bootstrap: at 10-120 nights with lag 19 the Bartlett HAC t
-rejects a true null 10-50% of the time even with fixed-b critical values (Kiefer & Vogelsang
-2005, Econometric Theory 21, with the bandwidth at h or n), and block-bootstrap intervals
-cover 47-85% (issue 9). `bench/calibration.py` measures this method cell by cell (worst
-rejection 0.062 at nominal 0.05, worst coverage 0.939 at nominal 0.95, 10-120 nights, h 1/5/20).
+Measured by `bench/calibration.py` (2,000 panels shaped like the study: 50 tickers,
+persistent grades, Student-t returns; 10-120 nights, h 1/5/20): this method's worst rejection
+is 0.059 at nominal 0.05 and its worst coverage 0.941 at nominal 0.95 over the 12 cells it
+reports, and the non-inferiority power `evals.power` predicts is within 0.010 of the
+simulated one (h 1/5, 20/30 nights). On the same panels the Newey-West t over every night
+(Bartlett, lag h-1, normal critical values) rejects a true null 0.06-0.11 at h = 1,
+0.11-0.35 at h = 5 and 0.16-0.72 at h = 20.
+
 Below ``MIN_INDEPENDENT`` non-overlapping nights nothing is reported but "insufficient nights
 (n=…, need …)": that is where the calibration stops.
 """

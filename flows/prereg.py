@@ -244,16 +244,26 @@ def pilot_sd(cfg: Config, min_nights: int = 5) -> tuple[dict[int, float], str] |
                 "matured nights)")
 
 
-def plan_status(cfg: Config) -> Study | None:
-    """What `prereg status` shows: the study as a report would analyse it today (None: no
-    frozen plan or no nights yet, see `frozen_plan`)."""
-    path = cfg.resolve(cfg.warehouse.path)
-    if not path.exists():
-        return None
-    try:
-        return study(cfg)
-    except UserError:
-        return None
+@dataclass(frozen=True)
+class PlanStatus:
+    """What `prereg status` shows: the frozen plan, the deviation log, and the study as a
+    report would analyse it today (None before the first night)."""
+
+    frozen: plans.FrozenPlan | None
+    deviations: list[dict]
+    study: Study | None = None
+
+
+def plan_status(cfg: Config) -> PlanStatus:
+    """The frozen plan (if any), its deviation log, and today's study of its window."""
+    frozen, log = frozen_plan(cfg)
+    st = None
+    if frozen is not None:
+        try:
+            st = study(cfg)
+        except UserError:           # no nights yet
+            st = None
+    return PlanStatus(frozen, log.to_dict("records"), st)
 
 
 def frozen_plan(cfg: Config) -> tuple[plans.FrozenPlan | None, pd.DataFrame]:

@@ -126,10 +126,11 @@ def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
 def prereg_status(config: Path = CONFIG_OPT) -> None:
     """What a report would say today: file vs hash, deviations, nights matured per horizon,
     and the label, with every failed condition."""
-    from flows.prereg import frozen_plan, plan_file_state, plan_status, window_nights
+    from flows.prereg import plan_file_state, plan_status, window_nights
 
     cfg = load_config(config)
-    frozen, log = frozen_plan(cfg)
+    status = plan_status(cfg)
+    frozen = status.frozen
     if frozen is None:
         console.print("no frozen plan: results are exploratory (`dualpath prereg draft`, "
                       "then `dualpath prereg freeze`)")
@@ -143,7 +144,7 @@ def prereg_status(config: Path = CONFIG_OPT) -> None:
                                            "mismatch)[/red]"}.get(state, f"[red]{state}[/red]"))
     console.print(f"primary: {p.candidate} vs {p.baseline}, {p.primary.test} at "
                   f"h={p.primary.horizon}, δ={p.primary.margin}, α={p.primary.alpha}")
-    st = plan_status(cfg)
+    st = status.study
     window = window_nights(cfg, p)
     if st is None:
         console.print(f"window: 0 of {len(window)} nights from {window[0]}")
@@ -157,6 +158,6 @@ def prereg_status(config: Path = CONFIG_OPT) -> None:
             f"h={h}: {f.matured.get(h, 0)} of {len(window)}" for h in cfg.experiment.horizons))
         console.print(f"label today: [bold]{st.verdict.label_text}[/bold]")
         console.print(f"primary: {st.verdict.summary()}")
-    for d in log.to_dict("records"):
+    for d in status.deviations:
         night = d["night"] if d["night"] is not None and not pd.isna(d["night"]) else "-"
         console.print(f"[yellow]deviation[/yellow] {night} {d['kind']}: {d['detail']}")

@@ -1,0 +1,32 @@
+"""The calibration bench simulates vectorised, so it must equal the project's own functions on
+the replicates it checks, and its power table must say what the plan predicts."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+
+def bench():
+    path = Path(__file__).parents[1] / "bench" / "calibration.py"
+    spec = importlib.util.spec_from_file_location("calibration_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_vectorised_panels_equal_the_projects_ics_and_verdicts():
+    b = bench()
+    sim = b.simulate(np.random.default_rng(1), 4)
+    b.check_against_project(sim, b.ics(sim), reps=2)       # raises on any difference
+
+
+def test_power_rows_hold_simulated_and_predicted_power(capsys):
+    b = bench()
+    b.main(60, 3)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    keys = [kv.split("=")[0] for kv in last.split()]
+    assert keys == ["worst_reject", "worst_coverage", "cells", "worst_power_gap"]
+    size, power = b.run(60, 3)
+    assert set(zip(power["h"], power["n"])) == {(1, 20), (1, 30), (5, 20), (5, 30)}
+    assert (power["pred_ni_0"].between(0, 1)).all() and (power["gap"] >= 0).all()
