@@ -111,18 +111,25 @@ class PathClient:
         # Only what the engine's replies really carry is pinned (see `pin`).
         self.expected_fingerprint: str | None = None
         self.expected_model: str | None = None
+        self._fingerprint_of: str | None = None    # vLLM: the version a fingerprint must carry
         # Set by the identity watcher when a re-read of the server's identity no longer
         # matches: every later response is contaminated, whatever it says.
         self.identity_problem: str | None = None
         self.in_flight = 0   # calls of this client the server may be processing now
 
-    def pin(self, model: str | None, build: str | None, dialect: str) -> None:
+    def pin(self, model: str | None, build: str | None, dialect: str,
+            fingerprint: str | None = None) -> None:
         """Expect every response to name this model and, where the engine's replies carry
-        one, this build. llama-server puts its build in `system_fingerprint`; vLLM sends
-        null there, so its identity during a run comes from `model` and the re-read
-        `/version` and `/v1/models` instead."""
+        one, this build. llama-server puts its build in `system_fingerprint`. vLLM sends
+        `vllm-<version>[-tpN...]-<config hash>` there (vllm/entrypoints/serve/utils/
+        fingerprint.py, 0.33): pinned whole when the path's expect gives it (`fingerprint`),
+        else taken from the first response that carries one, which must be of the version
+        `/version` reported (`build` = `vllm-<version>`)."""
         self.expected_model = model
         self.expected_fingerprint = build if dialect == "llama.cpp" else None
+        self._fingerprint_of = build if dialect == "vllm" else None
+        if self._fingerprint_of and fingerprint and fingerprint.startswith(build + "-"):
+            self.expected_fingerprint = fingerprint
 
     def body(self, req: ChatRequest) -> dict[str, Any]:
         """The request body without messages (recorded as `request_json`)."""
@@ -197,6 +204,12 @@ class PathClient:
         if not rec.ok:
             return
         why = []
+        fp, version = rec.system_fingerprint, self._fingerprint_of
+        if version and fp and not self.expected_fingerprint:
+            if fp.startswith(version + "-"):
+                self.expected_fingerprint = fp       # the first: every later one must match
+            else:
+                why.append(f"system_fingerprint {fp!r} is not of {version!r}")
         if self.expected_fingerprint and rec.system_fingerprint != self.expected_fingerprint:
             why.append(f"system_fingerprint {rec.system_fingerprint!r} != "
                        f"{self.expected_fingerprint!r}")
@@ -324,5 +337,12 @@ def _take_meta(rec: CallRecord, data: dict[str, Any]) -> None:
         if rec.cached_tokens is None and "cache_n" in timings:
             rec.cached_tokens = timings["cache_n"]
     metrics = data.get("metrics")
-    if metrics:
+    if isinstance(metrics, dict):
         rec.server_metrics_json = orjson.dumps(metrics).decode()
+        # vLLM --enable-per-request-metrics (vllm/entrypoints/generate/base/serving.py, 0.33):
+        # scheduled -> first token is its prefill, first -> last token its decode; the
+        # server's own service time, as llama-server's timings give it
+        if rec.prompt_ms is None and metrics.get("time_to_first_token_ms") is not None:
+            rec.prompt_ms = metrics["time_to_first_token_ms"]
+        if rec.predicted_ms is None and metrics.get("generation_time_ms") is not None:
+            rec.predicted_ms = metrics["generation_time_ms"]

@@ -103,14 +103,67 @@ class Sampling(_Model):
 
 
 class ExpectedIdentity(_Model):
-    """What the server behind a path must report; unset fields are not checked."""
+    """What the server behind a path must report; unset fields are not checked.
+
+    Only what the path's engine reports can be pinned (`ENGINE_REPORTS`): a pin the server
+    can never confirm would fail every night, so it is refused when the config is read."""
 
     model: str | None = Field(None, description="Model alias (/props model_alias, /v1/models id).")
-    model_path_contains: str | None = Field(None, description="Substring of /props model_path.")
-    slots: int | None = Field(None, ge=1, description="Parallel slots (/props total_slots).")
-    n_ctx_per_slot: int | None = Field(None, ge=1, description="Context per slot (n_ctx).")
-    build: str | None = Field(None, description="Build (system_fingerprint / build_info / version).")
-    speculative: bool | None = Field(None, description="Whether speculative decoding / MTP is on.")
+    model_path_contains: str | None = Field(None, description="Substring of the model's path "
+                                            "(llama-server /props model_path, vLLM /v1/models "
+                                            "root).")
+    slots: int | None = Field(None, ge=1, description="Parallel slots (/props total_slots; "
+                              "llama-server only).")
+    n_ctx_per_slot: int | None = Field(None, ge=1, description="Context per slot: llama-server "
+                                       "/props n_ctx (padded, see `dualpath check`), vLLM "
+                                       "max_model_len (per request).")
+    build: str | None = Field(None, description="Build: llama-server build_info (also its "
+                              "system_fingerprint); vLLM 'vllm-<version>' (/version) or its "
+                              "whole system_fingerprint 'vllm-<version>-<config hash>', then "
+                              "pinned on every response.")
+    speculative: bool | None = Field(None, description="Whether speculative decoding / MTP is "
+                                     "on (llama-server only; vLLM shows it only through "
+                                     "counters that exist while it is on).")
+    binary_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="SHA-256 "
+                                      "of the server's binary and the libraries beside it "
+                                      "(llama-server on this host; `dualpath doctor` shows "
+                                      "it): catches a rebuilt binary whose build_info reads "
+                                      "the same.")
+    model_sha256: str | None = Field(None, min_length=8, description="Hash of the model file "
+                                     "the server loaded (llama-server on this host; files "
+                                     "over 1 GiB are hashed by size, head and tail, marked "
+                                     "'sampled:').")
+
+
+# What each engine's endpoints report, so what an `expect` pin can be checked against.
+# vLLM reports no slot count, and shows speculative decoding only by the presence of its
+# vllm:spec_decode_* counters (registered only when it is on): neither can be pinned, but a
+# pinned vLLM build (system_fingerprint) covers its speculative config in its config hash.
+_LLAMA_REPORTS = frozenset({"model", "model_path_contains", "slots", "n_ctx_per_slot",
+                            "build", "speculative", "binary_sha256", "model_sha256"})
+ENGINE_REPORTS: dict[str, frozenset[str]] = {
+    "llama.cpp": _LLAMA_REPORTS,
+    "vllm": frozenset({"model", "model_path_contains", "n_ctx_per_slot", "build"}),
+    "openai": frozenset({"model"}),
+    # a simulated server runs no binary of its own and loads no model file
+    "sim:llama.cpp": _LLAMA_REPORTS - {"binary_sha256", "model_sha256"},
+    "sim:vllm": frozenset({"model", "model_path_contains", "n_ctx_per_slot", "build"}),
+}
+_CANNOT_REPORT = {
+    ("vllm", "slots"): "vLLM reports no slot count",
+    ("vllm", "speculative"): "vLLM shows speculative decoding only as vllm:spec_decode_* "
+                             "counters; pin expect.build to its system_fingerprint, whose "
+                             "config hash covers it",
+}
+
+
+def unreportable_pins(engine_key: str, expect: ExpectedIdentity) -> list[str]:
+    """Each pin in `expect` the engine cannot report, with why (empty: all checkable)."""
+    allowed = ENGINE_REPORTS[engine_key]
+    base = engine_key.removeprefix("sim:")
+    return [f"expect.{name} ({_CANNOT_REPORT.get((base, name), 'not reported')})"
+            for name in type(expect).model_fields
+            if getattr(expect, name) is not None and name not in allowed]
 
 
 class SimProfile(_Model):
@@ -142,10 +195,19 @@ class SimProfile(_Model):
     dialect: Literal["llama.cpp", "vllm"] = Field(
         "llama.cpp", description="Which real server the simulated one speaks like: "
         "llama-server (/props, /slots, timings, build in system_fingerprint) or vLLM "
-        "(/version, vllm: metrics, 404 for an unknown model, no timings, no fingerprint).")
+        "(/version, vllm: metrics, 404 for an unknown model, no timings, system_fingerprint "
+        "vllm-<version>-<config hash>).")
     model_alias: str = Field("sim-model", description="Alias the simulated server reports.")
     build: str = Field("sim-b0001", description="Build the simulated server reports.")
     n_ctx: int = Field(131072, ge=1024, description="Total context (split over slots).")
+    speculative: bool = Field(False, description="Speculative decoding on (llama.cpp: in "
+                              "/props and /slots; vllm: vllm:spec_decode_* counters appear).")
+    prompt_tokens_details: bool = Field(False, description="vllm: report usage."
+                                        "prompt_tokens_details.cached_tokens, as vLLM does "
+                                        "only with --enable-prompt-tokens-details.")
+    per_request_metrics: bool = Field(False, description="vllm: add `metrics` (first-token, "
+                                      "generation and queue ms) to each response, as vLLM "
+                                      "does with --enable-per-request-metrics.")
     market_seed: int = Field(7, description="Seed of the synthetic market the answers follow.")
 
 
@@ -287,7 +349,16 @@ class ServingPath(_Model):
             raise ValueError(f"engine '{self.engine}' needs base_url (e.g. http://127.0.0.1:8080)")
         if self.launch is not None and not self.launch:
             raise ValueError("launch must be a non-empty argv list, or left out to attach")
+        problems = unreportable_pins(self.reports_key, self.expect)
+        if problems:
+            raise ValueError(f"a {self.reports_key} server cannot confirm "
+                             + "; ".join(problems) + ": remove the pin")
         return self
+
+    @property
+    def reports_key(self) -> str:
+        """Which row of `ENGINE_REPORTS` says what this path's server can report."""
+        return f"sim:{self.sim.dialect}" if self.engine == "sim" else self.engine
 
 
 class WarehouseSettings(_Model):

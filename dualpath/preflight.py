@@ -18,7 +18,9 @@ def _cut(text: str, limit: int = 300) -> str:
 
 def preflight(cfg: Config) -> None:
     """Raise `ConfigError` listing every problem a night would meet before its first call:
-    the universe, the pipeline import, each path's API key variable."""
+    the universe, the pipeline import, each path's API key variable, each `expect` pin its
+    launch argv contradicts (with the value to write)."""
+    from dualpath.launch_args import pin_disagreements
     from dualpath.night import api_key
     from dualpath.pipeline import load_pipeline
 
@@ -34,10 +36,12 @@ def preflight(cfg: Config) -> None:
     except Exception as e:       # the user's module itself raised while being imported
         problems.append(_cut(f"pipeline.name = {cfg.pipeline.name!r}: importing it raised "
                              f"{type(e).__name__}: {e}"))
-    for name in cfg.paths:
+    for name, sp in cfg.paths.items():
         try:
             api_key(cfg, name)
         except ConfigError as e:
             problems.append(_cut(str(e)))
+        # a pin the launch argv contradicts fails identity every night: name it now
+        problems += [f"paths.{name}: {p}" for p in pin_disagreements(sp)]
     if problems:
         raise ConfigError("not ready to score:\n" + "\n".join(f"  - {p}" for p in problems))

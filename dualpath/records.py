@@ -157,6 +157,8 @@ class ServerIdentity:
     speculative: bool | None = None
     sampling: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+    binary_sha256: str | None = None       # the process behind the port, on this host only
+    model_sha256: str | None = None        # the model file it loaded, where readable here
 
 
 @dataclass(slots=True)
@@ -210,6 +212,8 @@ class ServerSession:
     started_wall: float | None = None
     host: str | None = None                # the machine that scored the segment
     worker: str | None = None              # the Prefect worker that ran it (None: the flow's own)
+    binary_sha256: str | None = None       # see dualpath.binaries
+    model_sha256: str | None = None
 
 
 @dataclass(slots=True)

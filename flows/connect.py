@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator
+from urllib.parse import urlsplit
 
 from dualpath.config import Config
 from dualpath.launcher import LaunchedServer, expand_argv, gpu_state, redact_argv, redact_env
@@ -64,3 +66,38 @@ async def connect(cfg: Config, path: str, run_id: str, log_dir: Path,
                       "log_path": str(server.log_path), "launched_wall": server.started_wall}
         yield Endpoint(base_url=url, how=how, gpu_state=await asyncio.to_thread(gpu_state),
                        **launch)
+
+
+def _free_ports(avoid: set[int], n: int = 8) -> list[int]:
+    """Ports the kernel hands out now (its ephemeral range), none of them in `avoid`."""
+    out = []
+    for _ in range(4 * n):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in avoid and port not in out:
+            out.append(port)
+        if len(out) == n:
+            break
+    return out
+
+
+def keep_prefect_off_paths(cfg: Config) -> None:
+    """Prefect's temporary API server (started by a flow when no PREFECT_API_URL is set)
+    takes a random free port in 8000-8999 (prefect/server/api/server.py, `_port_range`), where
+    vLLM (8000) and llama-server (8080) listen by default, and dualpath launches the paths'
+    servers after it. Prefect has no setting for that port: hand it, as its own test harness
+    does, a server instance on ports the kernel picks, away from that range and every path's."""
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value() or SubprocessASGIServer._instances.get(None) is not None:
+        return
+    avoid = {urlsplit(p.base_url).port for p in cfg.paths.values() if p.base_url}
+    avoid |= set(range(8000, 9000))
+    ports = _free_ports(avoid)
+    if not ports:
+        return
+    server = SubprocessASGIServer(port=ports[0])
+    server._port_range = ports       # a retry (port taken meanwhile) stays among these
+    SubprocessASGIServer._instances[None] = server

@@ -21,6 +21,7 @@ from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 
 from dualpath.config import Config, load_config
+from dualpath.launcher import prepare_launches
 from dualpath.preflight import preflight
 from dualpath.scheduler import Progress
 from flows import inputs, remote, runner
@@ -189,6 +190,8 @@ async def score_night(config_path: str, night: date | None = None,
         log.warning(inputs.describe_missing(missing, night))
     shipped = await _fetch_shipped(cfg, night, paths)
     works = runner.plan_night(cfg, night, paths)
+    # model files assembled once, before any path launches (two at once raced)
+    await asyncio.to_thread(prepare_launches, cfg, [w.path for w in works])
     progress = LoggedProgress(log, every_s=30.0, forward=progress)
     window = night_window(cfg, works, log)
     # one path's crash must not stop the other, nor the ingest of what both recorded
@@ -233,6 +236,9 @@ def run_nightly(config_path: Path, night: date | None = None,
     """Run the flow from synchronous code (the CLI): (every run complete?, the result).
 
     An exception that ended the flow (a config or data mistake) is raised here."""
+    from flows.connect import keep_prefect_off_paths
+    keep_prefect_off_paths(load_config(config_path))
+
     async def go():
         state = await nightly_local(str(config_path), night, endpoints, progress=progress,
                                     return_state=True)

@@ -185,7 +185,8 @@ def _session(cfg: Config, work: PathWork, ep: Endpoint, ident: ServerIdentity,
         n_ctx_per_slot=ident.n_ctx_per_slot, build=ident.build, speculative=ident.speculative,
         sampling_json=_dumps(ident.sampling), raw_json=_dumps(ident.raw), command=ep.command,
         env_json=_dumps(ep.env), log_path=ep.log_path, gpu_state=ep.gpu_state,
-        started_wall=began, host=socket.gethostname(), worker=work.worker)
+        started_wall=began, host=socket.gethostname(), worker=work.worker,
+        binary_sha256=ident.binary_sha256, model_sha256=ident.model_sha256)
 
 
 def _record_input_failures(w: JournalWriter, work: PathWork, units: list[Unit],
@@ -225,7 +226,8 @@ async def score_path(cfg: Config, night: date, work: PathWork, ep: Endpoint,
         runner = path_runner(cfg, night, work.path, ep.base_url, history, chat or http, w.write,
                              attempts=dict(work.attempts), progress=progress,
                              deadline_mono=deadline_mono)
-        runner.client.pin(ident.model, ident.build, cfg.paths[work.path].dialect)
+        sp = cfg.paths[work.path]
+        runner.client.pin(ident.model, ident.build, sp.dialect, sp.expect.build)
         todo = [u for u in work.units if u.ticker not in missing
                 and (max_draw is None or u.draw <= max_draw)]
         async with watch_server(cfg, work, ep, ident, http, runner.client, w):

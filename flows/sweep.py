@@ -76,6 +76,11 @@ def counter_deltas(before: dict | None, after: dict | None) -> dict[str, float]:
             if before and after and k in before and k in after:
                 out[name] = after[k] - before[k]
                 break
+    cached = "vllm:prompt_tokens_cached_total"
+    if "prompt_tokens" in out and before and after and cached in before and cached in after:
+        # vLLM's prompt_tokens_total counts cache hits too (vllm/v1/metrics/loggers.py, 0.33):
+        # the prefill it did is the rest; llama-server's counter is prefill already
+        out["prompt_tokens"] -= after[cached] - before[cached]
     return out
 
 

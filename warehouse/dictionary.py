@@ -87,6 +87,9 @@ _SESSION = {
     "host": "host name of the machine that scored the segment (NULL: before m011)",
     "worker": "Prefect worker that scored it on the path's work pool (NULL: the flow's own "
               "process)",
+    "binary_sha256": "hex — the server's binary and the libraries beside it (llama-server "
+                     "on the scoring host; NULL elsewhere)",
+    "model_sha256": "hex — its model file ('sampled:' over 1 GiB: size, head, tail)",
 }
 
 _POINT = {

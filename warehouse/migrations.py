@@ -344,6 +344,13 @@ ALTER TABLE plans ADD COLUMN plan_relpath VARCHAR;
 ALTER TABLE plans ADD COLUMN force_reason VARCHAR;
 """
 
+M021_SERVER_FILES = """
+-- What a server on the scoring host ran: the SHA-256 of its binary and the libraries beside
+-- it, and of its model file (NULL: the server is on another host, or not a llama-server).
+ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS binary_sha256 VARCHAR;
+ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS model_sha256 VARCHAR;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
@@ -360,6 +367,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m013_quotes", M013_QUOTES),
     ("m014_service_split", M014_SERVICE_SPLIT),
     ("m018_plan_provenance", M018_PLAN_PROVENANCE),
+    ("m021_server_files", M021_SERVER_FILES),
 ]
 
 

@@ -137,7 +137,11 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                     f"json_extract(s.{col}, '$.\"vllm:{name_vllm}\"'))::DOUBLE")
         return f"({read('metrics_after_json')} - {read('metrics_before_json')})"
 
-    prompt, predicted = (_counter_delta("prompt_tokens_total", "prompt_tokens_total"),
+    # vLLM's prompt_tokens_total counts cache hits too; its prefill is the rest
+    cached = ("coalesce((json_extract(s.metrics_after_json, '$.\"vllm:prompt_tokens_cached_total\"')"
+              " - json_extract(s.metrics_before_json, '$.\"vllm:prompt_tokens_cached_total\"'))"
+              "::DOUBLE, 0)")
+    prompt, predicted = (f"({_counter_delta('prompt_tokens_total', 'prompt_tokens_total')} - {cached})",
                          _counter_delta("tokens_predicted_total", "generation_tokens_total"))
     prompt_s = _counter_delta("prompt_seconds_total", "request_prefill_time_seconds_sum")
     predicted_s = _counter_delta("tokens_predicted_seconds_total",
@@ -145,9 +149,10 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     ok = "s.restarts = 0 AND NOT coalesce(s.went_down, false)"
     return con.execute(f"""
         WITH c AS (
-            -- llama-server counts processed prompt tokens (prompt_n); vLLM's counters
-            -- count every prompt token and every generated one (no per-call timings)
-            SELECT run_id, coalesce(sum(prompt_n), sum(prompt_tokens)) AS prompt_n,
+            -- prefill: llama-server's processed prompt tokens (prompt_n); a vLLM call's
+            -- prompt tokens less its cached ones (known with --enable-prompt-tokens-details)
+            SELECT run_id, coalesce(sum(prompt_n),
+                                    sum(prompt_tokens - coalesce(cached_tokens, 0))) AS prompt_n,
                    coalesce(sum(predicted_n), sum(completion_tokens)) AS predicted_n,
                    sum(prompt_ms) / 1e3 AS prompt_s, sum(predicted_ms) / 1e3 AS predicted_s,
                    sum(latency_s) AS busy_s

@@ -33,10 +33,15 @@ def check(config: Path = CONFIG_OPT) -> None:
     console.print(f"[green]ok[/green] {config}: experiment '{cfg.experiment.name}', "
                   f"{len(tickers)} tickers x {cfg.experiment.draws} draws, "
                   f"horizons {cfg.experiment.horizons}")
+    from dualpath.launch_args import identity_plan, launch_warnings
     for name, p in cfg.paths.items():
         how = "launch" if p.launch else ("simulated" if p.engine == "sim" else "attach")
         console.print(f"  path {name}: {p.engine} {p.base_url or ''} model={p.model} "
                       f"slots={p.slots} ({how})")
+        for line in identity_plan(p):
+            console.print(f"    {escape(line)}", highlight=False)
+        for line in launch_warnings(p):
+            console.print(f"    [yellow]warning[/yellow]: {escape(line)}", highlight=False)
 
 
 @app.command()
@@ -230,11 +235,21 @@ def plan_cmd(config: Path = CONFIG_OPT,
 
 
 @app.command()
-def doctor(config: Path = CONFIG_OPT) -> None:
+def doctor(config: Path = CONFIG_OPT,
+           launch: bool = typer.Option(False, "--launch", help="Rehearse night one instead: "
+                                       "launch (or attach to) each path's server, check its "
+                                       "identity and applied sampling, make a short call and "
+                                       "a grade call, stop what was launched; exit 0 only if "
+                                       "every path would score.")) -> None:
     """Check everything a night depends on (servers, warehouse, Prefect); exit 1 if any fails."""
     from flows.doctor import doctor as run_checks
 
-    checks = run_checks(load_config(config), config_path=config)
+    if launch:
+        from flows.dryrun import rehearse
+        start_reaper()        # a launched server must not outlive an interrupted doctor
+        checks = rehearse(load_config(config))
+    else:
+        checks = run_checks(load_config(config), config_path=config)
     for c in checks:
         mark = "[green]✓[/green]" if c.ok else "[red]✗[/red]"
         text = f"{c.name}: {c.detail}" + ("" if c.ok else f" — fix: {c.fix}")

@@ -6,11 +6,16 @@ It speaks one of two dialects (`SimProfile.dialect`):
   `system_fingerprint` = build), `GET /props`, `/slots`, `/health`, `/v1/models`, `/metrics`
   (`llamacpp:` names). Like llama-server in single-model mode it accepts any `model` name
   and answers with its own alias, so a client must check identity itself.
-- vllm: the same chat endpoint with `usage.prompt_tokens_details.cached_tokens`, no
-  `timings`, `system_fingerprint: null`, 404 for an unknown model name; `GET /version`,
-  `/v1/models` (with `root` and `max_model_len`), `/health` (empty 200), `/metrics` (`vllm:`
-  names with a `model_name` label); no `/props` or `/slots`. Sampling arrives under vLLM's
-  names (`repetition_penalty`, `response_format` for JSON schemas).
+- vllm (as vLLM 0.33's source has it): the same chat endpoint with no `timings`,
+  `system_fingerprint` = `vllm-<version>-<config hash>` (on a whole response, and in a stream
+  on the usage chunk), `usage.prompt_tokens_details.cached_tokens` only with the profile's
+  `prompt_tokens_details` (--enable-prompt-tokens-details), `metrics{...}` only with
+  `per_request_metrics` (--enable-per-request-metrics), 404 for an unknown model name;
+  `GET /version`, `/v1/models` (with `root` and `max_model_len`), `/health` (empty 200),
+  `/metrics` (`vllm:` names with a `model_name` label; `prompt_tokens_total` counts cache
+  hits, `prompt_tokens_cached_total` holds them; `spec_decode_*` only when speculative); no
+  `/props` or `/slots`. Sampling arrives under vLLM's names (`repetition_penalty`,
+  `response_format` for JSON schemas).
 
 At most `slots` requests are processed at once; the rest wait (counted as deferred), slots
 taken, waited for (`id_slot`) and handed on as llama-server does (`dualpath.sim.slots`).
@@ -22,6 +27,7 @@ length of the text on the wire (documented in the response's `timings` as usual)
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import threading
 import time
@@ -58,7 +64,8 @@ def _error(status: int, kind: str, message: str) -> Response:
 
 @dataclass
 class _Counters:
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0           # processed (prefill), as llama-server counts them
+    cached_tokens: int = 0
     prompt_seconds: float = 0.0
     predicted_tokens: int = 0
     predicted_seconds: float = 0.0
@@ -95,7 +102,8 @@ class SimServer:
         return {
             "default_generation_settings": {
                 "n_ctx": self.n_ctx_slot,
-                "params": {**_SERVER_DEFAULTS, "speculative.types": "none"}},
+                "params": {**_SERVER_DEFAULTS, "speculative.types":
+                           "draft" if self.profile.speculative else "none"}},
             "total_slots": self.slots,
             "model_alias": self.profile.model_alias,
             "model_path": f"/models/{self.profile.model_alias}.gguf",
@@ -104,7 +112,7 @@ class SimServer:
         }
 
     def slot_list(self) -> list[dict]:
-        return [{"id": i, "n_ctx": self.n_ctx_slot, "speculative": False,
+        return [{"id": i, "n_ctx": self.n_ctx_slot, "speculative": self.profile.speculative,
                  "is_processing": self.queue.slots[i].busy, "params": self._params[i]}
                 for i in range(self.slots)]
 
@@ -112,16 +120,32 @@ class SimServer:
     def vllm(self) -> bool:
         return self.profile.dialect == "vllm"
 
+    @property
+    def fingerprint(self) -> str | None:
+        """What the server puts in `system_fingerprint`: llama-server its build, vLLM
+        `vllm-<version>-<8 hex of its config hash>` (fingerprint.py, mode 'full')."""
+        if not self.vllm:
+            return self.profile.build
+        config = f"{self.profile.model_alias}|{self.profile.n_ctx}|{self.profile.speculative}"
+        return (f"vllm-{self.profile.build.removeprefix('vllm-')}-"
+                f"{hashlib.sha256(config.encode()).hexdigest()[:8]}")
+
     def vllm_metrics_text(self) -> str:
         c, label = self.counters, f'{{model_name="{self.profile.model_alias}"}}'
         rows = [("num_requests_running", "gauge", c.processing),
                 ("num_requests_waiting", "gauge", c.deferred),
-                ("prompt_tokens_total", "counter", c.prompt_tokens),
+                # vLLM counts every prompt token here, cache hits included
+                ("prompt_tokens_total", "counter", c.prompt_tokens + c.cached_tokens),
+                ("prompt_tokens_cached_total", "counter", c.cached_tokens),
                 ("generation_tokens_total", "counter", c.predicted_tokens),
                 ("request_success_total", "counter", c.requests),
                 # histogram sums, as vLLM exports them (the _count series are left out)
                 ("request_prefill_time_seconds_sum", "counter", round(c.prompt_seconds, 6)),
                 ("request_decode_time_seconds_sum", "counter", round(c.predicted_seconds, 6))]
+        if self.profile.speculative:     # registered only with a speculative config
+            rows += [("spec_decode_num_drafts_total", "counter", 0),
+                     ("spec_decode_num_draft_tokens_total", "counter", 0),
+                     ("spec_decode_num_accepted_tokens_total", "counter", 0)]
         out = []
         for name, kind, value in rows:
             out += [f"# TYPE vllm:{name} {kind}", f"vllm:{name}{label} {float(value)}"]
@@ -257,18 +281,21 @@ def build_app(sim: SimServer) -> Starlette:
         n_out, runaway = sim.model.output_tokens(rng, max_tokens)
         meta = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
                 "model": sim.profile.model_alias,   # llama-server answers with its own alias
-                "system_fingerprint": None if sim.vllm else sim.profile.build}
+                # vLLM stamps it on a whole response and a stream's last chunk only
+                "system_fingerprint": sim.fingerprint}
         content = sim.answer(body, text, rng, runaway)
         if body.get("stream"):
             return StreamingResponse(
                 _stream(sim, body, text, prompt_n, n_out, runaway, content, meta),
                 media_type="text/event-stream")
-        timings, usage = await _process(sim, body, text, prompt_n, n_out)
+        timings, usage, metrics = await _process(sim, body, text, prompt_n, n_out)
         reply = {**meta, "object": "chat.completion", "choices": [{
             "index": 0, "finish_reason": "length" if runaway else "stop",
             "message": {"role": "assistant", "content": content}}], "usage": usage}
         if not sim.vllm:
             reply["timings"] = timings
+        elif metrics:
+            reply["metrics"] = metrics
         return _json(reply)
 
     async def vllm_health(_: Request) -> Response:
@@ -304,6 +331,7 @@ def _finish(sim: SimServer, prompt_n: int, cache_n: int, n_out: int, t_prefill: 
     c = sim.counters
     c.requests += 1
     c.prompt_tokens += processed
+    c.cached_tokens += cache_n
     c.prompt_seconds += t_prefill
     c.predicted_tokens += n_out
     c.predicted_seconds += t_decode
@@ -314,30 +342,53 @@ def _finish(sim: SimServer, prompt_n: int, cache_n: int, n_out: int, t_prefill: 
                "predicted_per_token_ms": t_decode * 1e3 / n_out,
                "predicted_per_second": n_out / t_decode}
     usage = {"prompt_tokens": prompt_n, "completion_tokens": n_out,
-             "total_tokens": prompt_n + n_out, "prompt_tokens_details": {"cached_tokens": cache_n}}
+             "total_tokens": prompt_n + n_out}
+    if not sim.vllm or sim.profile.prompt_tokens_details:
+        usage["prompt_tokens_details"] = {"cached_tokens": cache_n}
     return timings, usage
 
 
+def _vllm_metrics(sim: SimServer, queued_s: float, t_prefill: float, t_decode: float,
+                  n_out: int) -> dict | None:
+    """vLLM's per-request `metrics` (PerRequestMetrics, build_per_request_timing_metrics in
+    vllm/entrypoints/generate/base/serving.py, 0.33), in modelled ms; None when not enabled."""
+    if not (sim.vllm and sim.profile.per_request_metrics):
+        return None
+    queue_ms = queued_s / sim.profile.time_scale * 1e3
+    return {"time_to_first_token_ms": t_prefill * 1e3, "generation_time_ms": t_decode * 1e3,
+            "queue_time_ms": queue_ms,
+            "mean_itl_ms": t_decode * 1e3 / (n_out - 1) if n_out > 1 else None,
+            "tokens_per_second": n_out / (t_prefill + t_decode) if t_prefill + t_decode else None,
+            "speculative_decoding": None}
+
+
 async def _process(sim: SimServer, body: dict, text: str, prompt_n: int,
-                   n_out: int) -> tuple[dict, dict]:
+                   n_out: int) -> tuple[dict, dict, dict | None]:
     """Hold a slot for the modelled time of a non-streaming request."""
+    queued = time.monotonic()
     slot = await sim.acquire(text, body.get("id_slot"))
     try:
+        queued = time.monotonic() - queued
         cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
         await asyncio.sleep((t_prefill + t_decode) * sim.profile.time_scale)
-        return _finish(sim, prompt_n, cache_n, n_out, t_prefill, t_decode)
+        return (*_finish(sim, prompt_n, cache_n, n_out, t_prefill, t_decode),
+                _vllm_metrics(sim, queued, t_prefill, t_decode, n_out))
     finally:
         sim.release(slot)
 
 
 async def _stream(sim, body, text, prompt_n, n_out, runaway, content, meta):
     chunk = {**meta, "object": "chat.completion.chunk"}
+    if sim.vllm:
+        chunk["system_fingerprint"] = None      # vLLM: on the usage (or last) chunk only
 
     def event(**fields) -> bytes:
         return b"data: " + orjson.dumps({**chunk, **fields}) + b"\n\n"
 
+    queued = time.monotonic()
     slot = await sim.acquire(text, body.get("id_slot"))
     try:
+        queued = time.monotonic() - queued
         cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
         await asyncio.sleep(t_prefill * sim.profile.time_scale)
         yield event(choices=[{"index": 0, "finish_reason": None,
@@ -350,10 +401,11 @@ async def _stream(sim, body, text, prompt_n, n_out, runaway, content, meta):
     # As llama-server does: timings ride on the usage chunk when one is asked for.
     finish = {"choices": [{"index": 0, "finish_reason": "length" if runaway else "stop",
                            "delta": {}}]}
-    extra = {} if sim.vllm else {"timings": timings}
+    extra = {"system_fingerprint": meta["system_fingerprint"]} if sim.vllm else {"timings": timings}
+    metrics = _vllm_metrics(sim, queued, t_prefill, t_decode, n_out)
     if (body.get("stream_options") or {}).get("include_usage"):
         yield event(**finish)
-        yield event(choices=[], usage=usage, **extra)
+        yield event(choices=[], usage=usage, **extra, **({"metrics": metrics} if metrics else {}))
     else:
         yield event(**finish, **extra)
     yield b"data: [DONE]\n\n"
