@@ -41,7 +41,8 @@ SELECT r.run_id, r.night, r.path, r.status, r.status_detail, r.units_planned, r.
        END AS slot_latency_s,
        -- share of the client-side call time not explained by the server's own timings:
        -- waiting in the server's queue (queue_depth requests wait there by design, so it
-       -- is not waste), HTTP and harness overhead; only llama-server-shaped replies say
+       -- is not waste), HTTP and harness overhead; llama-server's timings and vLLM's
+       -- per-request metrics say
        1 - c.server_busy_s * r.time_scale / nullif(c.client_busy_s, 0) AS overhead_share
 FROM runs r LEFT JOIN u USING (run_id) LEFT JOIN c USING (run_id)
 """
