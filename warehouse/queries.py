@@ -139,9 +139,9 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         return f"({read('metrics_after_json')} - {read('metrics_before_json')})"
 
     # vLLM's prompt_tokens_total counts cache hits too; its prefill is the rest
-    cached = ("coalesce((json_extract(s.metrics_after_json, '$.\"vllm:prompt_tokens_cached_total\"')"
-              " - json_extract(s.metrics_before_json, '$.\"vllm:prompt_tokens_cached_total\"'))"
-              "::DOUBLE, 0)")
+    key = "'$.\"vllm:prompt_tokens_cached_total\"'"
+    cached = (f"coalesce(json_extract(s.metrics_after_json, {key})::DOUBLE"
+              f" - json_extract(s.metrics_before_json, {key})::DOUBLE, 0)")
     prompt, predicted = (f"({_counter_delta('prompt_tokens_total', 'prompt_tokens_total')} - {cached})",
                          _counter_delta("tokens_predicted_total", "generation_tokens_total"))
     prompt_s = _counter_delta("prompt_seconds_total", "request_prefill_time_seconds_sum")
