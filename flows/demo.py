@@ -15,7 +15,7 @@ from dualpath.demo import demo_config_data, demo_market
 from dualpath.errors import UserError
 from dualpath.sim.fleet import SimFleet
 from flows.nightly import nightly_local
-from dualpath.prereg import draft_plan, plan_toml
+from dualpath.prereg import draft_plan, plan_toml, testability
 from flows.prereg import freeze_plan
 from flows.runner import plan_night
 from flows.weekly import write_report
@@ -32,6 +32,7 @@ class DemoResult:
     notes: list[str] = field(default_factory=list)
     not_complete: list[str] = field(default_factory=list)
     report: Path | None = None
+    verdict: object = None                 # evals.verdict.PrimaryVerdict of the report
 
 
 MARKER = ".dualpath-demo"
@@ -69,9 +70,15 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
         import_prices(con, prices)
     nights_list = market.nights(nights, max(cfg.experiment.horizons))
     # preregistered before night 1, as the real study is
+    # sized by its power: the primary the window can test best (h = 1 here) and a margin it
+    # can show under the assumed noise; a demo too short for any test says so in its report
+    plan = draft_plan(cfg, nights_list[0], len(nights_list))
     plan_path = root / "prereg.toml"
-    plan_path.write_text(plan_toml(draft_plan(cfg, nights_list[0], len(nights_list))))
-    freeze_plan(cfg, plan_path)
+    plan_path.write_text(plan_toml(plan))
+    untestable = testability(plan)
+    freeze_plan(cfg, plan_path, force=bool(untestable),
+                reason=f"a {len(nights_list)}-night demo: " + "; ".join(untestable)
+                if untestable else None)
     overall = bars.add_task("nights", total=nights, what="") if bars else None
     t0 = time.monotonic()
 
@@ -93,6 +100,6 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
         not_complete = asyncio.run(all_nights())
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         totals = path_totals(con, cfg.experiment.name)
-    html, _, _ = write_report(cfg, root / "reports")
+    html, _, data = write_report(cfg, root / "reports")
     return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals, warnings, not_complete,
-                      html)
+                      html, data.verdict)

@@ -113,3 +113,29 @@ def test_power_uses_the_plans_sd_when_given_and_says_so():
     assert "from the plan" in planned["power_basis"]
     plug = delta_test(d, 1, "non-inferiority", 0.05, 0.05)
     assert "plug-in" in plug["power_basis"] and plug["power"] > planned["power"]
+
+
+def test_each_secondary_gets_its_own_test_margin_and_alpha():
+    from statsmodels.stats.multitest import multipletests
+
+    from evals.compare import DeltaTest, compare_paths
+    from evals.returns import forward_returns
+    from tests.test_stats import two_paths
+    prices, nights, scores = two_paths(lost=2, nights=40)
+    returns = forward_returns(prices, nights, [1, 2, 5])
+    tests = {1: DeltaTest(1, "equivalence", 0.2, 0.10), 2: DeltaTest(2, "difference", 0.05, 0.01),
+             5: DeltaTest(5, "non-inferiority", 0.1, 0.05)}
+    out = compare_paths(scores, returns, "main", "backup", [1, 2, 5], primary=5, margin=0.03,
+                        alpha=0.05, tests=tests).set_index("horizon")
+    assert out.loc[1, ["test", "margin", "alpha"]].tolist() == ["equivalence", 0.2, 0.10]
+    assert out.loc[2, ["test", "margin", "alpha"]].tolist() == ["difference", 0.05, 0.01]
+    assert out.loc[1, "ci_level"] == pytest.approx(0.8) and out.loc[2, "ci_level"] == 0.99
+    sec = out.loc[[1, 2]]
+    adj = multipletests(sec["p_claim"], method="holm")[1]
+    assert sec["p_claim_holm"].tolist() == pytest.approx(adj)
+    counter = multipletests(sec["p_counter"], method="holm")[1]
+    from evals.inference import verdict_of
+    # each row against its own α: 0.10 for the equivalence row, 0.01 for the difference row
+    assert out.loc[1, "verdict"] == verdict_of("equivalence", adj[0], counter[0], 0.10)
+    assert out.loc[2, "verdict"] == verdict_of("difference", adj[1], counter[1], 0.01)
+    assert out.loc[5, "verdict"] in ("non-inferior", "inferior", "inconclusive")

@@ -158,6 +158,8 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
     from evals.plots import plot_comparison
     console.print(f"\nplot: {plot_comparison(m, result.config.parent / 'comparison.png')}")
     console.print(f"weekly report (preregistered demo plan): {result.report}")
+    if result.verdict is not None:
+        console.print(f"primary: {escape(result.verdict.summary())}")
     db = result.warehouse
     console.print(f"\nwarehouse: {db}  (config: {result.config})")
     console.print("try:")

@@ -1,0 +1,60 @@
+"""`dualpath prereg draft | freeze | status` from the command line: a plan sized by its power,
+a forced freeze that needs a reason, and a status that says what a report would."""
+
+from typer.testing import CliRunner
+
+from dualpath.cli import app
+from dualpath.prereg import load_plan
+from tests.helpers import make_project
+from tests.test_labels import history
+
+
+def run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_draft_prints_power_per_horizon_and_proposes_h1(tmp_path):
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=20, draws=1, nights=1)
+    plan = tmp_path / "prereg.toml"
+    r = run("prereg", "draft", plan, "-c", cfg_path, "--first-night", nights[0], "--nights", 25)
+    assert r.exit_code == 0, r.output
+    for col in ("independent", "min detectable ΔIC", "power at δ=0.03", "nights for power 0.8"):
+        assert col in r.output
+    assert "assumed, no pilot" in r.output and "proposed primary: h=1" in r.output
+    p = load_plan(plan)
+    assert p.primary.horizon == 1 and p.design.power == 0.8
+    assert p.design.sd_delta["1"] > 0 and p.primary.margin >= 0.03
+    again = run("prereg", "draft", tmp_path / "b.toml", "-c", cfg_path, "--first-night",
+                nights[0], "--nights", 25, "--sd-delta", "1=0.05,5=0.06,20=0.07",
+                "--margin", 0.04, "--primary", 5)
+    assert again.exit_code == 0, again.output
+    b = load_plan(tmp_path / "b.toml")
+    assert (b.primary.horizon, b.primary.margin) == (5, 0.04)
+    assert b.design.sd_delta == {"1": 0.05, "5": 0.06, "20": 0.07}
+    assert b.design.sd_source.startswith("given")
+
+
+def test_a_forced_freeze_without_a_reason_is_refused(tmp_path):
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=6, draws=1, nights=1)
+    plan = tmp_path / "prereg.toml"
+    run("prereg", "draft", plan, "-c", cfg_path, "--first-night", nights[0], "--nights", 3)
+    r = run("prereg", "freeze", plan, "-c", cfg_path)
+    assert r.exit_code != 0 and "cannot test the primary" in str(r.exception)
+    r = run("prereg", "freeze", plan, "-c", cfg_path, "--force")
+    assert r.exit_code != 0 and "needs --reason" in str(r.exception)
+    r = run("prereg", "freeze", plan, "-c", cfg_path, "--force", "--reason", "3-night smoke")
+    assert r.exit_code == 0 and "forced: 3-night smoke" in r.output
+
+
+def test_status_shows_file_vs_hash_matured_nights_and_todays_label(tmp_path):
+    cfg, plan, nights = history(tmp_path)
+    cfg_path = tmp_path / "dualpath.toml"
+    r = run("prereg", "status", "-c", cfg_path)
+    assert r.exit_code == 0, r.output
+    assert "matches the frozen hash" in r.output
+    assert "matured per horizon: h=1: 4 of 4" in r.output
+    assert "label today: confirmatory" in r.output
+    plan.write_text(plan.read_text().replace("margin = 0.5", "margin = 0.9", 1))
+    r = run("prereg", "status", "-c", cfg_path)
+    assert "EDITED AFTER FREEZING" in r.output
+    assert "label today: exploratory" in r.output and "hash mismatch" in r.output
