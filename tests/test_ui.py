@@ -113,11 +113,15 @@ def browse(url: str, tmp_path: Path, shot: Path | None = None) -> Dom:
 
 def test_the_overview_shows_the_verdict_and_every_night(project, ui, tmp_path):
     cfg_path, cfg, nights = project
+    from viewer.headline import _from_metrics, headline
+    h = headline(cfg)       # glance's headline where it exists, else the metric tables'
+    dom = browse(ui + "/", tmp_path)
+    assert dom.texts("verdict") == [h.verdict] and h.verdict
+    assert dom.texts("lines")[0].splitlines() == list(h.lines)
     from flows.metrics import load_metrics
     comparison = load_metrics(cfg).comparison
-    verdict = comparison[comparison["role"] == "primary"].iloc[0]["verdict"]
-    dom = browse(ui + "/", tmp_path)
-    assert dom.texts("verdict") == [verdict]
+    assert _from_metrics(cfg).verdict == \
+        comparison[comparison["role"] == "primary"].iloc[0]["verdict"]
     for night in nights:
         assert any(tag == "a" and text == str(night) for tag, _, text in dom.elements)
     assert dom.texts("st-complete") == ["complete"] * 2 * len(nights)
@@ -320,3 +324,41 @@ def test_prompts_rebuilt_from_answers_already_read_are_the_prompts_as_sent(tmp_p
         assert sorted(read.values()) == sorted(answers + ["short"])
         rebuilt = prompt_texts(con, hashes, read)
         assert [rebuilt[h] for h in hashes] == prompts
+
+
+def test_a_rescored_unit_shows_its_earlier_attempt_and_its_calls(tmp_path):
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=4, draws=2, nights=1)
+    with SimFleet(cfg) as fleet:       # cut short after the first unit (others mid-way), rerun
+        ingest(cfg, score_night_plain(cfg, nights[0], fleet.urls, stop_after_units=1))
+        ingest(cfg, score_night_plain(cfg, nights[0], fleet.urls))
+    cut = rows(cfg, """SELECT u.path, u.ticker, count(c.call_id) FROM units u
+                       LEFT JOIN calls c USING (run_id, ticker, draw, unit_attempt)
+                       WHERE u.unit_attempt = 1 AND u.outcome = 'abandoned' AND u.draw = 1
+                       GROUP BY ALL ORDER BY ALL""")
+    assert cut, "the cut night left no unit mid-way"
+    path, ticker, n = cut[0]
+    with TestClient(create_app(cfg)) as c:
+        html = c.get(ticker_url("", nights[0], ticker)).text
+    dom = Dom(html)
+    assert f"{path}: earlier attempts of draw 1" in html
+    earlier = {path for path, t, k in cut if t == ticker and k}
+    assert len(dom.texts("earlier")) == len(earlier)
+    assert any(t.startswith(f"attempt 1: {n} call(s)") for t in dom.texts("earlier"))
+    assert len(dom.texts("answer-earlier")) == sum(k for _, t, k in cut if t == ticker)
+    assert "attempt 1: abandoned" in html                 # in the draws table too
+    assert len(dom.texts("call")) == 2 * 17              # the final attempts, side by side
+
+
+def test_call_marks_say_why():
+    from types import SimpleNamespace
+    from viewer.pages import call_marks
+    call = SimpleNamespace(finish_reason="length", contaminated="model 'x' != 'y'", attempts=3,
+                           attempt_errors='[{"kind": "reset"}, {"kind": "http_503"}]',
+                           error_kind=None, error_detail=None)
+    assert call_marks(call) == [
+        ("runaway", "stopped at max_tokens (finish_reason = length)"),
+        ("contaminated", "model 'x' != 'y'"),
+        ("retried ×2", '[{"kind": "reset"}, {"kind": "http_503"}]')]
+    clean = SimpleNamespace(finish_reason="stop", contaminated=None, attempts=1,
+                            attempt_errors=None, error_kind="timeout", error_detail="read 600 s")
+    assert call_marks(clean) == [("failed", "timeout: read 600 s")]

@@ -110,6 +110,7 @@ class PathSide:
     run: dict
     draws: list[pages.DrawRow]
     attempt: int | None           # the shown draw's final attempt
+    earlier: list = ()            # (attempt, [pages.CallCell]) of the shown draw's earlier ones
 
     @property
     def grades(self) -> list[int]:
@@ -169,7 +170,8 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
     paths = [p for p in cfg.paths if p in by_path] + sorted(set(by_path) - set(cfg.paths))
     scales = {p: float(by_path[p]["time_scale"] or 1.0) for p in paths}
     sides = [PathSide(p, by_path[p], pages.draw_rows(units[units["path"] == p], texts, scales[p]),
-                      attempts.get(p)) for p in paths]
+                      attempts.get(p), pages.earlier_attempts(calls, p, attempts.get(p), texts,
+                                                              scales[p])) for p in paths]
     rows = pages.call_rows(calls, paths, attempts, prompts, texts, scales)
     i = neighbours.index(ticker) if ticker in neighbours else -1
     baseline, candidate, _ = question(cfg)

@@ -202,6 +202,15 @@ def call_rows(calls: pd.DataFrame, paths: list[str], attempts: dict[str, int], p
     return [{p: (cols[p][i] if i < len(cols[p]) else None) for p in paths} for i in range(n)]
 
 
+def earlier_attempts(calls: pd.DataFrame, path: str, final: int | None, texts: dict,
+                     scale: float) -> list[tuple[int, list[CallCell]]]:
+    """The calls of the draw's earlier attempts on `path` (a unit scored again after, e.g.,
+    a failed call), each attempt's in call_seq order; prompts are not read for them."""
+    mine = calls[(calls["path"] == path) & (calls["unit_attempt"] != final)]
+    return [(int(a), [call_cell(c, {}, texts, scale) for c in g.sort_values("call_seq")
+                      .itertuples()]) for a, g in mine.groupby("unit_attempt", sort=True)]
+
+
 @dataclass
 class DrawRow:
     draw: int
