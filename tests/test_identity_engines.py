@@ -210,3 +210,47 @@ async def test_vllm_identity_reads_speculative_from_the_simulated_counters(sim_s
 def test_local_llama_config_checks():
     cfg = load_config(ROOT / "deploy" / "local-llama.toml")
     assert all(pin_disagreements(sp) == [] for sp in cfg.paths.values())
+
+
+async def test_a_vllm_fingerprint_is_pinned_whole_or_from_the_first_response():
+    from dualpath.client import ChatRequest, PathClient
+    from dualpath.config import Sampling
+
+    fingerprints = iter(["vllm-0.33.0-aaaa1111", "vllm-0.33.0-aaaa1111", "vllm-0.33.0-bbbb2222",
+                         "vllm-0.33.0-aaaa1111"])
+
+    def handler(request):
+        return httpx.Response(200, json={
+            "model": "q", "system_fingerprint": next(fingerprints),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "ok"}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
+    path = ServingPath(engine="vllm", base_url="http://srv:1", model="q", stream=False)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+        client = PathClient("main", path, Sampling(), http, "t")
+        client.pin("q", "vllm-0.33.0", "vllm")        # no whole fingerprint in expect
+        recs = [await client.chat(ChatRequest("a", [{"role": "user", "content": "x"}],
+                                              "T", 1, 1, i)) for i in range(3)]
+        assert [r.contaminated for r in recs[:2]] == [None, None]
+        assert "'vllm-0.33.0-bbbb2222' != 'vllm-0.33.0-aaaa1111'" in recs[2].contaminated
+        pinned = PathClient("main", path, Sampling(), http, "t")
+        pinned.pin("q", "vllm-0.33.0", "vllm", "vllm-0.33.0-cccc3333")
+        rec = await pinned.chat(ChatRequest("a", [{"role": "user", "content": "x"}], "T", 1, 1, 9))
+        assert "!= 'vllm-0.33.0-cccc3333'" in rec.contaminated
+
+
+def test_prefect_temporary_server_is_kept_off_the_paths_ports():
+    code = (
+        "from dualpath.config import load_config\n"
+        "from flows.connect import keep_prefect_off_paths\n"
+        f"keep_prefect_off_paths(load_config({str(EXAMPLE)!r}))\n"
+        "from prefect.server.api.server import SubprocessASGIServer\n"
+        "s = SubprocessASGIServer()\n"       # what Prefect's client asks for, unstarted
+        "print(s.port or s.find_available_port(), s.find_available_port())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env={k: v for k, v in __import__("os").environ.items()
+                                         if not k.startswith("PREFECT_API")})
+    assert r.returncode == 0, r.stderr
+    ports = [int(p) for p in r.stdout.split()]
+    # prefect 3.9 picks random.choice(range(8000, 9000)): vLLM 8000, llama-server 8080
+    assert all(not 8000 <= p < 9000 for p in ports), ports
