@@ -36,6 +36,12 @@ async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> li
         found = prog.startswith("{") or shutil.which(prog) or os.path.exists(prog)
         out.append(Check(f"{name}: launch program", bool(found), prog,
                          "install it or fix paths.%s.launch[0]" % name))
+        # what the launch will make the server report, before it runs
+        from dualpath.launch_args import pin_disagreements
+        clash = pin_disagreements(sp)
+        out.append(Check(f"{name}: expect vs launch argv", not clash, "; ".join(clash) or
+                         "every pin agrees with what the argv gives (`dualpath doctor "
+                         "--launch` checks the running server)", "write the values named"))
     if sp.engine == "sim" and not sp.base_url:
         out.append(Check(f"{name}: server", True, "simulated, started by each night"))
         return out
