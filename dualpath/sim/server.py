@@ -27,7 +27,6 @@ length of the text on the wire (documented in the response's `timings` as usual)
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import re
 import threading
 import time
@@ -44,6 +43,7 @@ from starlette.routing import Route
 
 from dualpath.config import SimProfile
 from dualpath.grades import GRADE_INSTRUCTION, LABELS
+from dualpath.sim import vllm as vllm_dialect
 from dualpath.sim.model import SimModel
 from dualpath.sim.slots import ServerSlots
 
@@ -122,38 +122,12 @@ class SimServer:
 
     @property
     def fingerprint(self) -> str | None:
-        """What the server puts in `system_fingerprint`: llama-server its build, vLLM
-        `vllm-<version>-<8 hex of its config hash>` (fingerprint.py, mode 'full')."""
-        if not self.vllm:
-            return self.profile.build
-        config = f"{self.profile.model_alias}|{self.profile.n_ctx}|{self.profile.speculative}"
-        return (f"vllm-{self.profile.build.removeprefix('vllm-')}-"
-                f"{hashlib.sha256(config.encode()).hexdigest()[:8]}")
-
-    def vllm_metrics_text(self) -> str:
-        c, label = self.counters, f'{{model_name="{self.profile.model_alias}"}}'
-        rows = [("num_requests_running", "gauge", c.processing),
-                ("num_requests_waiting", "gauge", c.deferred),
-                # vLLM counts every prompt token here, cache hits included
-                ("prompt_tokens_total", "counter", c.prompt_tokens + c.cached_tokens),
-                ("prompt_tokens_cached_total", "counter", c.cached_tokens),
-                ("generation_tokens_total", "counter", c.predicted_tokens),
-                ("request_success_total", "counter", c.requests),
-                # histogram sums, as vLLM exports them (the _count series are left out)
-                ("request_prefill_time_seconds_sum", "counter", round(c.prompt_seconds, 6)),
-                ("request_decode_time_seconds_sum", "counter", round(c.predicted_seconds, 6))]
-        if self.profile.speculative:     # registered only with a speculative config
-            rows += [("spec_decode_num_drafts_total", "counter", 0),
-                     ("spec_decode_num_draft_tokens_total", "counter", 0),
-                     ("spec_decode_num_accepted_tokens_total", "counter", 0)]
-        out = []
-        for name, kind, value in rows:
-            out += [f"# TYPE vllm:{name} {kind}", f"vllm:{name}{label} {float(value)}"]
-        return "\n".join(out) + "\n"
+        """`system_fingerprint`: llama-server's build, or vLLM's (`dualpath.sim.vllm`)."""
+        return vllm_dialect.fingerprint(self.profile) if self.vllm else self.profile.build
 
     def metrics_text(self) -> str:
         if self.vllm:
-            return self.vllm_metrics_text()
+            return vllm_dialect.metrics_text(self.counters, self.profile)
         c = self.counters
         rows = [("prompt_tokens_total", "counter", c.prompt_tokens),
                 ("prompt_seconds_total", "counter", round(c.prompt_seconds, 6)),
@@ -348,20 +322,6 @@ def _finish(sim: SimServer, prompt_n: int, cache_n: int, n_out: int, t_prefill: 
     return timings, usage
 
 
-def _vllm_metrics(sim: SimServer, queued_s: float, t_prefill: float, t_decode: float,
-                  n_out: int) -> dict | None:
-    """vLLM's per-request `metrics` (PerRequestMetrics, build_per_request_timing_metrics in
-    vllm/entrypoints/generate/base/serving.py, 0.33), in modelled ms; None when not enabled."""
-    if not (sim.vllm and sim.profile.per_request_metrics):
-        return None
-    queue_ms = queued_s / sim.profile.time_scale * 1e3
-    return {"time_to_first_token_ms": t_prefill * 1e3, "generation_time_ms": t_decode * 1e3,
-            "queue_time_ms": queue_ms,
-            "mean_itl_ms": t_decode * 1e3 / (n_out - 1) if n_out > 1 else None,
-            "tokens_per_second": n_out / (t_prefill + t_decode) if t_prefill + t_decode else None,
-            "speculative_decoding": None}
-
-
 async def _process(sim: SimServer, body: dict, text: str, prompt_n: int,
                    n_out: int) -> tuple[dict, dict, dict | None]:
     """Hold a slot for the modelled time of a non-streaming request."""
@@ -372,7 +332,7 @@ async def _process(sim: SimServer, body: dict, text: str, prompt_n: int,
         cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
         await asyncio.sleep((t_prefill + t_decode) * sim.profile.time_scale)
         return (*_finish(sim, prompt_n, cache_n, n_out, t_prefill, t_decode),
-                _vllm_metrics(sim, queued, t_prefill, t_decode, n_out))
+                vllm_dialect.request_metrics(sim.profile, queued, t_prefill, t_decode, n_out))
     finally:
         sim.release(slot)
 
@@ -402,7 +362,7 @@ async def _stream(sim, body, text, prompt_n, n_out, runaway, content, meta):
     finish = {"choices": [{"index": 0, "finish_reason": "length" if runaway else "stop",
                            "delta": {}}]}
     extra = {"system_fingerprint": meta["system_fingerprint"]} if sim.vllm else {"timings": timings}
-    metrics = _vllm_metrics(sim, queued, t_prefill, t_decode, n_out)
+    metrics = vllm_dialect.request_metrics(sim.profile, queued, t_prefill, t_decode, n_out)
     if (body.get("stream_options") or {}).get("include_usage"):
         yield event(**finish)
         yield event(choices=[], usage=usage, **extra, **({"metrics": metrics} if metrics else {}))
