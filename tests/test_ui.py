@@ -113,15 +113,13 @@ def browse(url: str, tmp_path: Path, shot: Path | None = None) -> Dom:
 
 def test_the_overview_shows_the_verdict_and_every_night(project, ui, tmp_path):
     cfg_path, cfg, nights = project
-    from viewer.headline import _from_metrics, headline
+    from viewer.headline import headline
     h = headline(cfg)       # glance's headline where it exists, else the metric tables'
     dom = browse(ui + "/", tmp_path)
     assert dom.texts("verdict") == [h.verdict] and h.verdict
     assert dom.texts("lines")[0].splitlines() == list(h.lines)
-    from flows.metrics import load_metrics
-    comparison = load_metrics(cfg).comparison
-    assert _from_metrics(cfg).verdict == \
-        comparison[comparison["role"] == "primary"].iloc[0]["verdict"]
+    from flows.prereg import study
+    assert h.verdict == study(cfg).verdict.verdict          # prereg's primary verdict
     for night in nights:
         assert any(tag == "a" and text == str(night) for tag, _, text in dom.elements)
     assert dom.texts("st-complete") == ["complete"] * 2 * len(nights)

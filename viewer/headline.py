@@ -1,8 +1,8 @@
 """The overview's headline: the verdict and the slowdown, in the words every other output uses.
 
 One function, `headline(cfg)`: the glance headline (`flows.glance.headline_for`, the same
-lines the CLI and the weekly report print) where this checkout has it, else the same two
-answers read from the metric tables `dualpath metrics` and the weekly report compute.
+lines the CLI and the weekly report print) where this checkout has it, else prereg's primary
+verdict (`flows.prereg.study`) in its own words and the slowdown from the same metrics.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def headline(cfg: Config) -> Headline:
         headline_for = None
     try:
         if headline_for is None:
-            return _from_metrics(cfg)
+            return _from_study(cfg)
         h = headline_for(cfg)
     except UserError as e:       # e.g. no runs of the experiment yet
         return Headline((str(e),), None, None)
@@ -40,35 +40,31 @@ def headline(cfg: Config) -> Headline:
                     getattr(h.slowdown, "ratio", None))
 
 
-def _fmt(v, spec: str = ".3f") -> str:
-    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+def _from_study(cfg: Config) -> Headline:
+    """prereg's primary verdict (`flows.prereg.study`: the plan's nights, its label) in its
+    own words, and the slowdown from the same metrics."""
+    from flows.prereg import study
+
+    st = study(cfg)
+    v = st.verdict
+    lines = [f"{v.candidate} vs {v.baseline} at h={v.horizon} sessions: {v.summary()}"]
+    lines += [f"  · {r}" for r in v.reasons]
+    slowdown, line = _slowdown(getattr(st.metrics, "speed", None), v.baseline, v.candidate)
+    if line:
+        lines.append(line)
+    return Headline(tuple(lines), v.verdict, slowdown)
 
 
-def _from_metrics(cfg: Config) -> Headline:
-    from flows.metrics import load_metrics
-
-    m = load_metrics(cfg)
-    lines, verdict, slowdown = [], None, None
-    comp = getattr(m, "comparison", None)
-    if comp is not None and len(comp):
-        rows = comp[comp["role"] == "primary"] if "role" in comp else comp
-        r = (rows if len(rows) else comp).iloc[0]
-        verdict = str(r["verdict"])
-        lines.append(f"{r['candidate']} vs {r['baseline']} at h={int(r['horizon'])} sessions: "
-                     f"{verdict} (margin δ = {r['margin']:g}; ΔIC {_fmt(r.get('mean_delta'))}, "
-                     f"CI [{_fmt(r.get('ci_low'))}, {_fmt(r.get('ci_high'))}] at "
-                     f"{_fmt(r.get('ci_level'), '.0%')}"
-                     + (f"; {r['note']}" if isinstance(r.get("note"), str) and r["note"] else "")
-                     + ")")
-    speed = getattr(m, "speed", None)
-    if comp is not None and len(comp) and speed is not None and len(speed):
-        s = speed.set_index("path")["throughput_s_per_ticker"]
-        b, c = comp.iloc[0]["baseline"], comp.iloc[0]["candidate"]
-        if b in s and c in s and s[b] and not math.isnan(s[b]) and not math.isnan(s[c]):
-            slowdown = float(s[c] / s[b])
-            lines.append(f"{c} takes {slowdown:.2f}× {b}'s time per ticker ({s[c]:,.1f} vs "
-                         f"{s[b]:,.1f} s/ticker, throughput basis: run wall clock ÷ tickers; "
-                         "median over complete runs)")
-    if not lines:
-        lines.append("no comparison yet: no complete run on both paths")
-    return Headline(tuple(lines), verdict, slowdown)
+def _slowdown(speed, baseline: str | None, candidate: str | None) -> tuple[float | None, str]:
+    """candidate ÷ baseline median s/ticker on the throughput basis, and the line saying it."""
+    if speed is None or not len(speed) or "throughput_s_per_ticker" not in speed:
+        return None, ""
+    s = speed.set_index("path")["throughput_s_per_ticker"]
+    if baseline not in s or candidate not in s:
+        return None, ""
+    b, c = float(s[baseline]), float(s[candidate])
+    if not (b > 0 and math.isfinite(c)):
+        return None, ""
+    return c / b, (f"{candidate} takes {c / b:.2f}× {baseline}'s time per ticker ({c:,.1f} vs "
+                   f"{b:,.1f} s/ticker, throughput basis: run wall clock ÷ tickers; median "
+                   "over complete runs)")
