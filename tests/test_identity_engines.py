@@ -254,3 +254,35 @@ def test_prefect_temporary_server_is_kept_off_the_paths_ports():
     ports = [int(p) for p in r.stdout.split()]
     # prefect 3.9 picks random.choice(range(8000, 9000)): vLLM 8000, llama-server 8080
     assert all(not 8000 <= p < 9000 for p in ports), ports
+
+
+def test_vllm_evidence_counts_prefill_as_prompt_less_cached(tmp_path, sim_server):
+    """vLLM's prompt_tokens_total counts cache hits; with --enable-prompt-tokens-details the
+    calls' prefill matches the server's (prompt - cached) exactly; without it `runs
+    --evidence` says why the calls' figure reads high instead of comparing silently."""
+    import asyncio
+
+    from flows import inputs, runner
+    from tests.helpers import ingest, make_project
+    from warehouse.db import reader
+    from warehouse.queries import server_evidence
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    rows = {}
+    for details in (True, False):
+        srv = sim_server(slots=4, **{**cfg.paths["main"].sim.model_dump(),
+                                     "prompt_tokens_details": details})
+        data = cfg.model_dump(mode="json", exclude={"base_dir"})
+        data["experiment"]["name"] = name = f"details-{details}".lower()
+        one = parse_config(data, base_dir=tmp_path)
+        work = runner.plan_path(one, nights[0], "main")
+        asyncio.run(runner.run_path(one, nights[0], work, inputs.price_history(one), {},
+                                    override_url=srv.url))
+        ingest(one, [work])
+        with reader(one.resolve(one.warehouse.path)) as con:
+            ev = server_evidence(con)
+        rows[details] = ev[ev["session_id"].str.startswith(name)].iloc[0]
+    on, off = rows[True], rows[False]
+    assert on["calls_prompt_tokens"] == on["server_prompt_tokens"] and on["note"] is None
+    assert off["calls_prompt_tokens"] > off["server_prompt_tokens"]
+    assert "without --enable-prompt-tokens-details" in off["note"]

@@ -156,7 +156,9 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                                     sum(prompt_tokens - coalesce(cached_tokens, 0))) AS prompt_n,
                    coalesce(sum(predicted_n), sum(completion_tokens)) AS predicted_n,
                    sum(prompt_ms) / 1e3 AS prompt_s, sum(predicted_ms) / 1e3 AS predicted_s,
-                   sum(latency_s) AS busy_s
+                   sum(latency_s) AS busy_s,
+                   count(*) FILTER (WHERE http_status = 200 AND cached_tokens IS NULL)
+                       AS no_cached_count
             FROM calls GROUP BY run_id),
         s AS (
             SELECT *, coalesce(json_extract(metrics_after_json,
@@ -190,6 +192,9 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                CASE WHEN s.restarts > 0 OR coalesce(s.went_down, false) THEN
                         'server restarted mid-session: counters reset, not compared'
                     WHEN s.metrics_after_json IS NULL THEN 'no /metrics from the server'
+                    WHEN s.dialect = 'vllm' AND c.no_cached_count > 0 THEN
+                        'vLLM without --enable-prompt-tokens-details: its calls do not say '
+                        || 'which prompt tokens were cached, so calls_prompt_tokens reads high'
                END AS note
         FROM s JOIN runs r USING (run_id) JOIN c USING (run_id)
         WHERE r.segments = 1
