@@ -3,9 +3,9 @@ on a simulated llama-server, checked against the real CPU llama-server.
 
 Every arm runs the built-in 17-call pipeline for `--tickers` tickers through dualpath's own
 scheduler and client (the aiohttp transport nights use), each on a freshly started 4-slot
-server: dualpath's default (prefix affinity: two units per slot, one request queued per
-slot), affinity with one unit per slot (the previous default), slots shared with 1 and 0
-requests queued, and the naive one-worker-per-ticker pool. The simulated server chooses,
+server: dualpath's default (prefix affinity: a unit per slot, one request queued per slot),
+affinity with two units per slot and with none queued, slots shared with 1 and 0 requests
+queued, and the naive one-worker-per-ticker pool. The simulated server chooses,
 defers and hands on slots as llama-server does (`dualpath.sim.slots`) and writes the same
 launch/release log lines, so occupancy is read from the server's log the same way for both
 (`dualpath.slotlog`: busy slot time / (slots x first launch to last release)).
@@ -56,9 +56,10 @@ STAGE = {a: s for s, group in enumerate([
     ["portfolio_manager"], ["consistency_check"]]) for a in group}
 assert set(STAGE) == set(AGENTS)
 
-# queue None / units None: the path's defaults (llama.cpp: 1 queued, 2 units per slot)
+# queue None / units None: the path's defaults (llama.cpp: 1 queued, 1 unit per slot)
 ARMS = {"affinity": dict(pin=True, queue=None, units=None),
-        "affinity 1/slot": dict(pin=True, queue=1, units=1),
+        "affinity 2/slot": dict(pin=True, queue=1, units=2),
+        "affinity q=0": dict(pin=True, queue=0, units=None),
         "shared q=1": dict(pin=False, queue=1, units=None),
         "shared q=0": dict(pin=False, queue=0, units=None), "naive": None}
 

@@ -287,11 +287,12 @@ class ServingPath(_Model):
                                     "next request (default: 1 for llama.cpp, whose slots are "
                                     "fixed; 0 for vLLM and others, which batch what they get).")
     units_per_slot: int | None = Field(None, ge=1, le=8, description="With prefix affinity "
-                                       "(llama.cpp): units that share one slot, so that while "
-                                       "one waits on the harness between its steps the other's "
-                                       "call runs (default 2; llama-server's RAM prompt cache, "
-                                       "--cache-ram, on by default, brings each unit's context "
-                                       "back; use 1 with --cache-ram 0).")
+                                       "(llama.cpp): units that own one slot (default 1). With "
+                                       "2, one unit's call is always queued at the slot while "
+                                       "the other waits on the harness between its steps, but "
+                                       "the units' contexts then alternate in the slot's cache "
+                                       "(measured on an H200: occupancy 0.94 -> 0.99, prefill "
+                                       "2.2x, nights 7-11% longer; bench/gpu/README.md).")
     call_timeout_s: float = Field(3600.0, gt=0, le=7 * 86400, description="Per attempt: the "
                                   "whole reply must arrive within this many seconds of its "
                                   "first byte (a reply trickled slowly is cut here; a request "
@@ -317,7 +318,7 @@ class ServingPath(_Model):
     @property
     def server_units_per_slot(self) -> int:
         """Units sharing one slot under prefix affinity (bench/gpu/README.md measures it)."""
-        return self.units_per_slot if self.units_per_slot is not None else 2
+        return self.units_per_slot if self.units_per_slot is not None else 1
 
     @field_validator("base_url")
     @classmethod

@@ -9,12 +9,18 @@ there is room nobody is about to ask for.
 its own: every call of the unit runs there, so the slot's prompt cache holds the unit's
 shared context (system message, ticker header, prices, documents) and only what is new in
 each call is prefilled. A unit's calls that are ready together queue at its slot (at most
-`1 + queue_depth` sent at once); a new unit is admitted when a slot has no unit. Slots stay
-busy because a unit always has a call ready except in the instant between a call's answer
-and the next call it unlocks. A unit's calls run one after another on its slot, so its own
-latency can be longer than when its parallel calls spread over several slots; what it saves
-is prefill, so which basis gains depends on the workload (measured in bench/prefix.py and
-bench/gpu), which is why the switch is part of the fingerprint.
+`1 + queue_depth` sent at once); a new unit is admitted when a slot has room for one
+(`units_per_slot`, default 1). The slot idles only between a call's answer and the next call
+it unlocks: the harness's part of that is ~0.2 ms, the server's (reading and tokenizing the
+next ~5k-token request, then the decode step under way) ~60 ms on an H200. Two units per
+slot fill those gaps (server-side occupancy 0.94 -> 0.99 there) but alternate two contexts
+in one slot's cache, and llama-server's RAM prompt cache did not bring them back often
+enough: 2.2x the prefill and a 7-11% longer night (bench/gpu/README.md). Once every unit is
+admitted, a slot with nothing running or queued takes any unit's waiting call, so the
+night's last units spread over the slots. A unit's calls run one after another on its slot,
+so its own latency can be longer than when its parallel calls spread over several slots;
+what it saves is prefill, so which basis gains depends on the workload (measured in
+bench/prefix.py and bench/gpu), which is why the switch is part of the fingerprint.
 
 Both serve waiting calls lowest priority value (oldest unit) first.
 """

@@ -219,3 +219,20 @@ async def test_sim_slots_follow_llama_servers_queue():
         q.cached(slot, "x" * 100 if slot == 0 else "y" * 100)
         q.release(slot)
     assert await q.acquire("y" * 100 + "z", None) == 1    # the similar prompt's slot
+
+
+async def test_pinned_slots_take_units_per_slot_units_and_lend_idle_slots_at_the_end():
+    import asyncio
+
+    from dualpath.slots import PinnedSlots
+    pool = PinnedSlots(2, queue_depth=0, units_per_slot=2)
+    homes = [pool.claim() for _ in range(4)]
+    assert sorted(homes) == [0, 0, 1, 1] and not pool.room_for_unit(0)
+    assert await pool.acquire(0, 0) == 0              # slot 0 busy with a unit's call
+    waiting = asyncio.ensure_future(pool.acquire(1, 0))   # the other unit of slot 0 waits
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    pool.no_more_units = True
+    pool.disown(1)
+    pool.disown(1)                 # slot 1 has no unit and nothing running: lent at once
+    assert await waiting == 1

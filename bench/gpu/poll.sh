@@ -1,16 +1,20 @@
 #!/bin/bash
-# Later device calls: with a wheel folder, install dualpath's night dependencies that the
-# machine lacks (a venv over the system packages, from the wheels carried in both calls), then
+# Later device calls: with a wheel folder, install the wheels carried in both calls into
+# /tmp/site ($G/venv/bin/python runs python3 with it first on the path), then
 # start the measurement script once (from a copy of the repo under $G, so the next call's copy
 # cannot change it mid-run); follow its log for up to SECONDS and bring back the results
 # (tarred in $OUT).
 # usage (device, repo root): bash bench/gpu/poll.sh SECONDS [WHEEL_DIR [SCRIPT]]
 G=${G:-/tmp/gpu}; S=$1; SCRIPT=${3:-bench/gpu/run_issue22.sh}
 if [ -n "$2" ] && [ ! -x $G/venv/bin/python ]; then
+  # every carried wheel into /tmp/site, ahead of the system's packages on the path (a venv
+  # over the system packages with pip --no-index did not see the system's numpy there)
   cp $2/*.whl $G/wh/
-  python3 -m venv --system-site-packages $G/venv
-  $G/venv/bin/python -m pip install -q --no-index --find-links $G/wh -r $2/reqs.txt 2>&1 | tail -3
-  $G/venv/bin/python -m pip install -q --no-index --no-deps $G/wh/py_spy*.whl 2>&1 | tail -1
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+    $G/wh/*.whl 2>&1 | tail -2
+  mkdir -p $G/venv/bin
+  printf '#!/bin/bash\nexport PYTHONPATH=/tmp/site:$PYTHONPATH\nexec python3 "$@"\n' > $G/venv/bin/python
+  chmod +x $G/venv/bin/python; ln -sf /tmp/site/bin/py-spy $G/venv/bin/py-spy
   PYTHONPATH=$PWD $G/venv/bin/python -c "import dualpath.cli, flows.nightly, prefect, duckdb, aiohttp; print('imports ok', prefect.__version__, duckdb.__version__)" 2>&1 | tail -3
 fi
 if [ ! -f $G/started ]; then
