@@ -83,8 +83,10 @@ def _identity_checks(cfg: Config, name: str, seen: ServerIdentity) -> list[Check
 
 def _requests(cfg: Config, ticker: str) -> tuple[ChatRequest, ChatRequest]:
     header = f"TICKER: {ticker} | AS OF: {date.today().isoformat()}"
+    # on slot 0, whose /slots params are then the ones this call was sampled with (an idle
+    # slot reports the server's defaults)
     short = ChatRequest("doctor", [{"role": "user", "content": f"{header}\nSay OK."}],
-                        ticker, 1, 1, 1, seed=1)
+                        ticker, 1, 1, 1, seed=1, id_slot=0)
     ask = [{"role": "user", "content": f"{header}\nThe desks lean positive on {ticker}. "
             f"Give the rationale in one sentence.\n\n{GRADE_INSTRUCTION}"}]
     return short, ChatRequest("portfolio_manager", ask, ticker, 1, 1, 2, seed=2)

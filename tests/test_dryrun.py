@@ -1,0 +1,36 @@
+"""`dualpath doctor --launch` on simulated paths: the rehearsal passes when both would score,
+and a path whose answers carry no grade is named and fails it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+
+def dualpath(*args):
+    return subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_rehearsal_of_the_demo_passes_and_shows_the_vllm_fingerprint(tmp_path):
+    cfg = tmp_path / "dualpath.toml"
+    assert dualpath("init", "--demo", str(cfg)).returncode == 0
+    r = dualpath("doctor", "--launch", "-c", str(cfg))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"✓ main: short call: .* fingerprint vllm-0\.11\.0-[0-9a-f]{8}", r.stdout)
+    assert "✓ backup: sampling applied: as sent: temperature=0.7" in r.stdout
+    assert "✓ main: grade call: grade" in r.stdout and "✓ backup: grade call: grade" in r.stdout
+    assert "10 of 10 checks passed" in r.stdout
+
+
+def test_a_path_that_cannot_grade_fails_the_rehearsal(tmp_path):
+    cfg = tmp_path / "dualpath.toml"
+    dualpath("init", "--demo", str(cfg))
+    text = cfg.read_text().replace('[paths.backup.sim]\n',
+                                   '[paths.backup.sim]\nmalformed_share = 1.0\n')
+    cfg.write_text(text)
+    r = dualpath("doctor", "--launch", "-c", str(cfg))
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr
+    assert "✗ backup: grade call: no readable grade (no 'FINAL GRADE:' line)" in r.stdout
+    assert "✓ main: grade call" in r.stdout
