@@ -169,10 +169,13 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
     by_path = {r["path"]: r for r in runs.to_dict("records")}
     paths = [p for p in cfg.paths if p in by_path] + sorted(set(by_path) - set(cfg.paths))
     scales = {p: float(by_path[p]["time_scale"] or 1.0) for p in paths}
-    sides = [PathSide(p, by_path[p], pages.draw_rows(units[units["path"] == p], texts, scales[p]),
-                      attempts.get(p), pages.earlier_attempts(calls, p, attempts.get(p), texts,
-                                                              scales[p])) for p in paths]
-    rows = pages.call_rows(calls, paths, attempts, prompts, texts, scales)
+    unit_rows, call_recs = pages.records(units), pages.records(calls)
+    sides = [PathSide(p, by_path[p], pages.draw_rows([u for u in unit_rows if u.path == p],
+                                                     texts, scales[p]),
+                      attempts.get(p), pages.earlier_attempts(call_recs, p, attempts.get(p),
+                                                              texts, scales[p]))
+             for p in paths]
+    rows = pages.call_rows(call_recs, paths, attempts, prompts, texts, scales)
     i = neighbours.index(ticker) if ticker in neighbours else -1
     baseline, candidate, _ = question(cfg)
     return TickerView(night, ticker, draw, draws, sides, rows, thinking,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import orjson
 import pandas as pd
@@ -189,26 +190,34 @@ def call_cell(c, prompts: dict, texts: dict, time_scale: float) -> CallCell:
         ttft_s=None if _num(c.ttft_s) is None else c.ttft_s / scale, marks=call_marks(c))
 
 
-def call_rows(calls: pd.DataFrame, paths: list[str], attempts: dict[str, int], prompts: dict,
+def records(frame: pd.DataFrame) -> list[SimpleNamespace]:
+    """A frame's rows as objects with attributes (pandas' per-row indexing costs ~1 ms a
+    row on a busy core; a page has ~100 rows)."""
+    return [SimpleNamespace(**r) for r in frame.to_dict("records")]
+
+
+def call_rows(calls: list, paths: list[str], attempts: dict[str, int], prompts: dict,
               texts: dict, scales: dict[str, float]) -> list[dict[str, CallCell | None]]:
     """The draw's calls side by side, row i holding each path's i-th call of the unit's final
-    attempt (`attempts`: path -> that attempt) in pipeline (call_seq) order."""
-    cols = {}
-    for p in paths:
-        mine = calls[(calls["path"] == p) & (calls["unit_attempt"] == attempts.get(p, -1))]
-        cols[p] = [call_cell(c, prompts, texts, scales.get(p, 1.0))
-                   for c in mine.sort_values("call_seq").itertuples()]
+    attempt (`attempts`: path -> that attempt) in pipeline (call_seq) order; `calls`:
+    `records` of `warehouse.viewer.ticker_calls`."""
+    cols = {p: [call_cell(c, prompts, texts, scales.get(p, 1.0)) for c in
+                sorted((c for c in calls if c.path == p and c.unit_attempt == attempts.get(p)),
+                       key=lambda c: c.call_seq)] for p in paths}
     n = max((len(v) for v in cols.values()), default=0)
     return [{p: (cols[p][i] if i < len(cols[p]) else None) for p in paths} for i in range(n)]
 
 
-def earlier_attempts(calls: pd.DataFrame, path: str, final: int | None, texts: dict,
+def earlier_attempts(calls: list, path: str, final: int | None, texts: dict,
                      scale: float) -> list[tuple[int, list[CallCell]]]:
     """The calls of the draw's earlier attempts on `path` (a unit scored again after, e.g.,
     a failed call), each attempt's in call_seq order; prompts are not read for them."""
-    mine = calls[(calls["path"] == path) & (calls["unit_attempt"] != final)]
-    return [(int(a), [call_cell(c, {}, texts, scale) for c in g.sort_values("call_seq")
-                      .itertuples()]) for a, g in mine.groupby("unit_attempt", sort=True)]
+    by_attempt: dict[int, list] = {}
+    for c in calls:
+        if c.path == path and c.unit_attempt != final:
+            by_attempt.setdefault(int(c.unit_attempt), []).append(c)
+    return [(a, [call_cell(c, {}, texts, scale) for c in sorted(cs, key=lambda c: c.call_seq)])
+            for a, cs in sorted(by_attempt.items())]
 
 
 @dataclass
@@ -222,16 +231,16 @@ class DrawRow:
     earlier: list[str]           # earlier attempts: "attempt 1: call_failed (detail)"
 
 
-def draw_rows(units: pd.DataFrame, texts: dict, scale: float) -> list[DrawRow]:
-    """`units`: one path's attempts of the ticker (`warehouse.viewer.ticker_units`)."""
+def draw_rows(units: list, texts: dict, scale: float) -> list[DrawRow]:
+    """`units`: `records` of one path's attempts of the ticker (`warehouse.viewer.ticker_units`)."""
     out = []
-    for draw, g in units.groupby("draw", sort=True):
-        final = g[g["is_final"]].iloc[0]
-        earlier = [f"attempt {int(r.unit_attempt)}: {r.outcome}"
-                   + (f" ({r.failure_detail})" if isinstance(r.failure_detail, str) else "")
-                   for r in g[~g["is_final"]].itertuples()]
-        out.append(DrawRow(int(draw), _int(final["grade"]), str(final["outcome"]),
-                           None if _num(final["seconds"]) is None else final["seconds"] / scale,
-                           _int(final["n_calls"]), texts.get(_int(final["final_hash"])),
-                           earlier))
+    for draw in sorted({u.draw for u in units}):
+        mine = [u for u in units if u.draw == draw]
+        final = next(u for u in mine if u.is_final)
+        earlier = [f"attempt {int(u.unit_attempt)}: {u.outcome}"
+                   + (f" ({u.failure_detail})" if isinstance(u.failure_detail, str) else "")
+                   for u in sorted(mine, key=lambda u: u.unit_attempt) if not u.is_final]
+        out.append(DrawRow(int(draw), _int(final.grade), str(final.outcome),
+                           None if _num(final.seconds) is None else final.seconds / scale,
+                           _int(final.n_calls), texts.get(_int(final.final_hash)), earlier))
     return out
