@@ -79,8 +79,11 @@ def load_frames(cfg: Config, paths: list[str] | None = None) -> dict:
         args = (con, cfg.experiment.name, None, paths)
         out = {"units": units_frame(*args), "calls": calls_frame(*args),
                "runs": runs_frame(*args), "prices": prices_frame(con),
+               "all_runs": runs_frame(con, cfg.experiment.name) if paths else None,
                "frozen": plans.current(con, cfg.experiment.name),
                "deviations": plans.deviation_log(con, cfg.experiment.name)}
+    if out["all_runs"] is None:
+        out["all_runs"] = out["runs"]
     if not len(out["runs"]):
         raise UserError(f"no runs of experiment {cfg.experiment.name!r}"
                         + (f" on {paths}" if paths else "") + " in the warehouse")

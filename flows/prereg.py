@@ -179,7 +179,9 @@ def study(cfg: Config, since: date | None = None, until: date | None = None,
     frozen = f["frozen"]
     facts = None
     if frozen is not None:
-        facts = window_facts(cfg, frozen, f["runs"], f["deviations"], since, until)
+        # a night counts by every path's run, whichever paths this analysis shows
+        facts = window_facts(cfg, frozen, f.get("all_runs", f["runs"]), f["deviations"], since,
+                             until)
         keep = set(facts.analysed)
     else:
         keep = {n for n in pd.to_datetime(f["runs"]["night"]).dt.date

@@ -95,6 +95,8 @@ def test_case3_a_night_after_the_window_is_never_pooled(tmp_path):
     same = load_metrics(cfg)                         # `dualpath metrics` analyses the same
     assert set(same.nightly_ic["night"].dt.date) == set(nights[:4])
     assert same.comparison.equals(data.metrics.comparison)
+    one = load_metrics(cfg, ["main"])               # --path main: the same window nights
+    assert set(one.nightly_ic["night"].dt.date) == set(nights[:4])
 
 
 def test_case4_a_missing_window_night_is_not_masked_by_an_extra_one(tmp_path):
