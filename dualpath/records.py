@@ -233,6 +233,9 @@ class SessionEnd:
     # did not: calls that ended after it may have come from another server
     identity_lost_after_wall: float | None = None
     identity_problem: str | None = None
+    # the longest stretch, beyond one poll period, in which the server answered no /health
+    # poll (stopped, hung or restarting): the run's seconds include it
+    unanswered_s: float | None = None
 
 
 @dataclass(slots=True)

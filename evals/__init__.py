@@ -20,7 +20,8 @@ Every function documents which of these frames it takes (extra columns are ignor
 ``runs``   one row per path-run
     run_id, path, night, status ('complete' | 'partial' | 'running' | 'failed'),
     wall_s float (first unit start to last unit end, this run's own clock), units int,
-    slots int, time_scale float (1.0 for real servers)
+    slots int, time_scale float (1.0 for real servers), disturbed str|None (optional: why a
+    run's server was not its own — restarted, stalled, shared; such a run is no speed result)
 
 ``prices`` one row per ticker x trading day
     ticker str, date datetime64[ns], adj_close float > 0

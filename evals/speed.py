@@ -10,8 +10,11 @@ regression (188.5 s on one basis against 504 s on the other):
   call's end, i.e. what one ticker-draw waits. It is roughly throughput per unit x slots.
 
 Speed is a result only for runs that are complete (every unit measured, no contaminated
-call) and were scored in one segment: a failed night finishes in an instant, and a resumed
-run's interrupted segment has no trustworthy wall clock. Others are shown, never counted.
+call), were scored in one segment and were not disturbed: a failed night finishes in an
+instant, a resumed run's interrupted segment has no trustworthy wall clock, and a run whose
+server restarted, stalled or served someone else too (`disturbed`, see
+`warehouse.disturbed`) waited on something other than its own work. Others are shown, never
+counted.
 
 Functions here take the ``units`` and ``runs`` frames described in `evals`.
 """
@@ -105,9 +108,13 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
     out["runaway_s"] = out["runaway_s"].fillna(0.0) / scale
     out["busy_s"] = out["busy_s"] / scale
     complete = r["status"].eq("complete")
+    # a complete run whose server restarted, stalled or was shared is shown, not counted
+    disturbed = r["disturbed"] if "disturbed" in r else pd.Series(None, index=r.index,
+                                                                  dtype=object)
     res = pd.DataFrame({
         "path": r["path"], "night": r.get("night"), "status": r["status"],
-        "resumed": segments.gt(1), "is_result": complete & segments.eq(1), "units": n_units,
+        "resumed": segments.gt(1), "disturbed": disturbed,
+        "is_result": complete & segments.eq(1) & disturbed.isna(), "units": n_units,
         "throughput_s_per_ticker": wall / tickers,
         "throughput_s_per_unit": wall / n_units,
         # one unit = one ticker x one draw: what a single pass of the pipeline costs
@@ -131,10 +138,12 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
 
 def path_speed(per_run: pd.DataFrame) -> pd.DataFrame:
     """Medians per path over the runs whose speed is a result, with counts of the runs left
-    out: not complete (partial, failed, contaminated), or complete but resumed."""
+    out: not complete (partial, failed, contaminated), complete but resumed, or complete in
+    one segment but disturbed (server restarted, stalled or shared)."""
     ok = per_run[per_run["is_result"]]
     cols = [c for c in per_run.columns if c not in ("run_id", "path", "night", "status",
-                                                    "resumed", "is_result", "units")]
+                                                    "resumed", "disturbed", "is_result",
+                                                    "units")]
     paths = sorted(per_run["path"].unique())
     med = ok.groupby("path")[cols].median().reindex(paths)
     count = lambda mask: per_run[mask].groupby("path").size().reindex(paths, fill_value=0)
@@ -142,4 +151,7 @@ def path_speed(per_run: pd.DataFrame) -> pd.DataFrame:
     not_complete = ~per_run["status"].eq("complete")
     med.insert(1, "not_complete_excluded", count(not_complete))
     med.insert(2, "resumed_excluded", count(~not_complete & per_run["resumed"]))
+    disturbed = per_run["disturbed"].notna() if "disturbed" in per_run else False
+    med.insert(3, "disturbed_excluded",
+               count(~not_complete & ~per_run["resumed"] & disturbed))
     return med.rename_axis("path").reset_index()

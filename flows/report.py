@@ -54,6 +54,8 @@ def run_warnings(con) -> list[str]:
     out += [f"{run_id}: up to {mx} busy slot(s) were not dualpath's ({polls} poll(s)): another "
             "client shared the server; its timings are suspect"
             for run_id, mx, polls in rows["external_load"]]
+    out += [f"{run_id}: {why}; its speed is not a measurement (shown, kept out of every "
+            "speed median)" for run_id, why in rows["disturbed"]]
     by_night: dict = {}
     for exp, night, path, js, n_ctx in rows["sampling"]:
         by_night.setdefault((exp, night), {})[path] = (orjson.loads(js), n_ctx)

@@ -48,6 +48,8 @@ class _State:
         self.last_metrics: dict[str, float] | None = None
         self.restarts = 0
         self.first_restart_wall: float | None = None
+        self.last_answer = time.monotonic()
+        self.unanswered_s = 0.0
 
 
 RESTARTS_KEY = "dualpath:restarts"
@@ -86,10 +88,30 @@ async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
         pass
 
 
+async def _answers(http, url: str) -> bool:
+    """Whether the server answers at all: /health is served without waiting for a batch
+    (llama-server, vLLM), so only a stopped, hung or absent server leaves it unanswered."""
+    try:
+        await http.get(f"{url}/health", timeout=10.0)
+        return True
+    except httpx.HTTPError:
+        return False
+
+
+def _note_answer(st: _State, answered: bool, every: float) -> None:
+    """The longest stretch without an answer beyond one poll period (a SIGSTOPped server's
+    pause: its calls' seconds include it, so its run's speed is not a measurement)."""
+    now = time.monotonic()
+    st.unanswered_s = max(st.unanswered_s, now - st.last_answer - every)
+    if answered:
+        st.last_answer = now
+
+
 async def _watch_load(http, url: str, dialect: str, client: PathClient, st: _State,
                       stop: asyncio.Event, every: float) -> None:
     """More busy slots than dualpath has in flight means someone else is on the server."""
     while not stop.is_set():
+        _note_answer(st, await _answers(http, url), every)
         busy = await busy_slots(http, url, dialect)
         if busy is not None:
             st.polls += 1
@@ -156,6 +178,7 @@ async def watch_server(cfg: Config, work, ep: Endpoint, ident: ServerIdentity,
         stop.set()
         for what, task in tasks.items():
             await _stop(task, what)
+        _note_answer(st, False, sp.load_poll_s)     # a silence still open at the end
         await _quiet(_check_identity(http, url, dialect, ident, client, st))
         after = await _quiet(read_metrics(http, url))
         _note_metrics(st, after, client.name)
@@ -169,7 +192,7 @@ async def watch_server(cfg: Config, work, ep: Endpoint, ident: ServerIdentity,
             effective_sampling_json=_dumps(applied), load_polls=st.polls,
             external_load_polls=st.excess_polls, external_load_max=st.max_excess,
             identity_checks=st.identity_checks, identity_lost_after_wall=st.lost_after,
-            identity_problem=st.problem))
+            identity_problem=st.problem, unanswered_s=round(max(st.unanswered_s, 0.0), 3)))
 
 
 async def _quiet(coro):

@@ -92,6 +92,9 @@ _SESSION = {
     "binary_sha256": "hex — the server's binary and the libraries beside it (llama-server "
                      "on the scoring host; NULL elsewhere)",
     "model_sha256": "hex — its model file ('sampled:' over 1 GiB: size, head, tail)",
+    "unanswered_s": "s (client clock) — longest stretch, beyond one poll period, in which the "
+                    "server answered no /health poll: stopped, hung or restarting (NULL: "
+                    "before m023)",
 }
 
 _POINT = {

@@ -6,6 +6,8 @@ from datetime import date
 
 import pandas as pd
 
+from warehouse.disturbed import DISTURBED
+
 
 def _where(experiment: str, since: date | None, paths: list[str] | None, alias: str = "") -> tuple[str, list]:
     p = f"{alias}." if alias else ""
@@ -50,8 +52,10 @@ def runs_frame(con, experiment: str, since: date | None = None,
                paths: list[str] | None = None) -> pd.DataFrame:
     where, params = _where(experiment, since, paths)
     df = con.execute(f"""SELECT run_id, path, night, status, wall_s, units_done AS units,
-                                units_planned, tickers_planned, slots, time_scale, segments
-                         FROM runs WHERE {where}""", params).df()
+                                units_planned, tickers_planned, slots, time_scale, segments,
+                                d.disturbed
+                         FROM runs LEFT JOIN ({DISTURBED}) d USING (run_id)
+                         WHERE {where}""", params).df()
     df["night"] = pd.to_datetime(df["night"])
     return df
 

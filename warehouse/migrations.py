@@ -351,6 +351,12 @@ ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS binary_sha256 VARCHAR;
 ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS model_sha256 VARCHAR;
 """
 
+# The watcher records how long the server went without answering (a SIGSTOP, a hang, a
+# restart): a run that waited on a stopped server has no trustworthy speed.
+M023_UNANSWERED = """
+ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS unanswered_s DOUBLE;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
@@ -368,6 +374,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m014_service_split", M014_SERVICE_SPLIT),
     ("m018_plan_provenance", M018_PLAN_PROVENANCE),
     ("m021_server_files", M021_SERVER_FILES),
+    ("m023_unanswered", M023_UNANSWERED),
 ]
 
 

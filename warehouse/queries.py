@@ -5,6 +5,8 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from warehouse.disturbed import DISTURBED
+
 RUN_SUMMARY = """
 WITH u AS (
     SELECT run_id, count(*) AS units,
@@ -30,7 +32,10 @@ SELECT r.run_id, r.night, r.path, r.status, r.status_detail, r.units_planned, r.
        coalesce(c.retries, 0) AS retries, r.segments, r.slots, r.time_scale,
        -- Speed is measured only on complete runs scored in one segment: a failed night's
        -- instant "seconds", or a resumed run's missing wall clock, are not speeds.
-       r.status = 'complete' AND r.segments = 1 AS speed_measured,
+       -- Nor is a complete run's whose server restarted, stalled or was shared
+       -- (`warehouse.disturbed`): shown with the reason, kept out of every median.
+       d.disturbed,
+       r.status = 'complete' AND r.segments = 1 AND d.disturbed IS NULL AS speed_measured,
        CASE WHEN r.status = 'complete' AND r.segments = 1 THEN
            r.wall_s / nullif(coalesce(r.tickers_planned, r.units_planned), 0) / r.time_scale
        END AS throughput_s,
@@ -45,6 +50,7 @@ SELECT r.run_id, r.night, r.path, r.status, r.status_detail, r.units_planned, r.
        -- per-request metrics say
        1 - c.server_busy_s * r.time_scale / nullif(c.client_busy_s, 0) AS overhead_share
 FROM runs r LEFT JOIN u USING (run_id) LEFT JOIN c USING (run_id)
+     LEFT JOIN (""" + DISTURBED + """) d USING (run_id)
 """
 
 # What each per-ticker second means; printed beside every table that shows them.
@@ -83,9 +89,9 @@ def path_totals(con: duckdb.DuckDBPyConnection, experiment: str | None = None) -
                sum(calls) FILTER (WHERE status = 'complete')::BIGINT AS calls,
                sum(runaway) FILTER (WHERE status = 'complete')::BIGINT AS runaway,
                sum(contaminated)::BIGINT AS contaminated_calls,
-               median(throughput_s) AS throughput_s_median,
-               median(throughput_s_per_unit) AS throughput_s_per_unit_median,
-               median(slot_latency_s) AS slot_latency_s_median,
+               median(throughput_s) FILTER (WHERE speed_measured) AS throughput_s_median,
+               median(throughput_s_per_unit) FILTER (WHERE speed_measured) AS throughput_s_per_unit_median,
+               median(slot_latency_s) FILTER (WHERE speed_measured) AS slot_latency_s_median,
                median(overhead_share) FILTER (WHERE speed_measured) AS overhead_share
         FROM ({RUN_SUMMARY}) {where} GROUP BY path ORDER BY path""", params).df()
 
@@ -105,6 +111,10 @@ def suspect_runs(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
         "external_load": con.execute("""SELECT run_id, max(external_load_max), sum(external_load_polls)
                                         FROM server_sessions WHERE external_load_max > 0
                                         GROUP BY 1 ORDER BY 1""").fetchall(),
+        "disturbed": con.execute(f"""SELECT d.run_id, d.disturbed FROM ({DISTURBED}) d
+                                     JOIN runs r USING (run_id)
+                                     WHERE d.disturbed IS NOT NULL AND r.status = 'complete'
+                                     ORDER BY 1""").fetchall(),
         "sampling": con.execute("""SELECT r.experiment, r.night, s.path, s.effective_sampling_json,
                                           s.n_ctx_per_slot
                                    FROM server_sessions s JOIN runs r USING (run_id)

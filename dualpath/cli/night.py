@@ -184,7 +184,7 @@ def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
         warnings = run_warnings(con)
     cols = ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
             "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
-            "status_detail"]
+            "disturbed", "status_detail"]
     from dualpath.cli.ui import night_links
     frame, cols, viewer = night_links(cfg, frame, cols, fmt)
     print_frame(frame[cols], fmt, "runs (only 'complete' runs are results; seconds real-scale: "

@@ -66,6 +66,7 @@ METRIC_TABLES = {
     "grades": ("Grade distribution (share of units; failed = no grade)", None, None),
     "speed": ("Speed per path, median over complete runs (real-scale; s/ticker labelled by basis)",
               ["path", "runs", "not_complete_excluded", "partial_runs_excluded",
+               "resumed_excluded", "disturbed_excluded",
                "throughput_s_per_ticker", "slot_latency_s_per_ticker", "calls_per_unit",
                "calls_per_ticker", "per_call_prefill_tps", "per_call_decode_tps",
                "client_decode_tps", "runaway_share", "runaway_time_share", "retries",
