@@ -20,6 +20,10 @@ Makespan ratio = makespan / max(total service time / slots, longest unit chain) 
 own calls: a gap the harness leaves counts against it (prefix caching shortens service and
 is reported apart, as the cached share).
 
+With --gpu the arms run the H200 workload of bench/gpu/README.md on a simulated server at the
+speeds measured there (including the ~3 ms per KB the server takes to read and tokenize a
+request), and the last line carries the occupancy the H200's own log gave.
+
 Last line: `occupancy=... makespan_ratio=... real_occupancy=...` (the default arm; the goal
 is real and simulated occupancy within 0.02 of each other)
 """
@@ -62,6 +66,26 @@ ARMS = {"affinity": dict(pin=True, queue=None, units=None),
         "affinity q=0": dict(pin=True, queue=0, units=None),
         "shared q=1": dict(pin=False, queue=1, units=None),
         "shared q=0": dict(pin=False, queue=0, units=None), "naive": None}
+
+
+# The H200 runs of bench/gpu/README.md (16 tickers, 20 KB documents, 192 output tokens): per
+# busy slot ~10k prefill and ~115 decode tok/s, every answer to max_tokens, and ~3 ms per KB
+# for the server to read and tokenize a request (its 66 ms median slot gap at one unit per
+# slot). GPU_OCCUPANCY is what its log read for the default arm.
+GPU = SimProfile(prefill_tps=10000, decode_tps=115, context_tokens=0, output_mean_tokens=192,
+                 output_sigma=0.0, runaway_share=1.0, malformed_share=0.0, intake_ms_per_kb=3.0)
+GPU_OCCUPANCY = 0.942
+
+
+def filler(ticker: str, kb: int) -> str:
+    """A ticker's document of `kb` KB of filler words, the same bytes every run."""
+    import random
+    rng, words = random.Random(ticker), ["revenue", "margin", "guidance", "segment", "demand",
+                                         "capex", "inventory", "pricing", "backlog", "outlook"]
+    out: list[str] = [f"# {ticker} filings digest"]
+    while sum(map(len, out)) < kb * 1024:
+        out.append(" ".join(rng.choice(words) for _ in range(12)) + f" {rng.randint(1, 999)}.")
+    return "\n".join(out)
 
 
 def service_s(c: CallRecord, scale: float) -> float:
@@ -185,15 +209,20 @@ async def main(a: argparse.Namespace) -> None:
     market = SyntheticMarket(7, n_tickers=a.tickers)
     night = market.nights(1)[0]
 
+    docs = {t: filler(t, a.docs_kb) for t in market.tickers} if a.docs_kb else {}
+
     def inputs(unit: Unit) -> UnitInput:
         h = market.history(unit.ticker, night, a.history_days)
-        return UnitInput(unit.ticker, unit.draw, night, tuple(zip(h["date"], h["adj_close"])))
+        return UnitInput(unit.ticker, unit.draw, night, tuple(zip(h["date"], h["adj_close"])),
+                         docs.get(unit.ticker))
 
     units = draw_major(market.tickers, 1)
     real = None
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         profile = SimProfile(time_scale=a.time_scale)
+        if a.gpu:
+            profile = GPU.model_copy(update={"time_scale": a.time_scale})
         if a.real:
             real = await real_arm(a, tmp, units, inputs, night)
             print(f"[real] {line('affinity', real)}", flush=True)
@@ -222,6 +251,8 @@ async def main(a: argparse.Namespace) -> None:
               f"{m['occupancy']:.4f}, cached share {m['cached_share']:.3f}")
     d = med[a.arms[0]]
     tail = f" real_occupancy={real['occupancy']:.4f}" if real else " real_occupancy=nan"
+    if a.gpu:
+        tail += f" gpu_occupancy_measured={GPU_OCCUPANCY} (H200, bench/gpu/README.md, run u1)"
     nv = med.get("naive")
     if nv:
         tail += f" naive_makespan_ratio={nv['ratio']:.4f} naive_occupancy={nv['occupancy']:.4f}"
@@ -244,9 +275,16 @@ if __name__ == "__main__":
                     help="arms to run (the first is the one on the last line)")
     ap.add_argument("--no-real", dest="real", action="store_false",
                     help="skip the real llama-server arm")
+    ap.add_argument("--docs-kb", type=int, default=0, help="a document of this size per ticker")
+    ap.add_argument("--gpu", action="store_true", help="the H200 workload of bench/gpu "
+                    "(16 tickers, 20 KB documents, 192 tokens out) on a simulated server at its "
+                    "measured speeds, against the occupancy measured there (no real CPU arm)")
     ap.add_argument("--ctx", type=int, default=4096, help="real server: context per slot")
     ap.add_argument("--threads", type=int, default=1, help="real server: threads")
     a = ap.parse_args()
+    if a.gpu:
+        a.real, a.tickers, a.docs_kb, a.max_tokens = False, 16, a.docs_kb or 20, 192
+        a.time_scale = a.time_scale if a.time_scale != 0.05 else 0.5
     if a.arms[0] != "affinity" and a.real:
         ap.error("the real arm runs the default arm: put 'affinity' first or pass --no-real")
     asyncio.run(main(a))

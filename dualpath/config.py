@@ -183,6 +183,10 @@ class SimProfile(_Model):
                                    "aggregate speed stops growing (each slot slows by busy / "
                                    "knee_slots); unset: every slot runs at full speed.")
     context_tokens: int = Field(8200, ge=0, description="Unsent prompt tokens added to each call.")
+    intake_ms_per_kb: float = Field(0.0, ge=0, le=1000, description="Modelled milliseconds the "
+                                    "server spends reading and tokenizing each KB of a request "
+                                    "before it can queue it (llama-server's HTTP thread: ~3 on "
+                                    "an H200 at ~5k-token prompts, bench/gpu/README.md).")
     output_mean_tokens: float = Field(1260.0, gt=0, description="Mean generated tokens per call.")
     output_sigma: float = Field(0.35, ge=0, le=2, description="Log-normal sigma of output length.")
     runaway_share: float = Field(0.01, ge=0, le=1,

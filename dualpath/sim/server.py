@@ -322,9 +322,17 @@ def _finish(sim: SimServer, prompt_n: int, cache_n: int, n_out: int, t_prefill: 
     return timings, usage
 
 
+async def _intake(sim: SimServer, text: str) -> None:
+    """The modelled time the server reads and tokenizes a request before it can queue it."""
+    if sim.profile.intake_ms_per_kb:
+        await asyncio.sleep(len(text) / 1024 * sim.profile.intake_ms_per_kb / 1e3
+                            * sim.profile.time_scale)
+
+
 async def _process(sim: SimServer, body: dict, text: str, prompt_n: int,
                    n_out: int) -> tuple[dict, dict, dict | None]:
     """Hold a slot for the modelled time of a non-streaming request."""
+    await _intake(sim, text)
     queued = time.monotonic()
     slot = await sim.acquire(text, body.get("id_slot"))
     try:
@@ -345,6 +353,7 @@ async def _stream(sim, body, text, prompt_n, n_out, runaway, content, meta):
     def event(**fields) -> bytes:
         return b"data: " + orjson.dumps({**chunk, **fields}) + b"\n\n"
 
+    await _intake(sim, text)
     queued = time.monotonic()
     slot = await sim.acquire(text, body.get("id_slot"))
     try:
