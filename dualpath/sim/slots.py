@@ -20,6 +20,9 @@ Read from llama.cpp's server (`tools/server/server-context.cpp`, `server-queue.c
   cached prompt (kept share < 0.5, or picked by LRU) saves it first, then loads the saved
   prompt that best matches the task (keeping >= 0.25 of it, better on both shares); with
   `--cache-idle-slots` (on by default) every idle slot is saved whenever a task launches.
+  The cache update runs for a task naming a busy slot too, before the task is deferred: a
+  saved prompt that suits the task better than the busy slot's own is loaded into that slot
+  while it generates, and is lost (two units sharing a slot lose their contexts this way).
 
 Prompts are compared as text here (the simulated server counts ~4 characters a token).
 
@@ -60,6 +63,7 @@ class _Slot:
     prompt: str = ""                 # what its KV cache holds
     t_last_used: float = -1.0
     task: int = -1
+    lost: bool = False               # a state was loaded while it was busy: cache unusable
 
 
 class ServerSlots:
@@ -131,12 +135,15 @@ class ServerSlots:
 
     def _process(self, task: _Task) -> None:
         slot, save = self._choose(task)
+        if slot is not None and save and self.ram_cache:
+            # as llama-server does, even into a named slot that is busy: its cache update
+            # runs before the caller sees that the slot is processing and defers the task;
+            # a state loaded into a slot still generating is lost to the task
+            self._save(slot.prompt)
+            self._load(slot, task.text, lost=slot.busy)
         if slot is None or slot.busy:
             self.deferred.append(task)
             return
-        if save and self.ram_cache:
-            self._save(slot.prompt)
-            self._load(slot, task.text)
         slot.busy, slot.task = True, task.id
         self._write(slot, "processing task, is_child = 0")
         if self.cache_idle_slots and self.ram_cache:
@@ -151,8 +158,9 @@ class ServerSlots:
         self.ram = [p for p in self.ram if not prompt.startswith(p)] + [prompt]
         del self.ram[:-CACHE_STATES]
 
-    def _load(self, slot: _Slot, text: str) -> None:
-        """The saved prompt that keeps the most of itself and of the task replaces the slot's."""
+    def _load(self, slot: _Slot, text: str, lost: bool = False) -> None:
+        """The saved prompt that keeps the most of itself and of the task replaces the slot's
+        (`lost`: it leaves the RAM cache, and the slot's cache matches nothing after)."""
         lcp = _lcp(slot.prompt, text)
         keep = lcp / len(slot.prompt) if slot.prompt else -1.0
         share, best = lcp / max(1, len(text)), None
@@ -162,12 +170,13 @@ class ServerSlots:
                 keep, share, best = n / len(p), n / max(1, len(text)), i
         if best is not None:
             slot.prompt = self.ram.pop(best)
+            slot.lost = slot.lost or lost
 
     def cached(self, slot: int, text: str) -> int:
         """Characters of `text` the slot's cache holds; the slot then holds `text`."""
         s = self.slots[slot]
-        n = _lcp(s.prompt, text)
-        s.prompt = text
+        n = 0 if s.lost else _lcp(s.prompt, text)
+        s.prompt, s.lost = text, False
         return n
 
     def release(self, slot: int, n_tokens: int = 0) -> None:
