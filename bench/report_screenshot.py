@@ -1,7 +1,7 @@
 """Render a report in headless Chromium (Debian's `chromium`), save a screenshot, and fail on
 any console error: the HTML must stand on its own (no network, no script errors).
 
-    python bench/report_screenshot.py reports/demo-....html shot.png
+    python bench/report_screenshot.py reports/demo-....html shot.png [--width 1000 --height 900]
 Last line: `screenshot=... console_errors=N`
 """
 
@@ -20,14 +20,14 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--hide-scrollbars", "--enable-logging=stderr", "--v=0"]
 
 
-def main(html: Path, out: Path, height: int) -> int:
+def main(html: Path, out: Path, height: int, width: int = 1280) -> int:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         print("chromium not found: apt-get install chromium", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as profile:
         r = subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}",
-                            f"--window-size=1280,{height}", f"--screenshot={out.resolve()}",
+                            f"--window-size={width},{height}", f"--screenshot={out.resolve()}",
                             html.resolve().as_uri()], capture_output=True, text=True,
                            timeout=120)
     errors = [ln for ln in r.stderr.splitlines()
@@ -44,5 +44,6 @@ if __name__ == "__main__":
     ap.add_argument("html", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--height", type=int, default=6000)
+    ap.add_argument("--width", type=int, default=1280, help="window width in px (1400, 1000)")
     a = ap.parse_args()
-    sys.exit(main(a.html, a.out, a.height))
+    sys.exit(main(a.html, a.out, a.height, a.width))

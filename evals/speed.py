@@ -1,18 +1,21 @@
-"""Per-ticker speed, always labelled with its basis.
+"""Seconds per ticker and per unit, always labelled with their basis: the one definition.
 
 Two different "seconds per ticker" exist and once nearly made a faster build look like a
 regression (188.5 s on one basis against 504 s on the other):
 
-* ``throughput`` basis: a run's wall clock / its tickers (every draw of a ticker counted in
-  its ticker's share), or / its units (one ticker x one draw, the basis of a single-pass
+* ``throughput`` basis: a run's wall clock ÷ its tickers (every draw of a ticker counted in
+  its ticker's share), or ÷ its units (one ticker x one draw, the basis of a single-pass
   replay). This is what sets how long a night takes.
 * ``slot-latency`` basis: the time one unit took from its first call's start to its last
-  call's end, i.e. what one ticker-draw waits. It is roughly throughput per unit x slots.
+  call's end, i.e. what one ticker-draw waits (per ticker: all its draws' slot time). It is
+  roughly throughput per unit x slots.
 
-Speed is a result only for runs that are complete (every unit measured, no contaminated
-call), were scored in one segment and were not disturbed: a failed night finishes in an
-instant, a resumed run's interrupted segment has no trustworthy wall clock, and a run whose
-server restarted, stalled or served someone else too (`disturbed`, see
+`seconds(runs, basis, per)` is the only place either is computed; everything that prints,
+plots or plans a per-ticker second calls it (the warehouse's `run_summaries` included, through
+`with_speed`). Speed is a result only for runs that are complete (every unit measured, no
+contaminated call), were scored in one segment and were not disturbed: a failed night
+finishes in an instant, a resumed run's interrupted segment has no trustworthy wall clock,
+and a run whose server restarted, stalled or served someone else too (`disturbed`, see
 `warehouse.disturbed`) waited on something other than its own work. Others are shown, never
 counted.
 
@@ -23,52 +26,75 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 
+from evals.registry import table
+
 Basis = Literal["throughput", "slot-latency"]
-BASIS_LABEL = {
-    "throughput": "s/ticker, throughput basis (run wall clock / tickers)",
-    "slot-latency": "s/ticker, slot-latency basis (one ticker's first call to last call)",
+Per = Literal["ticker", "unit"]
+
+# The one label set: what each per-ticker (per-unit) second means, printed beside it.
+LABELS = {
+    ("throughput", "ticker"): "s/ticker, throughput basis: run wall clock ÷ tickers (all "
+                              "draws of a ticker)",
+    ("throughput", "unit"): "s/unit, throughput basis: run wall clock ÷ units (one ticker × "
+                            "one draw: the basis of a single-pass replay)",
+    ("slot-latency", "unit"): "s/unit, slot-latency basis: one ticker-draw's first call start "
+                              "to last call end (≈ throughput per unit × slots)",
+    ("slot-latency", "ticker"): "s/ticker, slot-latency basis: the slot time of all a "
+                                "ticker's draws (per unit × draws)",
 }
+# column names of per-run and per-path tables -> (basis, per)
+COLUMNS = {
+    "throughput_s_per_ticker": ("throughput", "ticker"), "throughput_s": ("throughput", "ticker"),
+    "throughput_s_per_unit": ("throughput", "unit"),
+    "slot_latency_s_per_unit": ("slot-latency", "unit"), "slot_latency_s": ("slot-latency", "unit"),
+    "slot_latency_s_per_ticker": ("slot-latency", "ticker"),
+}
+SPEED_LABELS = {col: LABELS[key] for col, key in COLUMNS.items()}
+BASIS_LABEL = {b: LABELS[(b, "ticker")] for b in ("throughput", "slot-latency")}
 
 
-def per_ticker_seconds(units: pd.DataFrame, runs: pd.DataFrame, basis: Basis) -> pd.DataFrame:
-    """Seconds per ticker for each run on one basis.
+def seconds(runs: pd.DataFrame, basis: Basis = "throughput", per: Per = "ticker",
+            units: pd.DataFrame | None = None) -> pd.Series:
+    """Real-scale seconds per ticker or per unit of each run (indexed like ``runs``).
 
-    Returns one row per run: run_id, path, basis, seconds (for slot-latency: the median unit;
-    mean beside it), units. Real-scale seconds for simulated runs (divided by time_scale).
+    ``runs`` needs wall_s and time_scale (1 when absent); tickers_planned (else units) for
+    per-ticker figures; the unit count and mean unit seconds come from ``units`` when given,
+    else from the runs' own ``units`` / ``unit_seconds`` columns.
     """
-    if basis not in BASIS_LABEL:
-        raise ValueError(f"basis must be one of {list(BASIS_LABEL)}, got {basis!r}")
-    scale = runs.set_index("run_id")["time_scale"]
-    n = units.groupby("run_id").size().rename("units")
-    if basis == "throughput":
-        r = runs.set_index("run_id")
-        out = pd.DataFrame({"path": r["path"], "seconds": r["wall_s"] / n.reindex(r.index),
-                            "units": n.reindex(r.index)})
-        out["mean_seconds"] = out["seconds"]
-    else:
+    if (basis, per) not in LABELS:
+        raise ValueError(f"basis must be one of {sorted({b for b, _ in LABELS})} and per one "
+                         f"of ['ticker', 'unit'], got {basis!r}, {per!r}")
+    r = runs
+    n, unit_s = r.get("units"), r.get("unit_seconds")
+    if units is not None:
         g = units.groupby("run_id")["seconds"]
-        out = pd.DataFrame({"seconds": g.median(), "mean_seconds": g.mean(), "units": n})
-        out["path"] = runs.set_index("run_id")["path"].reindex(out.index)
-    for col in ("seconds", "mean_seconds"):
-        out[col] = out[col] / scale.reindex(out.index)
-    out["basis"] = basis
-    return out.reset_index()[["run_id", "path", "basis", "seconds", "mean_seconds", "units"]]
+        n = r["run_id"].map(g.size()).astype(float)
+        unit_s = r["run_id"].map(g.mean())
+    n = pd.Series(n, index=r.index, dtype=float)
+    tickers = (r["tickers_planned"].astype(float).fillna(n) if "tickers_planned" in r else n)
+    scale = r["time_scale"].astype(float) if "time_scale" in r else 1.0
+    if basis == "throughput":
+        out = r["wall_s"].astype(float) / (tickers if per == "ticker" else n)
+    else:
+        out = pd.Series(unit_s, index=r.index, dtype=float)
+        out = out * n / tickers if per == "ticker" else out
+    return (out / scale).replace([np.inf, -np.inf], np.nan)
 
 
-def speed_summary(units: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Both bases side by side per run, plus their ratio (≈ slots when slots stay full)."""
-    tp = per_ticker_seconds(units, runs, "throughput").set_index("run_id")
-    sl = per_ticker_seconds(units, runs, "slot-latency").set_index("run_id")
-    out = pd.DataFrame({
-        "path": tp["path"], "units": tp["units"],
-        "throughput_s_per_ticker": tp["seconds"],
-        "slot_latency_s_per_ticker": sl["mean_seconds"],
-        "slot_latency_median_s": sl["seconds"],
-    })
-    out["latency_over_throughput"] = out["slot_latency_s_per_ticker"] / out["throughput_s_per_ticker"]
-    return out.reset_index()
+def with_speed(summary: pd.DataFrame) -> pd.DataFrame:
+    """A `warehouse.queries.run_summaries` frame with its speed columns: throughput_s
+    (s/ticker), throughput_s_per_unit, slot_latency_s (s/unit), for complete one-segment
+    runs only (NaN otherwise; a disturbed run's are shown, `speed_measured` keeps them out
+    of every median)."""
+    ok = summary["status"].eq("complete") & summary["segments"].eq(1)
+    runs = summary.assign(units=summary["units_planned"])
+    out = summary.copy()
+    for col in ("throughput_s", "throughput_s_per_unit", "slot_latency_s"):
+        out[col] = seconds(runs, *COLUMNS[col]).where(ok)
+    return out
 
 
 def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -83,8 +109,6 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
     r = runs.set_index("run_id")
     scale = r["time_scale"]
     segments = r["segments"] if "segments" in r else pd.Series(1, index=r.index)
-    tickers = (r["tickers_planned"].fillna(r["units"]) if "tickers_planned" in r
-               else r["units"]).astype(float)
     c = calls.assign(runaway=calls["finish_reason"].eq("length"),
                      retries=calls["attempts"] - 1,
                      decode_s=(calls["latency_s"] - calls["ttft_s"]).where(calls["ttft_s"].notna()))
@@ -111,14 +135,14 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
     # a complete run whose server restarted, stalled or was shared is shown, not counted
     disturbed = r["disturbed"] if "disturbed" in r else pd.Series(None, index=r.index,
                                                                   dtype=object)
+    per = lambda basis, unit: seconds(runs, basis, unit, units).set_axis(r.index)
     res = pd.DataFrame({
         "path": r["path"], "night": r.get("night"), "status": r["status"],
         "resumed": segments.gt(1), "disturbed": disturbed,
         "is_result": complete & segments.eq(1) & disturbed.isna(), "units": n_units,
-        "throughput_s_per_ticker": wall / tickers,
-        "throughput_s_per_unit": wall / n_units,
-        # one unit = one ticker x one draw: what a single pass of the pipeline costs
-        "slot_latency_s_per_unit": units.groupby("run_id")["seconds"].mean().reindex(r.index) / scale,
+        "throughput_s_per_ticker": per("throughput", "ticker"),
+        "throughput_s_per_unit": per("throughput", "unit"),
+        "slot_latency_s_per_unit": per("slot-latency", "unit"),
         "calls_per_unit": out["calls"] / n_units,
         "prompt_tokens_per_unit": out["prompt_tokens"] / n_units,
         "completion_tokens_per_unit": out["completion_tokens"] / n_units,
@@ -136,6 +160,30 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
     return res.reset_index()
 
 
+SPEED_COLUMNS = ["path", "runs", "not_complete_excluded", "resumed_excluded",
+                 "disturbed_excluded", "throughput_s_per_ticker", "throughput_s_per_unit", "slot_latency_s_per_unit",
+                 "calls_per_unit", "prompt_tokens_per_unit", "completion_tokens_per_unit",
+                 "per_call_prefill_tps", "per_call_decode_tps", "client_prompt_tps",
+                 "client_decode_tps", "client_stream_decode_tps", "runaway_share",
+                 "runaway_time_share", "runaway_s", "retries", "cached_prompt_share"]
+
+
+@table("speed", "Speed per path, median over complete one-segment runs (real-scale; "
+       "s/ticker labelled by basis)", SPEED_COLUMNS,
+       ["path", "runs", "not_complete_excluded", "resumed_excluded", "disturbed_excluded",
+        "throughput_s_per_ticker", "throughput_s_per_unit", "slot_latency_s_per_unit",
+        "runaway_share"],
+       basis={c: SPEED_LABELS[c] for c in SPEED_COLUMNS if c in SPEED_LABELS},
+       gloss={"not_complete_excluded": "runs left out: partial, failed or contaminated",
+              "resumed_excluded": "complete runs left out: resumed, so no trustworthy clock",
+              "disturbed_excluded": "complete runs left out: the server restarted, stalled "
+                                    "or served someone else too",
+              "per_call_decode_tps": "one call's decode rate from the server's timings, not "
+                                     "the path's aggregate",
+              "client_decode_tps": "generated tokens ÷ the run's wall clock: the aggregate",
+              "runaway_share": "share of calls that stopped at max_tokens"},
+       kinds={"runs": "int", "not_complete_excluded": "int", "resumed_excluded": "int",
+              "retries": "int"})
 def path_speed(per_run: pd.DataFrame) -> pd.DataFrame:
     """Medians per path over the runs whose speed is a result, with counts of the runs left
     out: not complete (partial, failed, contaminated), complete but resumed, or complete in
@@ -155,3 +203,24 @@ def path_speed(per_run: pd.DataFrame) -> pd.DataFrame:
     med.insert(3, "disturbed_excluded",
                count(~not_complete & ~per_run["resumed"] & disturbed))
     return med.rename_axis("path").reset_index()
+
+
+def path_totals(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per path over a `with_speed` run-summary frame: complete runs, runs not complete,
+    units, grades, calls and runaways of complete runs, contaminated calls, and the medians
+    of both bases and of the queue+HTTP share over the runs whose speed is measured."""
+    done = summary["status"].eq("complete")
+    measured = summary["speed_measured"].fillna(False).astype(bool)
+    rows = []
+    for path, g in summary.groupby("path", sort=True):
+        c, m = g[done.loc[g.index]], g[measured.loc[g.index]]
+        rows.append({"path": path, "complete_runs": len(c), "runs_not_complete": len(g) - len(c),
+                     "units": int(c["units_done"].sum()), "graded": int(c["graded"].sum()),
+                     "parse_failed": int(c["parse_failed"].sum()), "calls": int(c["calls"].sum()),
+                     "runaway": int(c["runaway"].sum()),
+                     "contaminated_calls": int(g["contaminated"].sum()),
+                     "throughput_s_median": m["throughput_s"].median(),
+                     "throughput_s_per_unit_median": m["throughput_s_per_unit"].median(),
+                     "slot_latency_s_median": m["slot_latency_s"].median(),
+                     "overhead_share": m["overhead_share"].median()})
+    return pd.DataFrame(rows)

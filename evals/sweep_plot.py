@@ -55,7 +55,14 @@ def sweep_figure(table: pd.DataFrame, title: str):
     ax.set_xlabel("parallel slots")
     ax.set_ylabel("tok/s")
     ax.set_title(BASIS, fontsize=9)
-    ax.set_ylim(bottom=0)
+    # slots are whole numbers: one tick per slot count swept, never 2.5
+    slots = sorted({int(v) for v in table["slots"].dropna()})
+    if slots:
+        ax.set_xticks(slots)
+        ax.set_xlim(min(slots) - 0.5, max(slots) + 0.5)
+    # room above the best point so the knee's ring is never cut by the frame
+    top = pd.to_numeric(ready["decode_tps"], errors="coerce").max()
+    ax.set_ylim(0, top * 1.15 if pd.notna(top) and top > 0 else None)
     ax.legend(fontsize=7)
     ax = axes[1]
     shown = ready.sort_values(["slots", "label"])

@@ -21,7 +21,8 @@ from flows.runner import plan_night
 from flows.weekly import write_report
 from warehouse.db import reader, writer
 from warehouse.prices import import_prices, validate_prices
-from warehouse.queries import path_totals
+from evals.speed import path_totals, with_speed
+from warehouse.queries import run_summaries
 
 
 @dataclass
@@ -99,7 +100,9 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
     with SimFleet(cfg) as fleet:
         not_complete = asyncio.run(all_nights())
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
-        totals = path_totals(con, cfg.experiment.name)
+        summary = run_summaries(con)
+    totals = path_totals(with_speed(
+        summary[summary["run_id"].str.startswith(f"{cfg.experiment.name}/")]))
     html, _, data = write_report(cfg, root / "reports")
     return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals, warnings, not_complete,
                       html, data.verdict)

@@ -17,8 +17,10 @@ from zoneinfo import ZoneInfo
 import numpy as np
 
 from dualpath.config import Config
-from dualpath.sim.model import expected_ticker_seconds
+from dualpath.sim.model import expected_unit_seconds
+from evals.speed import seconds
 from warehouse.db import reader
+from warehouse.queries import speed_runs
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,15 @@ class Estimate:
     def hours(self, units: int) -> tuple[float, float, float]:
         return tuple(units * s / 3600 for s in (self.s_per_unit, self.lo, self.hi))
 
-    def draws_that_fit(self, seconds: float, tickers: int) -> int:
-        """Whole draws (draw-major: every ticker once per draw) that fit at the median."""
-        if not self.s_per_unit or math.isnan(self.s_per_unit):
-            return 0
+    @property
+    def known(self) -> bool:
+        return bool(self.s_per_unit) and not math.isnan(self.s_per_unit)
+
+    def draws_that_fit(self, seconds: float, tickers: int) -> int | None:
+        """Whole draws (draw-major: every ticker once per draw) that fit at the median;
+        None when nothing is measured (unknown, not 0)."""
+        if not self.known:
+            return None
         return int(seconds // (self.s_per_unit * tickers))
 
 
@@ -48,10 +55,9 @@ def estimates(cfg: Config) -> list[Estimate]:
     path = cfg.resolve(cfg.warehouse.path)
     if path.exists():
         with reader(path) as con:
-            rows = con.execute("""SELECT path, slots, wall_s / units_planned / time_scale
-                                  FROM runs WHERE status = 'complete' AND segments = 1
-                                  AND wall_s > 0""").fetchall()
-        for p, slots, s in rows:
+            runs = speed_runs(con)
+        runs = runs.assign(s=seconds(runs, "throughput", "unit"))
+        for p, slots, s in runs[["path", "slots", "s"]].itertuples(index=False):
             if p in cfg.paths and slots == cfg.paths[p].slots:
                 measured.setdefault(p, []).append(s)
     out = []
@@ -68,7 +74,7 @@ def estimates(cfg: Config) -> list[Estimate]:
                                 f"set {sp.measured.replay_set or '?'}, "
                                 f"{sp.measured.measured_on or 'undated'})", 0, m, m, m))
         elif sp.engine == "sim":
-            m = expected_ticker_seconds(sp.sim, sp.slots)
+            m = expected_unit_seconds(sp.sim, sp.slots)
             out.append(Estimate(name, "time model (no measurements yet)", 0, m, m, m))
         else:
             out.append(Estimate(name, "no measurements yet", 0, math.nan, math.nan, math.nan))
@@ -85,6 +91,18 @@ def _swept(sp) -> float | None:
     return m.ticker_s_throughput
 
 
+NIGHT_START = "18:30"   # the nightly deployment's start, market time (flows.deploy.NIGHTLY_CRON)
+
+
+def window_hours(deadline: str | None, start: str = NIGHT_START) -> float | None:
+    """Hours from the night's start to `deadline` (the next morning when earlier), or None."""
+    if not deadline:
+        return None
+    (h0, m0), (h1, m1) = (map(int, t.split(":")) for t in (start, deadline))
+    minutes = (h1 * 60 + m1) - (h0 * 60 + m0)
+    return (minutes if minutes > 0 else minutes + 24 * 60) / 60
+
+
 def seconds_until(deadline: str, tz: str, now: datetime) -> float:
     """Seconds from `now` to the next HH:MM in the market's time zone."""
     zone = ZoneInfo(tz)
@@ -96,4 +114,4 @@ def seconds_until(deadline: str, tz: str, now: datetime) -> float:
     return (at - local).total_seconds()
 
 
-__all__ = ["Estimate", "estimates", "seconds_until", "date"]
+__all__ = ["Estimate", "estimates", "seconds_until", "window_hours", "date"]

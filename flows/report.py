@@ -9,13 +9,14 @@ import orjson
 from dualpath.config import Config
 from dualpath.identity import sampling_differences
 from warehouse.db import reader
-from warehouse.queries import SPEED_LABELS, run_summaries, suspect_runs
+from evals.speed import SPEED_LABELS, with_speed
+from warehouse.queries import run_summaries, suspect_runs
 
 
 def night_summary(cfg: Config, run_ids: list[str]) -> list[dict]:
     """One dict per run: status and why, units, calls, failures, runaways, per-ticker seconds."""
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
-        frame = run_summaries(con, run_ids)
+        frame = with_speed(run_summaries(con, run_ids))
     return frame.astype(object).where(frame.notna(), None).to_dict("records")
 
 
@@ -34,7 +35,7 @@ def summary_markdown(night: date, rows: list[dict]) -> str:
                for r in rows if r["status"] != "complete"]
     if reasons:
         lines += ["", "## Not complete (not results; rerun the night to resume)", "", *reasons]
-    lines += ["", *(f"- {label}" for label in SPEED_LABELS.values()),
+    lines += ["", *(f"- {SPEED_LABELS[c]}" for c in ("throughput_s", "slot_latency_s")),
               "- seconds are real-scale (simulated paths: divided by their time scale)",
               "- a run that is not `complete` is not a result: it is kept out of every metric"]
     return "\n".join(lines)

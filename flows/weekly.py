@@ -23,6 +23,8 @@ from evals.weekly import PlanInfo, ReportData
 from evals.weekly.render import render
 from flows import metrics
 from warehouse.db import reader
+from evals.headline import headline
+from evals.speed import with_speed
 from warehouse.queries import run_summaries
 
 
@@ -88,7 +90,8 @@ def _sweeps(cfg: Config) -> list[dict]:
     return out
 
 
-def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
+def gather(cfg: Config, since: date | None, until: date | None,
+           sweeps: bool = True) -> ReportData:
     """Everything the report shows, from the warehouse; under a frozen plan, its question
     over exactly the nights `flows.prereg.study` analyses."""
     from flows.prereg import study
@@ -112,7 +115,7 @@ def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
                       else nights.max())
     path = cfg.resolve(cfg.warehouse.path)
     with reader(path) as con:
-        summary = run_summaries(con)
+        summary = with_speed(run_summaries(con))
         summary = summary[summary["run_id"].str.startswith(f"{exp}/")
                           & (pd.to_datetime(summary["night"]) >= pd.Timestamp(lo))
                           & (pd.to_datetime(summary["night"]) <= pd.Timestamp(hi))]
@@ -127,7 +130,9 @@ def gather(cfg: Config, since: date | None, until: date | None) -> ReportData:
         fresh = _freshness(con, cfg, hi)
     devs = pd.concat([frames["deviations"], _failed_nights(summary)], ignore_index=True)
     keep = lambda df: df[pd.to_datetime(df["night"]).dt.date.isin(set(st.nights))]
-    return ReportData(experiment=exp, since=lo, until=hi, sweeps=_sweeps(cfg),
+    return ReportData(experiment=exp, since=lo, until=hi,
+                      sweeps=_sweeps(cfg) if sweeps else [],
+                      headline=headline(st.metrics, st.verdict, cfg.experiment.draws),
                       generated_at=datetime.now(timezone.utc), metrics=st.metrics,
                       runs=summary, calls=keep(frames["calls"]), units=keep(frames["units"]),
                       sessions=sessions, deviations=devs, plan=_plan_info(st),

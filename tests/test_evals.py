@@ -17,7 +17,7 @@ from evals.compare import cross_path_agreement
 from evals.rankic import nightly_rank_ic, rank_ic_summary, spearman, summarize_ic
 from evals.returns import forward_returns
 from evals.scores import ticker_scores, usable_units
-from evals.speed import per_ticker_seconds, speed_summary
+from evals.speed import seconds
 
 RNG_SEEDS = [0, 1, 2, 3, 4]
 
@@ -184,15 +184,14 @@ def test_cross_path_agreement():
     assert out["spearman"] == pytest.approx(1.0) and out["qwk_rounded"] == pytest.approx(1.0)
 
 
-def test_speed_bases_are_labelled_and_scaled():
-    runs = pd.DataFrame({"run_id": ["r"], "path": ["p"], "wall_s": [100.0], "time_scale": [0.5]})
+def test_speed_bases_and_denominators_are_one_function():
+    runs = pd.DataFrame({"run_id": ["r"], "path": ["p"], "wall_s": [100.0], "time_scale": [0.5],
+                         "tickers_planned": [2]})
     units = pd.DataFrame({"run_id": "r", "seconds": [30.0, 40.0, 50.0, 40.0]})
-    tp = per_ticker_seconds(units, runs, "throughput").iloc[0]
-    sl = per_ticker_seconds(units, runs, "slot-latency").iloc[0]
-    # throughput: 100 s wall / 4 units / 0.5 scale = 50 s; slot-latency median 40 / 0.5 = 80 s
-    assert tp.basis == "throughput" and tp.seconds == 50.0
-    assert sl.basis == "slot-latency" and sl.seconds == 80.0
-    s = speed_summary(units, runs).iloc[0]
-    assert s.latency_over_throughput == pytest.approx(80.0 / 50.0)
+    one = lambda basis, per: seconds(runs, basis, per, units).iloc[0]
+    # throughput: 100 s wall / 0.5 scale = 200 s real; ÷ 2 tickers = 100 s, ÷ 4 units = 50 s
+    assert one("throughput", "ticker") == 100.0 and one("throughput", "unit") == 50.0
+    # slot-latency: mean unit 40 s / 0.5 = 80 s per unit; a ticker's 2 draws = 160 s
+    assert one("slot-latency", "unit") == 80.0 and one("slot-latency", "ticker") == 160.0
     with pytest.raises(ValueError, match="basis must be one of"):
-        per_ticker_seconds(units, runs, "seconds")
+        seconds(runs, "seconds", "ticker", units)

@@ -68,7 +68,7 @@ def test_small_demo_end_to_end(tmp_path, prefect_harness):
             ("main", "vllm", "simulated", "qwen-27b-dense", None, "vllm-0.11.0")]
         assert q("SELECT count(*) FROM run_segments") == [(4,)]
         # speed counts the main path too, from vLLM's usage and the client's clocks
-        assert q("SELECT path, count(*) FROM (" + RUN_SUMMARY + ") WHERE throughput_s > 0 "
+        assert q("SELECT path, count(*) FROM (" + RUN_SUMMARY + ") WHERE speed_measured AND wall_s > 0 "
                  "GROUP BY 1 ORDER BY 1") == [("backup", 2), ("main", 2)]
         ev = server_evidence(con)
     # the servers' own counters in seconds as well as tokens; the simulated llama-server
@@ -149,7 +149,7 @@ def test_a_night_without_prices_fails_and_a_rerun_after_import_completes(tmp_pat
         with reader(cfg.resolve(cfg.warehouse.path)) as con:
             rows = con.execute("SELECT DISTINCT outcome FROM units").fetchall()
             calls = con.execute("SELECT count(*) FROM calls").fetchone()[0]
-            speed = con.execute("SELECT count(throughput_s) FROM (" + RUN_SUMMARY + ")").fetchone()
+            speed = con.execute("SELECT count(*) FILTER (WHERE speed_measured) FROM (" + RUN_SUMMARY + ")").fetchone()
         assert rows == [("input_failed",)] and calls == 0 and speed == (0,)
         with writer(cfg.resolve(cfg.warehouse.path)) as con:
             raw = early.prices()

@@ -33,17 +33,12 @@ SELECT r.run_id, r.night, r.path, r.status, r.status_detail, r.units_planned, r.
        -- Speed is measured only on complete runs scored in one segment: a failed night's
        -- instant "seconds", or a resumed run's missing wall clock, are not speeds.
        -- Nor is a complete run's whose server restarted, stalled or was shared
-       -- (`warehouse.disturbed`): shown with the reason, kept out of every median.
+       -- (`warehouse.disturbed`): shown with the reason, kept out of every median. The
+       -- seconds themselves are computed in one place, `evals.speed.seconds` (via
+       -- `with_speed`), from wall_s, the unit counts and unit_seconds.
        d.disturbed,
        r.status = 'complete' AND r.segments = 1 AND d.disturbed IS NULL AS speed_measured,
-       CASE WHEN r.status = 'complete' AND r.segments = 1 THEN
-           r.wall_s / nullif(coalesce(r.tickers_planned, r.units_planned), 0) / r.time_scale
-       END AS throughput_s,
-       CASE WHEN r.status = 'complete' AND r.segments = 1 THEN
-           r.wall_s / nullif(r.units_planned, 0) / r.time_scale
-       END AS throughput_s_per_unit,
-       CASE WHEN r.status = 'complete' AND r.segments = 1 THEN u.unit_seconds / r.time_scale
-       END AS slot_latency_s,
+       r.wall_s, u.unit_seconds,
        -- share of the client-side call time not explained by the server's own timings:
        -- waiting in the server's queue (queue_depth requests wait there by design, so it
        -- is not waste), HTTP and harness overhead; llama-server's timings and vLLM's
@@ -53,19 +48,9 @@ FROM runs r LEFT JOIN u USING (run_id) LEFT JOIN c USING (run_id)
      LEFT JOIN (""" + DISTURBED + """) d USING (run_id)
 """
 
-# What each per-ticker second means; printed beside every table that shows them.
-SPEED_LABELS = {
-    "throughput_s": "s/ticker, throughput basis: run wall clock ÷ tickers (all draws of a "
-                    "ticker); complete one-segment runs only",
-    "throughput_s_per_unit": "s/unit, throughput basis: run wall clock ÷ units (one ticker × "
-                             "one draw: the basis of a single-pass replay)",
-    "slot_latency_s": "s/unit, slot-latency basis: one ticker-draw's first call start to last "
-                      "call end (≈ throughput per unit × slots)",
-}
-
-
 def run_summaries(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = None) -> pd.DataFrame:
-    """Per run: counts and per-ticker seconds on both bases (real-scale)."""
+    """Per run: counts, status, the run's wall clock and mean unit seconds (client clock);
+    `evals.speed.with_speed` adds the per-ticker seconds on both bases (real-scale)."""
     if run_ids is not None:
         con.execute("CREATE OR REPLACE TEMP TABLE _ids (run_id VARCHAR)")
         if run_ids:
@@ -76,24 +61,14 @@ def run_summaries(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = No
     return con.execute(q + " ORDER BY night, path").df()
 
 
-def path_totals(con: duckdb.DuckDBPyConnection, experiment: str | None = None) -> pd.DataFrame:
-    """Per path over complete runs: nights, units, calls, runaways, both per-ticker bases."""
-    where = "WHERE true" + (" AND run_id LIKE ?" if experiment else "")
-    params = [f"{experiment}/%"] if experiment else []
-    return con.execute(f"""
-        SELECT path, count(*) FILTER (WHERE status = 'complete') AS complete_runs,
-               count(*) FILTER (WHERE status <> 'complete') AS runs_not_complete,
-               sum(units_done) FILTER (WHERE status = 'complete')::BIGINT AS units,
-               sum(graded) FILTER (WHERE status = 'complete')::BIGINT AS graded,
-               sum(parse_failed) FILTER (WHERE status = 'complete')::BIGINT AS parse_failed,
-               sum(calls) FILTER (WHERE status = 'complete')::BIGINT AS calls,
-               sum(runaway) FILTER (WHERE status = 'complete')::BIGINT AS runaway,
-               sum(contaminated)::BIGINT AS contaminated_calls,
-               median(throughput_s) FILTER (WHERE speed_measured) AS throughput_s_median,
-               median(throughput_s_per_unit) FILTER (WHERE speed_measured) AS throughput_s_per_unit_median,
-               median(slot_latency_s) FILTER (WHERE speed_measured) AS slot_latency_s_median,
-               median(overhead_share) FILTER (WHERE speed_measured) AS overhead_share
-        FROM ({RUN_SUMMARY}) {where} GROUP BY path ORDER BY path""", params).df()
+def speed_runs(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Every complete, one-segment, undisturbed run's path, slots, wall clock, units and time
+    scale: the runs whose speed is a result (`evals.speed.seconds` turns them into seconds)."""
+    return con.execute(f"""SELECT path, slots, wall_s, units_planned AS units, tickers_planned,
+                                  time_scale FROM runs
+                           WHERE status = 'complete' AND segments = 1 AND wall_s > 0
+                           AND run_id NOT IN (SELECT run_id FROM ({DISTURBED})
+                                              WHERE disturbed IS NOT NULL)""").df()
 
 
 def sql(con: duckdb.DuckDBPyConnection, query: str) -> pd.DataFrame:

@@ -12,17 +12,25 @@ import typer
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
+from rich.markup import escape
 from rich.table import Table
 
 from dualpath.errors import UserError
+from evals.format import cell
 
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
-prices_app = typer.Typer(no_args_is_help=True, help="Price data in the warehouse.")
+# rich_markup_mode=None: help texts print as written, so "[paths.X.measured]" is not eaten
+# as rich markup
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None)
+prices_app = typer.Typer(no_args_is_help=True, help="Price data in the warehouse.",
+                         rich_markup_mode=None)
 app.add_typer(prices_app, name="prices")
-prereg_app = typer.Typer(no_args_is_help=True, help="The preregistered comparison plan.")
+prereg_app = typer.Typer(no_args_is_help=True, help="The preregistered comparison plan.",
+                         rich_markup_mode=None)
 app.add_typer(prereg_app, name="prereg")
-console = Console(width=None if sys.stdout.isatty() else 160)
+# a pipe gets 160 columns unless COLUMNS says otherwise (tests read at 100)
+console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
 err_console = Console(stderr=True, soft_wrap=True)
 
 CONFIG_OPT = typer.Option(Path("dualpath.toml"), "--config", "-c", help="Config file.")
@@ -82,33 +90,52 @@ class PathBars:
                              what=f"units · {calls:,} calls")
 
 
-def print_frame(frame: pd.DataFrame, fmt: str, title: str | None = None) -> None:
-    """A frame as a rich table, CSV or JSON."""
+def print_frame(frame: pd.DataFrame, fmt: str, title: str | None = None,
+                kinds: dict | None = None) -> None:
+    """A frame as a rich table, CSV or JSON (one JSON document: an array of records)."""
     if fmt == "csv":
         sys.stdout.write(frame.to_csv(index=False))
     elif fmt == "json":
-        sys.stdout.write(frame.to_json(orient="records", date_format="iso", indent=1) + "\n")
+        emit_json(records(frame))
     elif fmt == "table":
-        t = Table(title=title)
+        t = Table(title=escape(title) if title else None)
+        kinds = kinds or {}
         for col in frame.columns:
-            t.add_column(str(col), justify="right" if frame[col].dtype.kind in "iuf" else "left")
+            t.add_column(escape(str(col)),
+                         justify="right" if frame[col].dtype.kind in "iuf" else "left")
         for row in frame.itertuples(index=False):
-            t.add_row(*[_cell(v) for v in row])
+            t.add_row(*[escape(cell(v, kinds.get(c))) for v, c in zip(row, frame.columns)])
         console.print(t)
     else:
         raise UserError(f"--format {fmt!r}: use table, csv or json")
 
 
-def _cell(v) -> str:
-    if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
-        return "—"
-    if isinstance(v, pd.Timestamp) and v == v.normalize():
-        return v.date().isoformat()
-    if isinstance(v, float):
-        if v != 0 and abs(v) < 1e-3:
-            return f"{v:.2e}"      # a small p-value is not 0.000
-        return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
-    return str(v)
+def print_registered(spec, frame: pd.DataFrame, wide: bool, title: str | None = None) -> None:
+    """A registered table on the terminal: its brief columns (all with --wide), each cell by
+    the one formatter, and the basis and gloss of the columns shown beneath it."""
+    shown = spec.select(frame, wide)
+    print_frame(shown, "table", title or spec.title, spec.kinds)
+    for note in spec.footnotes(shown):
+        console.print(f"  {escape(note)}", style="dim", highlight=False)
+
+
+def records(frame: pd.DataFrame) -> list[dict]:
+    """A frame as JSON-ready records (NaN as null, dates as ISO text)."""
+    import orjson
+
+    return orjson.loads(frame.to_json(orient="records", date_format="iso"))
+
+
+def emit_json(doc) -> None:
+    """One JSON document on stdout (never several back to back)."""
+    import orjson
+
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2
+                                  | orjson.OPT_NON_STR_KEYS, default=str).decode() + "\n")
+
+
+# kept for callers of the package API: the one formatter is `evals.format.cell`
+_cell = cell
 
 
 def input_file(path: Path, what: str) -> Path:

@@ -101,7 +101,7 @@ def nightly(config: Path = CONFIG_OPT,
 
 
 def _print_night(result: dict) -> None:
-    from warehouse.queries import SPEED_LABELS
+    from evals.speed import SPEED_LABELS
 
     frame = pd.DataFrame(result["runs"])
     cols = ["path", "status", "units_planned", "graded", "parse_failed", "failed", "calls",
@@ -163,8 +163,10 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
     db = result.warehouse
     console.print(f"\nwarehouse: {db}  (config: {result.config})")
     console.print("try:")
+    # real-scale seconds: the simulated paths compress their clocks in `calls`/`v_calls`
     console.print(f"  dualpath sql --config {result.config} \"SELECT path, count(*) calls, "
-                  "avg(latency_s) FROM v_calls GROUP BY path\"")
+                  "avg(latency_s) AS real_latency_s FROM v_calls_real GROUP BY path\"",
+                  markup=False)
     console.print(f"  dualpath sql --config {result.config} \"SELECT path, grade, count(*) "
                   "FROM units GROUP BY ALL ORDER BY ALL\"")
     console.print(f"  dualpath runs --config {result.config}")
@@ -172,36 +174,13 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
 
 @app.command()
 def runs(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
-         evidence: bool = typer.Option(False, help="Also compare with the servers' /metrics.")) -> None:
+         evidence: bool = typer.Option(False, help="Also compare with the servers' /metrics."),
+         wide: bool = typer.Option(False, "--wide", help="Every column (csv and json always "
+                                   "carry every column).")) -> None:
     """Every run with its completeness (only 'complete' runs are results)."""
-    from warehouse.db import reader
-    from flows.report import run_warnings
-    from warehouse.queries import run_hosts, run_summaries, server_evidence
+    from dualpath.cli.results import print_runs
 
-    cfg = load_config(config)
-    with reader(cfg.resolve(cfg.warehouse.path)) as con:
-        frame = run_summaries(con)
-        warnings = run_warnings(con)
-    cols = ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
-            "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
-            "disturbed", "status_detail"]
-    from dualpath.cli.ui import night_links
-    frame, cols, viewer = night_links(cfg, frame, cols, fmt)
-    print_frame(frame[cols], fmt, "runs (only 'complete' runs are results; seconds real-scale: "
-                "throughput s/ticker | slot-latency s/unit, complete one-segment runs only)")
-    if viewer:
-        console.print(viewer)
-    if evidence:
-        with reader(cfg.resolve(cfg.warehouse.path)) as con:
-            ev = server_evidence(con)
-            hosts = run_hosts(con)
-        print_frame(ev, fmt, "server evidence: the calls' tokens and seconds vs the server's "
-                    "own /metrics counters, its aggregate rates, and slot occupancy from the "
-                    "server's side")
-        print_frame(hosts, fmt, "where each run was scored: host and Prefect worker per "
-                    "segment (no worker: the nightly flow's own process)")
-    for w in warnings:
-        err_console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    print_runs(load_config(config), fmt, evidence, wide)
 
 
 @app.command("plan")
@@ -211,29 +190,11 @@ def plan_cmd(config: Path = CONFIG_OPT,
              path: Optional[list[str]] = typer.Option(None, "--path", help="Only these paths."),
              window_hours: Optional[float] = typer.Option(None, min=0.1, help="Hours available: "
                                                           "how many draws fit.")) -> None:
-    """Expected night duration per path, with an interval, from the speeds measured so far."""
-    from flows.planning import estimates
+    """Expected night duration per path, with an interval, from the speeds measured so far,
+    against the configured window ([schedule] deadline) or --window-hours."""
+    from dualpath.cli.results import print_plan
 
-    cfg = load_config(config)
-    n_t = tickers or len(cfg.tickers())
-    n_d = draws or cfg.experiment.draws
-    unknown = sorted(set(path or []) - set(cfg.paths))
-    if unknown:
-        raise UserError(f"no such path {unknown}; paths: {list(cfg.paths)}")
-    rows = []
-    for e in estimates(cfg):
-        if path and e.path not in path:
-            continue
-        h, lo, hi = e.hours(n_t * n_d)
-        row = {"path": e.path, "slots": cfg.paths[e.path].slots, "source": e.source,
-               "s_per_unit": e.s_per_unit, "s_per_unit_lo": e.lo, "s_per_unit_hi": e.hi,
-               "hours": h, "hours_lo": lo, "hours_hi": hi}
-        if window_hours:
-            row["draws_that_fit"] = e.draws_that_fit(window_hours * 3600, n_t)
-        rows.append(row)
-    print_frame(pd.DataFrame(rows), "table",
-                f"{n_t} tickers × {n_d} draws per night (throughput basis: seconds per unit = "
-                "run wall clock ÷ ticker-draws; complete one-segment runs at the same slots)")
+    print_plan(load_config(config), tickers, draws, path, window_hours)
 
 
 @app.command()

@@ -10,9 +10,11 @@ from typing import Optional
 import pandas as pd
 import typer
 
+from evals.format import cell
 from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, console,
-                                  date_range, err_console, input_file, output_dir,
-                                  output_file, print_frame)
+                                  date_range, emit_json, err_console, input_file,
+                                  output_dir, output_file, print_frame, print_registered,
+                                  records)
 from dualpath.config import load_config
 from dualpath.errors import UserError
 
@@ -26,94 +28,71 @@ def load_metrics(cfg, paths: list[str] | None = None, since: date | None = None,
     return load(cfg, paths, since, until)
 
 
-METRIC_TABLES = {
-    # key: (title, columns for csv/json, the fewer columns a terminal table shows or None)
-    "rank_ic": ("RankIC per path x horizon (matured nights; t, p and CI on non-overlapping "
-                "nights, or why not)",
-                ["path", "horizon", "nights", "mean_ic", "sd_ic", "icir", "share_positive",
-                 "skew", "excess_kurtosis", "n_independent", "tested_mean", "t", "df", "p",
-                 "ci_low", "ci_high", "ci_level", "ci_method", "basis", "note", "pending_nights"],
-                ["path", "horizon", "nights", "mean_ic", "icir", "tested_mean", "t", "df", "p",
-                 "ci_low", "ci_high", "ci_level", "ci_method", "note", "pending_nights"]),
-    "comparison": ("ΔIC = IC(candidate) − IC(baseline) on common tickers, each horizon's "
-                   "planned test (non-inferior when the one-sided lower bound > −margin); "
-                   "the interval is centred on `estimate` (ci_text says its level and "
-                   "method); exploratory rows Holm-adjusted",
-                   ["baseline", "candidate", "horizon", "role", "test", "nights",
-                    "unpaired_nights", "unpaired_ticker_nights", "mean_common_tickers",
-                    "mean_delta", "sd_delta", "rho_ic", "n_independent", "estimate", "df",
-                    "ci_low", "ci_high", "ci_level", "ci_method", "ci_text", "basis", "margin",
-                    "alpha", "p_claim", "p_claim_holm", "p_counter", "p_counter_holm",
-                    "p_noninferior", "p_inferior", "verdict", "p_equivalent", "equivalence",
-                    "mde", "power", "power_basis", "note"],
-                   ["horizon", "role", "test", "nights", "unpaired_nights", "mean_delta",
-                    "estimate", "ci_low", "ci_high", "ci_level", "margin", "verdict", "power",
-                    "note"]),
-    "cross_path": ("Cross-path agreement of mean scores", None, None),
-    "self_agreement": ("Self-reproducibility between draws (pooled over nights; chance = "
-                       "mean pairwise Cohen p_e)",
-                       ["path", "ticker_nights", "draws", "exact_agreement", "chance_agreement",
-                        "kappa_exact", "mean_qwk", "krippendorff_alpha", "icc_1_1", "icc_1_k",
-                        "spearman_brown_k", "note"], None),
-    "draws": ("What each draw buys: IC of the mean of k draws (measured), Spearman-Brown "
-              "projection beyond, with its interval", ["path", "horizon", "k", "basis", "nights",
-                                               "mean_ic", "reliability", "attenuation",
-                                               "projected_ic", "projected_ci_low",
-                                               "projected_ci_high", "projected_ci"], None),
-    "signal_shape": ("Signal shape: top-minus-bottom quintile forward return, score rank "
-                     "autocorrelation night to night", None, None),
-    "by_grade": ("Mean forward return by grade (mean score rounded)", None, None),
-    "grades": ("Grade distribution (share of units; failed = no grade)", None, None),
-    "speed": ("Speed per path, median over complete runs (real-scale; s/ticker labelled by basis)",
-              ["path", "runs", "not_complete_excluded", "partial_runs_excluded",
-               "resumed_excluded", "disturbed_excluded",
-               "throughput_s_per_ticker", "slot_latency_s_per_ticker", "calls_per_unit",
-               "calls_per_ticker", "per_call_prefill_tps", "per_call_decode_tps",
-               "client_decode_tps", "runaway_share", "runaway_time_share", "retries",
-               "cached_prompt_share"], None),
-}
-
-
 def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None,
-                  meta: dict | None = None, out_dir: Path | None = None) -> None:
-    """The metric tables as rich tables, CSV (one file per table with `out_dir`) or JSON
-    (tables, notes and `meta`)."""
-    import orjson
-    out = {}
-    for key, (title, cols, table_cols) in METRIC_TABLES.items():
+                  meta: dict | None = None, out_dir: Path | None = None, headline=None,
+                  wide: bool = False) -> None:
+    """The headline first, then every registered table: rich tables of the brief columns
+    (all with ``wide``), CSV (one file per table with `out_dir`) or one JSON document
+    (headline, tables, notes and `meta`). csv and json carry every column."""
+    from evals.headline import headline_table
+    from evals.registry import registered
+
+    frames = {}
+    for key, spec in registered().items():
         if only and key not in only:
             continue
-        frame = getattr(m, key, pd.DataFrame())
+        if key == "headline":
+            frame = headline_table(headline) if headline is not None else pd.DataFrame()
+        else:
+            frame = getattr(m, key, pd.DataFrame())
         if horizon is not None and "horizon" in frame:
             frame = frame[frame["horizon"] == horizon]
-        if key == "comparison" and len(frame) and "margin" in frame:
+        frames[key] = (spec, frame)
+    if fmt == "json":
+        doc = {"meta": meta or {}, "headline": list(headline.lines) if headline else [],
+               "tables": {k: records(spec.select(f)) for k, (spec, f) in frames.items()},
+               "notes": list(m.notes)}
+        emit_json(doc)
+    elif fmt == "csv":
+        _write_csv(frames, m.notes, out_dir)
+    else:
+        _print_tables(frames, m.notes, headline, wide)
+
+
+def _print_tables(frames: dict, notes: list[str], headline, wide: bool) -> None:
+    if headline is not None:
+        for line in headline.lines:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print()
+    for key, (spec, frame) in frames.items():
+        if key == "headline" or not len(frame):
+            continue
+        title = spec.title
+        if key == "comparison" and "margin" in frame:
             r = frame.iloc[0]
             title += (f" — {r['candidate']} vs {r['baseline']}, margin δ = {r['margin']:g}, "
                       f"α = {r['alpha']:g}")
-        cols = table_cols or cols if fmt == "table" else cols
-        if cols is not None and len(frame):
-            frame = frame[[c for c in cols if c in frame]]
-        if fmt == "json":
-            out[key] = frame.to_dict("records")
-        elif fmt == "csv" and out_dir is not None:
+        print_registered(spec, frame, wide, title)
+    if not wide:
+        console.print("(brief columns; --wide, -f csv and -f json show every column)",
+                      style="dim", highlight=False)
+    for note in notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+
+
+def _write_csv(frames: dict, notes: list[str], out_dir: Path | None) -> None:
+    for key, (spec, frame) in frames.items():
+        frame = spec.select(frame)
+        if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             frame.to_csv(out_dir / f"{key}.csv", index=False)
-        elif fmt == "csv":
+        else:
             sys.stdout.write(f"# {key}\n")
             print_frame(frame, "csv")
-        elif len(frame):
-            print_frame(frame, fmt, title)
-    if fmt == "json":
-        doc = {"meta": meta or {}, "tables": out, "notes": list(m.notes)}
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_INDENT_2,
-                                      default=str).decode() + "\n")
-    elif fmt == "csv" and out_dir is not None:
-        (out_dir / "notes.txt").write_text("".join(f"{n}\n" for n in m.notes))
+    if out_dir is not None:
+        (out_dir / "notes.txt").write_text("".join(f"{n}\n" for n in notes))
         err_console.print(f"wrote {len(list(out_dir.glob('*.csv')))} table(s) as CSV into "
                           f"{out_dir}")
-    elif fmt == "table":
-        for note in m.notes:
-            console.print(f"[yellow]note:[/yellow] {note}")
 
 
 @app.command()
@@ -124,8 +103,11 @@ def metrics(config: Path = CONFIG_OPT,
             fmt: str = FORMAT_OPT,
             plot: Optional[Path] = typer.Option(None, help="Also write a PNG of the comparison."),
             out: Optional[Path] = typer.Option(None, help="With -f csv: one file per table "
-                                               "into this folder.")) -> None:
-    """RankIC, path comparison, self-reproducibility and speed (complete runs only)."""
+                                               "into this folder."),
+            wide: bool = typer.Option(False, "--wide", help="Every column of every table "
+                                      "(csv and json always carry every column).")) -> None:
+    """Both answers first (the primary verdict; how much slower), then RankIC, the path
+    comparison, self-reproducibility and speed (complete runs only)."""
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format {fmt!r}: use table, csv or json")
     cfg = load_config(config)
@@ -138,13 +120,16 @@ def metrics(config: Path = CONFIG_OPT,
         output_file(plot, "--plot")
     if out is not None:
         output_dir(out, "--out", create=False)
-    m = load_metrics(cfg, path, start)
+    from flows.glance import metrics_and_headline
+
+    m, head = metrics_and_headline(cfg, path, start)
     meta = None
     if fmt == "json":
         from flows.metrics import metadata
         meta = metadata(cfg, start)
     print_metrics(m, fmt, horizon, meta=meta,
-                  out_dir=output_dir(out, "--out") if out is not None else None)
+                  out_dir=output_dir(out, "--out") if out is not None else None,
+                  headline=head, wide=wide)
     if plot is not None:
         from evals.plots import plot_comparison
         err_console.print(f"wrote {plot_comparison(m, plot, horizon or cfg.experiment.horizons[0])}")
@@ -170,3 +155,119 @@ def report(config: Path = CONFIG_OPT,
         lo, hi = None, week_range(week)[1]
     html, md, data = write_report(cfg, output_dir(out, "--out"), lo, hi)
     console.print(f"report ({data.plan.label}): {html}\n                      {md}")
+
+
+def _listings():
+    """The `dualpath runs` tables, declared once like every other table."""
+    from evals.registry import TABLES, declare
+    from evals.speed import SPEED_LABELS
+
+    if "runs" in TABLES:
+        return TABLES
+    declare("runs", "runs (only 'complete' runs are results; seconds real-scale, complete "
+            "one-segment runs only)",
+            ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
+             "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
+             "disturbed", "status_detail"],
+            ["night", "path", "status", "units_planned", "graded", "failed", "runaway",
+             "throughput_s", "slot_latency_s", "disturbed", "status_detail"],
+            basis={c: SPEED_LABELS[c] for c in ("throughput_s", "slot_latency_s")},
+            gloss={"disturbed": "why a complete run's seconds are kept out of every median "
+                                "(server restarted, stalled or shared)"})
+    declare("evidence", "server evidence: the calls' tokens and seconds vs the server's own "
+            "/metrics counters, its aggregate rates, and slot occupancy from the server's side",
+            ["session_id", "path", "how", "slots", "calls_prompt_tokens", "server_prompt_tokens",
+             "calls_predicted_tokens", "server_predicted_tokens", "calls_prompt_s",
+             "server_prompt_s", "calls_predicted_s", "server_predicted_s", "server_prefill_tps",
+             "server_decode_tps", "decode_tps_over_wall", "occupancy", "occupancy_client",
+             "external_load_max", "restarts", "comparable", "note"],
+            ["path", "slots", "calls_prompt_tokens", "server_prompt_tokens",
+             "calls_predicted_tokens", "server_predicted_tokens", "server_decode_tps",
+             "occupancy", "comparable", "note"],
+            gloss={"occupancy": "the calls' service time (server timings) ÷ slots × wall clock"},
+            kinds={"slots": "int"})
+    declare("hosts", "where each run was scored: host and Prefect worker per segment (no "
+            "worker: the nightly flow's own process)",
+            ["night", "path", "segment", "host", "worker", "how", "base_url"],
+            kinds={"segment": "int"})
+    return TABLES
+
+
+def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
+    """`dualpath runs`: every run, and with `evidence` the servers' counters and hosts; one
+    JSON document with -f json."""
+    from evals.speed import with_speed
+    from flows.report import run_warnings
+    from warehouse.db import reader
+    from warehouse.queries import run_hosts, run_summaries, server_evidence
+
+    if fmt not in ("table", "csv", "json"):
+        raise UserError(f"--format {fmt!r}: use table, csv or json")
+    specs = _listings()
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        frames = {"runs": with_speed(run_summaries(con))}
+        if evidence:
+            frames["evidence"], frames["hosts"] = server_evidence(con), run_hosts(con)
+        warnings = run_warnings(con)
+    frames = {k: f[list(specs[k].columns)] for k, f in frames.items()}
+    from dualpath.cli.ui import night_links
+
+    runs, cols, viewer = night_links(cfg, frames["runs"], list(frames["runs"].columns), fmt)
+    frames["runs"] = runs[cols]     # csv and json: a ui_url column with [ui] base_url
+    if fmt == "json":
+        emit_json({**{k: records(f) for k, f in frames.items()}, "warnings": warnings})
+        return
+    for key, frame in frames.items():
+        if fmt == "csv":
+            sys.stdout.write(f"# {key}\n" if evidence else "")
+            print_frame(frame, "csv")
+        else:
+            print_registered(specs[key], frame, wide)
+            if key == "runs" and viewer:
+                console.print(viewer, markup=False, highlight=False)
+    for w in warnings:
+        err_console.print(f"warning: {w}", markup=False, highlight=False)
+
+
+def print_plan(cfg, tickers: int | None, draws: int | None, paths: list[str] | None,
+               window: float | None) -> None:
+    """`dualpath plan`: each path's night at these tickers and draws, unknown where nothing
+    is measured, and whether it fits the configured window (or the one given)."""
+    from flows.planning import NIGHT_START, estimates, window_hours
+
+    n_t, n_d = tickers or len(cfg.tickers()), draws or cfg.experiment.draws
+    unknown = sorted(set(paths or []) - set(cfg.paths))
+    if unknown:
+        raise UserError(f"no such path {unknown}; paths: {list(cfg.paths)}")
+    hours_window = window or window_hours(cfg.schedule.deadline)
+    rows, lines = [], []
+    for e in estimates(cfg):
+        if paths and e.path not in paths:
+            continue
+        h, lo, hi = e.hours(n_t * n_d)
+        span = lambda a, b, c, unit="": (f"{cell(a)}{unit} ({cell(b)}–{cell(c)})" if e.known
+                                         else "unknown")
+        row = {"path": e.path, "slots": cfg.paths[e.path].slots, "source": e.source,
+               "s_per_unit (range)": span(e.s_per_unit, e.lo, e.hi),
+               "hours (range)": (f"{h:.1f} ({lo:.1f}–{hi:.1f})" if e.known else "unknown")}
+        if hours_window:
+            fit = e.draws_that_fit(hours_window * 3600, n_t)
+            row["draws_that_fit"] = "unknown" if fit is None else str(fit)
+        rows.append(row)
+        fits = "" if not (hours_window and e.known) else (
+            " (fits)" if h <= hours_window else " (does not fit)")
+        lines.append(f"{e.path} {h:.1f} h{fits}" if e.known else f"{e.path} unknown "
+                     "(nothing measured yet)")
+    print_frame(pd.DataFrame(rows), "table",
+                f"{n_t} tickers × {n_d} draws per night (throughput basis: seconds per unit = "
+                "run wall clock ÷ ticker-draws; complete one-segment runs at the same slots)",
+                {"slots": "int"})
+    night = f"a night of {n_t:,} tickers × {n_d} draws takes " + ", ".join(lines)
+    if window:
+        where = f"the window given, {window:g} h"
+    elif hours_window:
+        where = (f"the configured window, {NIGHT_START} to {cfg.schedule.deadline} market time "
+                 f"({hours_window:g} h)")
+    else:
+        where = "no window configured ([schedule] deadline unset; or pass --window-hours)"
+    console.print(f"{night}; {where}", markup=False, highlight=False)

@@ -5,7 +5,7 @@ against a real llama-server. See `server.py` for the protocol and `model.py` for
 answer models.
 """
 
-from dualpath.sim.model import SimModel, expected_ticker_seconds
+from dualpath.sim.model import SimModel, expected_unit_seconds
 from dualpath.sim.server import SimServer, build_app, serve_in_thread
 
-__all__ = ["SimModel", "SimServer", "build_app", "expected_ticker_seconds", "serve_in_thread"]
+__all__ = ["SimModel", "SimServer", "build_app", "expected_unit_seconds", "serve_in_thread"]

@@ -32,9 +32,10 @@ def _stable_seed(*parts: object) -> int:
     return int.from_bytes(digest, "little")
 
 
-def expected_ticker_seconds(p: SimProfile, slots: int, calls: int = 17,
-                            prompt_tokens: float = 8300.0) -> float:
-    """Modelled seconds per ticker on the throughput basis with all slots busy."""
+def expected_unit_seconds(p: SimProfile, slots: int, calls: int = 17,
+                          prompt_tokens: float = 8300.0) -> float:
+    """Modelled seconds per unit (one ticker × one draw: one pass of the pipeline's `calls`)
+    on the throughput basis with all slots busy; `flows.planning` multiplies by units."""
     mu = math.log(p.output_mean_tokens) - p.output_sigma**2 / 2
     mean_out = (1 - p.runaway_share) * math.exp(mu + p.output_sigma**2 / 2) + p.runaway_share * 4096
     per_call = prompt_tokens / p.prefill_tps + mean_out / p.decode_tps

@@ -66,3 +66,4 @@ class ReportData:
     tickers: int = 100
     ui_url: str | None = None             # `dualpath ui`'s base URL: nights link to their pages
     verdict: object = None                # evals.verdict.PrimaryVerdict
+    headline: object = None               # evals.headline.Headline: the first screen

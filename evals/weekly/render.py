@@ -1,49 +1,70 @@
-"""Render a `ReportData` to one self-contained HTML file and one Markdown file (jinja2)."""
+"""Render a `ReportData` to one self-contained HTML file and one Markdown file (jinja2).
+
+The first screen decides: the headline's two cards (the primary verdict, how much slower)
+come before anything else, in the words `evals.headline` gives every reader. Tables show
+their registered brief columns, with every column folded beneath; each cell goes through the
+one formatter (`evals.format.cell`).
+"""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import jinja2
 import numpy as np
 import pandas as pd
 
+from evals.format import cell
+from evals.registry import registered
 from evals.weekly import ReportData, figures
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("evals.weekly", "templates"),
                           autoescape=jinja2.select_autoescape(["html"]),
                           trim_blocks=True, lstrip_blocks=True)
 
-
-def fmt(v) -> str:
-    """A cell: numbers to 3 significant decimals, tiny p-values in scientific notation."""
-    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if isinstance(v, (bool, np.bool_)):
-        return "yes" if v else "no"
-    if isinstance(v, (float, np.floating)):
-        if v != 0 and abs(v) < 1e-3:
-            return f"{v:.1e}"
-        return f"{v:,.3f}" if abs(v) < 100 else f"{v:,.1f}"
-    if isinstance(v, pd.Timestamp):
-        return v.date().isoformat() if v == v.normalize() else v.isoformat()
-    return str(v)
+fmt = cell   # the one formatter, under the name the templates and older callers use
 
 
 def table(frame: pd.DataFrame | None, cols: list[str] | None = None) -> dict:
     """{'cols': [...], 'rows': [[str, ...]]} for the templates; empty frames stay empty."""
     if frame is None or not len(frame):
-        return {"cols": [], "rows": []}
+        return {"cols": [], "rows": [], "notes": []}
     if cols:
         frame = frame[[c for c in cols if c in frame]]
     return {"cols": [str(c) for c in frame.columns],
-            "rows": [[fmt(v) for v in row] for row in frame.itertuples(index=False)]}
+            "rows": [[cell(v) for v in row] for row in frame.itertuples(index=False)],
+            "notes": []}
+
+
+def registered_table(key: str, frame: pd.DataFrame | None, wide: bool = False) -> dict:
+    """A registered table: brief columns (all with ``wide``), its formats and footnotes."""
+    spec = registered()[key]
+    if frame is None or not len(frame):
+        return {"cols": [], "rows": [], "notes": []}
+    shown = spec.select(frame, wide)
+    return {"cols": [str(c) for c in shown.columns], "rows": spec.rows(shown),
+            "notes": spec.footnotes(shown)}
+
+
+def both(key: str, frame: pd.DataFrame | None) -> dict:
+    """The brief table and, folded beneath it, every column (when there are more)."""
+    brief = registered_table(key, frame)
+    full = registered_table(key, frame, wide=True)
+    return {**brief, "full": full if full["cols"] != brief["cols"] else None}
+
+
+def real_scale_calls(calls: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Client-clock seconds of each call divided by its run's time scale (simulated paths
+    compress their clocks); server timings are real-scale already."""
+    if not len(calls) or "time_scale" not in runs:
+        return calls
+    scale = calls["run_id"].map(runs.set_index("run_id")["time_scale"]).fillna(1.0)
+    return calls.assign(latency_s=calls["latency_s"] / scale, ttft_s=calls["ttft_s"] / scale)
 
 
 def latency_percentiles(calls: pd.DataFrame) -> pd.DataFrame:
     """Per path: client latency, time to first token and time per output token at p50/90/99
-    (as `vllm bench serve` reports them), each with its basis."""
+    (as `vllm bench serve` reports them), each with its basis; real-scale seconds."""
     if not len(calls):
         return pd.DataFrame()
     c = calls.assign(
@@ -86,16 +107,50 @@ def sweeps(d: ReportData) -> list[dict]:
     return out
 
 
+def _primary(d: ReportData) -> pd.DataFrame:
+    comparison = getattr(d.metrics, "comparison", pd.DataFrame())
+    if not len(comparison) or "role" not in comparison:
+        return comparison
+    return comparison[comparison["role"] == "primary"]
+
+
+def cards(d: ReportData) -> list[dict]:
+    """The headline as two cards: each a title line, its detail lines, and a class."""
+    h = d.headline
+    if h is None:
+        return []
+    v = h.verdict
+    tone = "good" if v.verdict in ("non-inferior", "equivalent", "candidate better") else \
+        "bad" if v.decided else "open"
+    out = [{"cls": f"verdict {tone}", "lines": list(h.quality)}]
+    if h.speed:
+        out.append({"cls": "slowdown", "lines": list(h.speed)})
+    return out
+
+
+def figs(d: ReportData, span: str, nights: int) -> dict:
+    m, colors = d.metrics, figures.path_colors(d.paths)
+    primary_h = (d.plan.primary or {}).get("horizon") or 1
+    uri = figures.uri_of
+    return {
+        "rank_ic": uri(figures.rank_ic(getattr(m, "nightly_ic", pd.DataFrame()), colors,
+                                       f"RankIC — {span}, {nights} nights")),
+        "grades": uri(figures.grade_distribution(getattr(m, "grades", pd.DataFrame()), colors,
+                                                 f"grade distribution — {span}")),
+        "speed": uri(figures.speed_by_night(d.runs, colors, f"speed by night — {span}")),
+        "quality_speed": uri(figures.quality_vs_speed(
+            getattr(m, "rank_ic", pd.DataFrame()), getattr(m, "speed", pd.DataFrame()), colors,
+            primary_h, f"quality vs speed — {span}")),
+        "confusion": {p: uri(figures.draw_confusion(d.units, p, f"{p}: draw 1 vs draw 2"))
+                      for p in d.paths},
+    }
+
+
 def context(d: ReportData) -> dict:
     """What the templates show, section by section."""
     m = d.metrics
-    colors = figures.path_colors(d.paths)
     span = f"{d.experiment}, {d.since} – {d.until}"
     nights = int(d.runs["night"].nunique()) if len(d.runs) else 0
-    primary_h = (d.plan.primary or {}).get("horizon")
-    comparison = getattr(m, "comparison", pd.DataFrame())
-    primary = comparison[comparison["horizon"] == primary_h] if primary_h and len(comparison) \
-        and "horizon" in comparison else comparison.head(1)
     speed = getattr(m, "speed", pd.DataFrame())
     projected = pd.DataFrame()
     if len(speed) and "throughput_s_per_ticker" in speed:
@@ -103,35 +158,25 @@ def context(d: ReportData) -> dict:
                                   speed["throughput_s_per_ticker"] * 100 / 3600})
     not_complete = d.runs[d.runs["status"] != "complete"] if len(d.runs) else d.runs
     return {
-        "d": d, "span": span, "nights": nights, "label": d.plan.label,
-        "primary": table(primary), "comparison": table(comparison),
-        "rank_ic": table(getattr(m, "rank_ic", None)),
-        "self_agreement": table(getattr(m, "self_agreement", None)),
-        "cross_path": table(getattr(m, "cross_path", None)),
-        "grades": table(getattr(m, "grades", None)),
-        "extra": {name: table(getattr(m, name)) for name in ("draws", "signal_shape",
-                                                              "by_grade") if hasattr(m, name)},
-        "speed": table(speed), "latency": table(latency_percentiles(d.calls)),
+        "d": d, "span": span, "nights": nights, "label": d.plan.label, "cards": cards(d),
+        "primary": both("comparison", _primary(d)),
+        "comparison": both("comparison", getattr(m, "comparison", None)),
+        "rank_ic": both("rank_ic", getattr(m, "rank_ic", None)),
+        "self_agreement": both("self_agreement", getattr(m, "self_agreement", None)),
+        "cross_path": both("cross_path", getattr(m, "cross_path", None)),
+        "grades": both("grades", getattr(m, "grades", None)),
+        "extra": {name: both(name, getattr(m, name)) for name in ("draws", "signal_shape",
+                                                                   "by_grade") if hasattr(m, name)},
+        "speed": both("speed", speed),
+        "latency": table(latency_percentiles(real_scale_calls(d.calls, d.runs))),
         "projected": table(projected),
         "runs": table(d.runs, ["night", "path", "status", "graded", "parse_failed", "failed",
                                "calls", "runaway", "retries", "contaminated", "throughput_s",
                                "slot_latency_s", "status_detail"]),
         "excluded": table(not_complete, ["night", "path", "status", "status_detail"]),
         "sessions": table(d.sessions), "deviations": table(d.deviations),
-        "sweeps": sweeps(d),
-        "notes": list(getattr(m, "notes", [])),
-        "figs": {
-            "rank_ic": figures.rank_ic(getattr(m, "nightly_ic", pd.DataFrame()), colors,
-                                       f"RankIC — {span}, {nights} nights"),
-            "grades": figures.grade_distribution(getattr(m, "grades", pd.DataFrame()), colors,
-                                                 f"grade distribution — {span}"),
-            "speed": figures.speed_by_night(d.runs, colors, f"speed by night — {span}"),
-            "quality_speed": figures.quality_vs_speed(
-                getattr(m, "nightly_ic", pd.DataFrame()), speed, colors, primary_h or 1,
-                f"quality vs speed — {span}"),
-            "confusion": {p: figures.draw_confusion(d.units, p, f"{p}: draw 1 vs draw 2")
-                          for p in d.paths},
-        },
+        "sweeps": sweeps(d), "notes": list(getattr(m, "notes", [])),
+        "figs": figs(d, span, nights),
     }
 
 

@@ -1,0 +1,46 @@
+"""The one cell formatter: every table dualpath prints (terminal, report, artifact) goes
+through `cell`, so a number reads the same everywhere.
+
+Numbers are for people: a whole number prints whole (`160`, `185,400`), a small p-value in
+scientific notation (not `0.000`), other values to three decimals below 10, one decimal
+(dropped when it is 0) up to 1,000 and none above, with thousands separators.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+def cell(v, kind: str | None = None) -> str:
+    """One value as text. ``kind``: 'int' (a count), 'share' (0-1, as is), 'x' (a ratio,
+    '5.8×'), 'h' (hours), or None (judged from the value)."""
+    if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, (float, np.floating))
+                                                   and math.isnan(v)):
+        return "—"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, pd.Timestamp):
+        return v.date().isoformat() if v == v.normalize() else v.isoformat()
+    if isinstance(v, (int, np.integer)):
+        return f"{int(v):,}"
+    if isinstance(v, (float, np.floating)):
+        return _number(float(v), kind)
+    return str(v)
+
+
+def _number(v: float, kind: str | None) -> str:
+    if kind == "int" or abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if kind == "x":
+        return f"{v:,.1f}×"
+    if kind == "h":
+        return f"{v:,.1f} h"
+    if v != 0 and abs(v) < 1e-3:
+        return f"{v:.2e}"          # a small p-value is not 0.000
+    if abs(v) < 10:
+        return f"{v:,.3f}"
+    text = f"{v:,.1f}"
+    return text[:-2] if text.endswith(".0") else text      # 160, not 160.0

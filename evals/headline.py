@@ -1,0 +1,220 @@
+"""The headline: both questions answered in a few lines, the same words everywhere.
+
+*Is the cheaper path as good?* — the preregistered primary verdict with its margin, interval
+and power, or what is missing before it can decide. *How much slower is it?* — the ratio of
+the candidate's seconds per ticker to the baseline's, with an interval, on a named basis, and
+the night it implies at 100 tickers.
+
+`headline(metrics, verdict, ...)` is pure; the CLI (`dualpath metrics`, first), the weekly
+report's first screen and its Prefect artifact print `Headline.lines` as they are. Each line
+fits 100 columns, so the verdict and the ratio are never cut.
+
+The slowdown is the geometric mean of nightly ratios (candidate ÷ baseline s/ticker, both runs
+results on the same night) with a t interval on their logs: the paths share each night's
+tickers, so the pairing removes what a night's prompts do to both; below 2 paired nights no
+interval is given.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from evals.format import cell
+from evals.registry import table
+from evals.speed import LABELS
+
+WIDTH = 100
+TICKERS = 100
+
+
+@dataclass(frozen=True)
+class VerdictView:
+    """Today's primary verdict read from the comparison table, under the field names of
+    `evals.verdict.PrimaryVerdict` (issue 21), so either renders the same."""
+
+    label: str
+    label_text: str
+    baseline: str | None
+    candidate: str | None
+    horizon: int | None
+    test: str = "non-inferiority"
+    margin: float = math.nan
+    alpha: float = math.nan
+    verdict: str = "no comparison"
+    decided: bool = False
+    estimate: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    ci_level: float = math.nan
+    power: float = math.nan
+    n_independent: int = 0
+    note: str = ""
+
+
+DECIDED = {"non-inferior", "inferior", "equivalent", "not equivalent", "candidate better",
+           "candidate worse"}
+
+
+def verdict_view(comparison: pd.DataFrame, label_text: str) -> VerdictView:
+    """The primary row of `evals.compare.compare_paths` as a verdict (the adapter)."""
+    label = label_text.split(" ")[0] if label_text else "exploratory"
+    if not len(comparison):
+        return VerdictView(label, label_text, None, None, None)
+    rows = comparison[comparison["role"] == "primary"]
+    r = (rows if len(rows) else comparison).iloc[0]
+    est = r["tested_mean"] if pd.notna(r["tested_mean"]) else r["mean_delta"]
+    return VerdictView(label, label_text, r["baseline"], r["candidate"], int(r["horizon"]),
+                       margin=float(r["margin"]), alpha=float(r["alpha"]),
+                       verdict=str(r["verdict"]), decided=str(r["verdict"]) in DECIDED,
+                       estimate=float(est), ci_low=float(r["ci_low"]),
+                       ci_high=float(r["ci_high"]), ci_level=float(r["ci_level"]),
+                       power=float(r["power_at_zero"]), n_independent=int(r["n_independent"]),
+                       note=str(r["note"] or ""))
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    """How much slower the candidate is than the baseline, on one basis."""
+
+    baseline: str
+    candidate: str
+    basis: str
+    basis_text: str
+    ratio: float
+    lo: float
+    hi: float
+    level: float
+    nights: int
+    baseline_s: float
+    candidate_s: float
+    draws: int
+    hours_at: dict = field(default_factory=dict)
+    tickers: int = TICKERS
+
+
+def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None,
+             candidate: str | None, draws: int, level: float = 0.95,
+             tickers: int = TICKERS) -> Slowdown | None:
+    """The candidate's s/ticker over the baseline's (throughput basis), or None when a path
+    has no run whose speed is a result."""
+    if not (baseline and candidate) or not len(speed) or not len(speed_runs):
+        return None
+    med = speed.set_index("path")["throughput_s_per_ticker"]
+    if not all(p in med and pd.notna(med[p]) for p in (baseline, candidate)):
+        return None
+    ok = speed_runs[speed_runs["is_result"]]
+    wide = ok.pivot_table(index="night", columns="path", values="throughput_s_per_ticker")
+    pairs = wide[[baseline, candidate]].dropna() if {baseline, candidate} <= set(wide) else wide[[]]
+    logs = np.log(pairs[candidate] / pairs[baseline]).to_numpy(dtype=float)
+    n = len(logs)
+    ratio = float(np.exp(logs.mean())) if n else float(med[candidate] / med[baseline])
+    lo = hi = math.nan
+    if n >= 2:
+        half = stats.t.ppf(0.5 + level / 2, n - 1) * logs.std(ddof=1) / math.sqrt(n)
+        lo, hi = float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+    hours = {p: float(med[p]) * tickers / 3600 for p in (candidate, baseline)}
+    return Slowdown(baseline, candidate, "throughput", LABELS[("throughput", "ticker")],
+                    ratio, lo, hi, level, n, float(med[baseline]), float(med[candidate]),
+                    draws, hours, tickers)
+
+
+@dataclass(frozen=True)
+class Headline:
+    """Both answers: the verdict, the slowdown, and the lines every reader prints."""
+
+    verdict: object                 # VerdictView or evals.verdict.PrimaryVerdict
+    slowdown: Slowdown | None
+    quality: tuple[str, ...]        # the answer to question 1, first line first
+    speed: tuple[str, ...]          # the answer to question 2
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """Every line, in the order every reader prints them."""
+        return self.quality + self.speed
+
+
+def headline(metrics, verdict, draws: int, tickers: int = TICKERS) -> Headline:
+    """The headline of a `evals.report.Metrics` and its primary verdict."""
+    s = slowdown(metrics.speed_runs, metrics.speed, verdict.baseline, verdict.candidate,
+                 draws, tickers=tickers)
+    return Headline(verdict, s, tuple(quality_lines(verdict)), tuple(speed_lines(s, verdict)))
+
+
+def _num(v: float, signed: bool = False) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:+.3f}" if signed else f"{v:.3f}"
+
+
+def quality_lines(v) -> list[str]:
+    """Question 1: the primary verdict, its margin, interval and power, or what is missing."""
+    if not v.candidate:
+        return ["Quality: no second path to compare (one path configured)"]
+    head = f"Quality — is {v.candidate} as good as {v.baseline}?  {v.verdict}"
+    lines = [head + f"  [{v.label_text}]" if len(head) + len(v.label_text) + 4 <= WIDTH
+             else head, ]
+    if len(lines[0]) == len(head):
+        lines.append(f"  {v.label_text}")
+    ci_text = getattr(v, "ci_text", None)
+    if math.isnan(v.ci_low):
+        interval = "no interval yet"
+    else:
+        interval = (f"{v.ci_level:.0%} CI [{_num(v.ci_low, True)}, {_num(v.ci_high, True)}]")
+    lines.append(f"  ΔIC = IC({v.candidate}) − IC({v.baseline}) at h={v.horizon}: "
+                 f"{_num(v.estimate, True)}, {interval}; margin δ = {v.margin:.3f}")
+    if ci_text:
+        lines.append(f"  ({ci_text})")
+    if not math.isnan(v.power):
+        power = getattr(v, "power_text", None) or (
+            f"power {v.power:.2f} to show non-inferiority if ΔIC = 0, "
+            f"{v.n_independent} non-overlapping nights")
+        lines.append(f"  {power}")
+    if not v.decided:
+        lines.append("  before it can decide: " + (v.note or "more nights (power too low)"))
+    return [_fit(x) for x in lines]
+
+
+def speed_lines(s: Slowdown | None, v) -> list[str]:
+    """Question 2: the ratio with its interval on a named basis, and a 100-ticker night."""
+    if s is None:
+        if not v.candidate:
+            return []
+        return [f"Speed — how much slower is {v.candidate}?  unknown: no complete one-segment "
+                "run on both paths yet"]
+    word = "slower" if s.ratio >= 1 else "faster"
+    r = s.ratio if s.ratio >= 1 else 1 / s.ratio
+    lo, hi = (s.lo, s.hi) if s.ratio >= 1 else (1 / s.hi, 1 / s.lo)
+    ci = (f"{s.level:.0%} CI {lo:.1f}×–{hi:.1f}×, {s.nights} paired nights" if s.nights >= 2
+          else f"no interval: {s.nights} paired night(s)")
+    return [_fit(x) for x in (
+        f"Speed — how much slower is {s.candidate}?  {r:.1f}× {word} than {s.baseline} ({ci})",
+        f"  throughput basis (run wall clock ÷ tickers): {s.candidate} "
+        f"{cell(s.candidate_s)} s/ticker, {s.baseline} {cell(s.baseline_s)} s/ticker (medians)",
+        f"  a night of {s.tickers} tickers × {s.draws} draws: {s.candidate} "
+        f"{s.hours_at[s.candidate]:.1f} h, {s.baseline} {s.hours_at[s.baseline]:.1f} h")]
+
+
+def _fit(line: str) -> str:
+    return line if len(line) <= WIDTH else line[:WIDTH - 1] + "…"
+
+
+@table("headline", "The answer at a glance: the primary verdict and the slowdown",
+       ["question", "answer", "estimate", "ci_low", "ci_high", "ci_level", "basis", "detail"],
+       kinds={"ci_level": "share"})
+def headline_table(h: Headline) -> pd.DataFrame:
+    """The headline as one row per question (what json and csv carry)."""
+    v, s = h.verdict, h.slowdown
+    rows = [{"question": "quality", "answer": v.verdict, "estimate": v.estimate,
+             "ci_low": v.ci_low, "ci_high": v.ci_high, "ci_level": v.ci_level,
+             "basis": f"ΔIC at h={v.horizon}, margin {v.margin}", "detail": v.note}]
+    if s is not None:
+        rows.append({"question": "speed", "answer": f"{s.ratio:.2f}× ({s.candidate} ÷ "
+                     f"{s.baseline})", "estimate": s.ratio, "ci_low": s.lo, "ci_high": s.hi,
+                     "ci_level": s.level, "basis": s.basis_text,
+                     "detail": f"{s.nights} paired nights"})
+    return pd.DataFrame(rows)

@@ -1,0 +1,94 @@
+"""The one registry of tables: each declared once, by the measure that computes it.
+
+As inspect_ai registers a metric with its name and metadata, a measure here registers the
+table it returns with `@table(...)`: its key, title, every column (what csv and json carry),
+the brief columns a terminal shows, the basis each speed column is on, a plain-words gloss
+for a term a reader can misread, and how a cell is formatted. The CLI (`dualpath metrics`),
+the weekly report and its Prefect artifact iterate `TABLES`; none of them picks columns of
+its own.
+
+A frame whose columns differ from its declaration is an error (`TableDrift`), never a
+silently dropped column: a renamed column fails a test instead of vanishing from a table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+
+from evals.format import cell
+
+
+class TableDrift(ValueError):
+    """A measure returned columns its registered table does not declare (or lacks some)."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A registered table: what it is called, what it holds, what a terminal shows."""
+
+    key: str
+    title: str
+    columns: tuple[str, ...]          # every column, in order: csv and json carry these
+    brief: tuple[str, ...] | None     # what a terminal and the report show (None: all)
+    basis: dict[str, str] = field(default_factory=dict)   # column -> basis in words
+    gloss: dict[str, str] = field(default_factory=dict)   # column -> plain words
+    kinds: dict[str, str] = field(default_factory=dict)   # column -> `evals.format` kind
+    open_columns: bool = False        # columns depend on the data (e.g. one per grade)
+    measure: Callable | None = None
+
+    def shown(self, wide: bool = False) -> tuple[str, ...]:
+        return self.columns if wide or self.brief is None else self.brief
+
+    def select(self, frame: pd.DataFrame, wide: bool = True) -> pd.DataFrame:
+        """The frame's declared columns (brief unless ``wide``); drift is an error."""
+        if self.open_columns or not len(frame.columns):
+            return frame
+        have, want = list(frame.columns), list(self.columns)
+        missing = [c for c in want if c not in have]
+        extra = [c for c in have if c not in want]
+        if missing or extra:
+            raise TableDrift(f"table {self.key!r}: the measure returned columns {extra} it "
+                             f"does not declare and lacks declared {missing}; declare them "
+                             f"in its @table(...)")
+        return frame[list(self.shown(wide))]
+
+    def rows(self, frame: pd.DataFrame) -> list[list[str]]:
+        """Every cell of an already selected frame, formatted."""
+        kinds = [self.kinds.get(str(c)) for c in frame.columns]
+        return [[cell(v, k) for v, k in zip(row, kinds)] for row in frame.itertuples(index=False)]
+
+    def footnotes(self, frame: pd.DataFrame) -> list[str]:
+        """The basis and gloss of each column the frame shows (and of no other)."""
+        cols = [str(c) for c in frame.columns]
+        return ([f"{c}: {self.basis[c]}" for c in cols if c in self.basis]
+                + [f"{c}: {self.gloss[c]}" for c in cols if c in self.gloss])
+
+
+TABLES: dict[str, Table] = {}
+
+
+def table(key: str, title: str, columns, brief=None, *, basis=None, gloss=None, kinds=None,
+          open_columns: bool = False):
+    """Register the table a measure returns (a decorator; the measure is unchanged)."""
+    def register(fn):
+        TABLES[key] = Table(key, title, tuple(columns), tuple(brief) if brief else None,
+                            dict(basis or {}), dict(gloss or {}), dict(kinds or {}),
+                            open_columns, fn)
+        return fn
+    return register
+
+
+def declare(key: str, title: str, columns, brief=None, **kw) -> None:
+    """Register a table whose measure is declared elsewhere (see `evals.tables`)."""
+    fn = kw.pop("measure", None)
+    table(key, title, columns, brief, **kw)(fn)
+
+
+def registered() -> dict[str, Table]:
+    """Every table, in the order they are shown (importing `evals.tables` registers them)."""
+    import evals.tables  # noqa: F401  (the declarations)
+
+    return {k: TABLES[k] for k in evals.tables.ORDER if k in TABLES}

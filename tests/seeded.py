@@ -1,0 +1,77 @@
+"""A small warehouse with every number fixed: for tests that compare whole outputs.
+
+Rows are written directly (no server, no clock), so seconds, grades and counts are the same
+on every machine. Grades follow the synthetic market's planted signal through a seeded
+generator; the main path's real-scale seconds per ticker are 60 + night % 3, the backup's
+345 + 2 × (night % 4); the last night's backup run is partial (shown, never a result).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dualpath.market import SyntheticMarket
+from tests.helpers import make_project
+from warehouse.db import writer
+
+SPEED = {"main": lambda i: 60.0 + i % 3, "backup": lambda i: 345.0 + 2 * (i % 4)}
+SLOTS = {"main": 8, "backup": 4}
+
+
+def seed_warehouse(root: Path, tickers: int = 8, nights: int = 10, draws: int = 2):
+    """(config path, config, nights) of a warehouse holding `nights` nights on both paths."""
+    cfg_path, cfg, dates = make_project(root, tickers=tickers, draws=draws, nights=nights)
+    market = SyntheticMarket(cfg.market.synthetic_seed)
+    rng = np.random.default_rng(7)
+    runs, units, calls = [], [], []
+    for i, night in enumerate(dates):
+        for path in ("backup", "main"):
+            partial = path == "backup" and i == len(dates) - 1
+            r, u, c = _run(cfg, path, night, i, tickers, draws, partial, market, rng)
+            runs.append(r), units.extend(u), calls.extend(c)
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        for name, rows in (("runs", runs), ("units", units), ("calls", calls)):
+            frame = pd.DataFrame(rows)  # noqa: F841  (read by DuckDB by name)
+            cols = ", ".join(rows[0])
+            con.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM frame")
+    return cfg_path, cfg, dates
+
+
+def _run(cfg, path, night, i, tickers, draws, partial, market, rng):
+    scale = cfg.paths[path].sim.time_scale
+    names = cfg.tickers()[:tickers]
+    wall = SPEED[path](i) * tickers * scale           # client clock: compressed
+    unit_s = wall * SLOTS[path] / (tickers * draws)   # slots kept full
+    run_id = f"{cfg.experiment.name}/{night}/{path}"
+    t0 = 1.8e9 + i * 86400 + (0 if path == "main" else 1)
+    units, calls = [], []
+    for k, (d, t) in enumerate((d, t) for d in range(1, draws + 1) for t in names):
+        if partial and k >= len(names):
+            break
+        signal = market.signal(t, night) or 0.0
+        grade = int(np.clip(np.round(3 + 1.2 * signal + rng.normal(0, 0.9)), 1, 5))
+        start = t0 + k * unit_s / SLOTS[path]
+        units.append({"run_id": run_id, "path": path, "night": night, "ticker": t, "draw": d,
+                      "unit_attempt": 1, "start_wall": start, "end_wall": start + unit_s,
+                      "seconds": unit_s, "n_calls": 2, "grade": grade, "outcome": "graded"})
+        for seq in (1, 2):
+            calls.append({"call_id": f"{run_id}/{t}/{d}/{seq}", "run_id": run_id, "path": path,
+                          "night": night, "ticker": t, "draw": d, "unit_attempt": 1,
+                          "agent": "final" if seq == 2 else "analyst", "call_seq": seq,
+                          "start_wall": start, "end_wall": start + unit_s / 2,
+                          "latency_s": unit_s / 2, "ttft_s": unit_s / 8, "attempts": 1,
+                          "finish_reason": "length" if (k + seq + i) % 23 == 0 else "stop",
+                          "prompt_tokens": 4000, "completion_tokens": 500, "cached_tokens": 1000,
+                          "prompt_n": 3000, "prompt_ms": unit_s / scale * 250,
+                          "predicted_n": 500, "predicted_ms": unit_s / scale * 250})
+    done = len(units)
+    run = {"run_id": run_id, "experiment": cfg.experiment.name, "night": night, "path": path,
+           "engine": "sim", "config_hash": "c0ffee", "status": "partial" if partial else "complete",
+           "status_detail": f"{done} of {tickers * draws} units measured" if partial else None,
+           "units_planned": tickers * draws, "units_done": done, "units_measured": done,
+           "tickers_planned": tickers, "slots": SLOTS[path], "time_scale": scale,
+           "wall_s": wall, "segments": 1}
+    return run, units, calls

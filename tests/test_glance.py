@@ -1,0 +1,146 @@
+"""Whole outputs on a small seeded warehouse (simonw/llm's way: `assert output == expected`).
+
+The seeded warehouse (`tests.seeded`) fixes every number, so the headline, the tables and the
+report's Markdown are compared whole; a renamed or dropped column fails here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.seeded import seed_warehouse
+
+HEADLINE = """\
+Quality — is backup as good as main?  insufficient nights  [exploratory — no frozen plan]
+  ΔIC = IC(backup) − IC(main) at h=5: +0.004, no interval yet; margin δ = 0.030
+  before it can decide: insufficient nights (n=9, need 16)
+Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.8×, 9 paired nights)
+  throughput basis (run wall clock ÷ tickers): backup 347 s/ticker, main 61 s/ticker (medians)
+  a night of 100 tickers × 2 draws: backup 9.6 h, main 1.7 h
+"""
+
+RUNS = """\
+                      runs (only 'complete' runs are results; seconds real-scale, complete one-segment runs only)                      
+┏━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃ night      ┃ path   ┃ status   ┃ units_planned ┃ graded ┃ failed ┃ runaway ┃ throughput_s ┃ slot_latency_s ┃ status_detail          ┃
+┡━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━┩
+│ 2027-04-29 │ backup │ complete │            16 │     16 │      0 │       0 │          345 │            690 │ —                      │
+│ 2027-04-29 │ main   │ complete │            16 │     16 │      0 │       0 │           60 │            240 │ —                      │
+│ 2027-04-30 │ backup │ complete │            16 │     16 │      0 │       0 │          347 │            694 │ —                      │
+│ 2027-04-30 │ main   │ complete │            16 │     16 │      0 │       0 │           61 │            244 │ —                      │
+│ 2027-05-03 │ backup │ complete │            16 │     16 │      0 │       0 │          349 │            698 │ —                      │
+│ 2027-05-03 │ main   │ complete │            16 │     16 │      0 │       0 │           62 │            248 │ —                      │
+│ 2027-05-04 │ backup │ complete │            16 │     16 │      0 │       0 │          351 │            702 │ —                      │
+│ 2027-05-04 │ main   │ complete │            16 │     16 │      0 │       0 │           60 │            240 │ —                      │
+│ 2027-05-05 │ backup │ complete │            16 │     16 │      0 │       0 │          345 │            690 │ —                      │
+│ 2027-05-05 │ main   │ complete │            16 │     16 │      0 │       0 │           61 │            244 │ —                      │
+│ 2027-05-06 │ backup │ complete │            16 │     16 │      0 │       0 │          347 │            694 │ —                      │
+│ 2027-05-06 │ main   │ complete │            16 │     16 │      0 │       0 │           62 │            248 │ —                      │
+│ 2027-05-07 │ backup │ complete │            16 │     16 │      0 │       1 │          349 │            698 │ —                      │
+│ 2027-05-07 │ main   │ complete │            16 │     16 │      0 │       1 │           60 │            240 │ —                      │
+│ 2027-05-10 │ backup │ complete │            16 │     16 │      0 │       2 │          351 │            702 │ —                      │
+│ 2027-05-10 │ main   │ complete │            16 │     16 │      0 │       2 │           61 │            244 │ —                      │
+│ 2027-05-12 │ backup │ complete │            16 │     16 │      0 │       2 │          345 │            690 │ —                      │
+│ 2027-05-12 │ main   │ complete │            16 │     16 │      0 │       2 │           62 │            248 │ —                      │
+│ 2027-05-13 │ backup │ partial  │            16 │      8 │      0 │       0 │            — │              — │ 8 of 16 units measured │
+│ 2027-05-13 │ main   │ complete │            16 │     16 │      0 │       2 │           60 │            240 │ —                      │
+└────────────┴────────┴──────────┴───────────────┴────────┴────────┴─────────┴──────────────┴────────────────┴────────────────────────┘
+  throughput_s: s/ticker, throughput basis: run wall clock ÷ tickers (all draws of a ticker)
+  slot_latency_s: s/unit, slot-latency basis: one ticker-draw's first call start to last call end (≈ throughput per unit × slots)
+"""
+
+SPEED_TABLE = """\
+                             Speed per path, median over complete one-segment runs (real-scale; s/ticker labelled by basis)                             
+┏━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┓
+┃ path   ┃ runs ┃ not_complete_excluded ┃ resumed_excluded ┃ throughput_s_per_ticker ┃ throughput_s_per_unit ┃ slot_latency_s_per_unit ┃ runaway_share ┃
+┡━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━┩
+│ backup │    9 │                     1 │                0 │                     347 │                 173.5 │                     694 │         0.000 │
+│ main   │   10 │                     0 │                0 │                      61 │                  30.5 │                     244 │         0.000 │
+└────────┴──────┴───────────────────────┴──────────────────┴─────────────────────────┴───────────────────────┴─────────────────────────┴───────────────┘
+  throughput_s_per_ticker: s/ticker, throughput basis: run wall clock ÷ tickers (all draws of a ticker)
+  throughput_s_per_unit: s/unit, throughput basis: run wall clock ÷ units (one ticker × one draw: the basis of a single-pass replay)
+  slot_latency_s_per_unit: s/unit, slot-latency basis: one ticker-draw's first call start to last call end (≈ throughput per unit × slots)
+  not_complete_excluded: runs left out: partial, failed or contaminated
+  resumed_excluded: complete runs left out: resumed, so no trustworthy clock
+  runaway_share: share of calls that stopped at max_tokens
+"""
+
+SPEED_CSV = """\
+# speed
+path,runs,not_complete_excluded,resumed_excluded,throughput_s_per_ticker,throughput_s_per_unit,slot_latency_s_per_unit,calls_per_unit,prompt_tokens_per_unit,completion_tokens_per_unit,per_call_prefill_tps,per_call_decode_tps,client_prompt_tps,client_decode_tps,client_stream_decode_tps,runaway_share,runaway_time_share,runaway_s,retries,cached_prompt_share
+backup,9,1,0,347.0,173.5,694.0,2.0,8000.0,1000.0,17.29106628242075,2.881844380403458,46.10951008645533,5.763688760806916,1.9212295869356388,0.0,0.0,0.0,0.0,0.25
+main,10,0,0,61.0,30.5,244.0,2.0,8000.0,1000.0,49.18032786885246,8.196721311475411,262.2950819672131,32.78688524590164,5.464480874316941,0.0,0.0,0.0,0.0,0.25
+"""
+
+
+@pytest.fixture
+def seeded(tmp_path):
+    cfg_path, cfg, nights = seed_warehouse(tmp_path)
+    return cfg_path
+
+
+def dualpath(*args, columns: int | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns:
+        env["COLUMNS"] = str(columns)
+    r = subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def test_metrics_opens_with_the_headline_whole_at_100_columns(seeded):
+    out = dualpath("metrics", "-c", str(seeded), columns=100).stdout
+    assert out.startswith(HEADLINE + "\n")
+    assert all(len(line) <= 100 for line in HEADLINE.splitlines())
+
+
+def test_metrics_speed_table_shows_both_bases_and_the_excluded_runs(seeded):
+    out = dualpath("metrics", "-c", str(seeded)).stdout
+    start = out.index("                             Speed per path")
+    assert out[start:start + len(SPEED_TABLE)] == SPEED_TABLE
+
+
+def test_metrics_csv_carries_every_speed_column(seeded):
+    out = dualpath("metrics", "-c", str(seeded), "-f", "csv").stdout
+    assert out[out.index("# speed"):] == SPEED_CSV
+
+
+def test_metrics_json_is_one_document_with_the_headline(seeded):
+    doc = json.loads(dualpath("metrics", "-c", str(seeded), "-f", "json").stdout)
+    assert doc["headline"] == HEADLINE.splitlines()
+    assert list(doc["tables"]) == ["headline", "comparison", "rank_ic", "cross_path",
+                                   "self_agreement", "draws", "signal_shape", "by_grade",
+                                   "grades", "speed"]
+    speed = {r["path"]: r for r in doc["tables"]["speed"]}
+    assert speed["backup"]["not_complete_excluded"] == 1
+    assert speed["backup"]["slot_latency_s_per_unit"] == 694.0
+    assert doc["tables"]["headline"][1]["estimate"] == pytest.approx(5.69, abs=0.01)
+
+
+def test_runs_table_whole(seeded):
+    assert dualpath("runs", "-c", str(seeded)).stdout == RUNS
+
+
+def test_runs_evidence_json_is_one_valid_document(seeded):
+    out = dualpath("runs", "-c", str(seeded), "--evidence", "-f", "json").stdout
+    subprocess.run([sys.executable, "-m", "json.tool"], input=out, text=True, check=True,
+                   capture_output=True)
+    doc = json.loads(out)
+    assert list(doc) == ["runs", "evidence", "hosts", "warnings"]
+    assert len(doc["runs"]) == 20 and doc["runs"][-2]["status"] == "partial"
+
+
+def test_report_markdown_opens_with_the_same_headline(seeded, tmp_path):
+    dualpath("report", "-c", str(seeded), "--out", str(tmp_path / "rep"))
+    md = next((tmp_path / "rep").glob("*.md")).read_text()
+    title = "# dualpath weekly comparison — demo, 2027-04-29 – 2027-05-13\n\n"
+    assert md.startswith(title + "```text\n" + HEADLINE + "```\n")
+    html = next((tmp_path / "rep").glob("*.html")).read_text()
+    first_screen = html[:html.index("1. Plan integrity")]
+    assert "5.7× slower than main (95% CI 5.6×–5.8×, 9 paired nights)" in first_screen
+    assert "max-width:1200px" not in html

@@ -1,0 +1,87 @@
+"""The registry of tables: every declared column is what its measure returns, a drift is an
+error, and the one formatter and the one speed definition hold."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from evals.format import cell
+from evals.headline import headline_table
+from evals.registry import TableDrift, registered
+from flows.glance import headline_of
+from flows.metrics import load_metrics
+from tests.seeded import seed_warehouse
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("seeded")
+    cwd = pd.io.common.os.getcwd()
+    pd.io.common.os.chdir(root)
+    try:
+        cfg_path, cfg, _ = seed_warehouse(root)
+        m = load_metrics(cfg)
+        return cfg, m, headline_of(cfg, m, "exploratory — no frozen plan")
+    finally:
+        pd.io.common.os.chdir(cwd)
+
+
+def test_every_registered_table_declares_exactly_what_its_measure_returns(seeded):
+    cfg, m, h = seeded
+    tables = registered()
+    assert list(tables) == ["headline", "comparison", "rank_ic", "cross_path",
+                            "self_agreement", "draws", "signal_shape", "by_grade", "grades",
+                            "speed"]
+    for key, spec in tables.items():
+        frame = headline_table(h) if key == "headline" else getattr(m, key)
+        assert len(frame), key
+        assert list(frame.columns) == list(spec.columns) or \
+            sorted(frame.columns) == sorted(spec.columns), key
+        assert set(spec.shown()) <= set(spec.columns), key
+        assert spec.measure is not None, key
+        spec.select(frame)      # raises on drift
+
+
+def test_a_renamed_column_is_an_error_not_a_dropped_column(seeded):
+    _, m, _ = seeded
+    spec = registered()["speed"]
+    renamed = m.speed.rename(columns={"slot_latency_s_per_unit": "slot_latency_s"})
+    with pytest.raises(TableDrift, match=r"\['slot_latency_s'\].*\['slot_latency_s_per_unit'\]"):
+        spec.select(renamed)
+    with pytest.raises(TableDrift):
+        spec.select(m.speed.drop(columns=["resumed_excluded"]))
+
+
+def test_footnotes_name_only_the_columns_shown(seeded):
+    _, m, _ = seeded
+    spec = registered()["speed"]
+    brief = spec.select(m.speed, wide=False)
+    notes = spec.footnotes(brief)
+    assert any(n.startswith("slot_latency_s_per_unit: s/unit, slot-latency basis") for n in notes)
+    assert not any(n.startswith("per_call_decode_tps") for n in notes)   # not shown brief
+    assert any(n.startswith("per_call_decode_tps") for n in spec.footnotes(spec.select(m.speed, True)))
+
+
+def test_one_formatter_for_people():
+    assert [cell(v) for v in (160.0, 185400.0, 690.0000001, 173.5, 12.34, 0.25, 0.0)] == \
+        ["160", "185,400", "690", "173.5", "12.3", "0.250", "0.000"]
+    assert cell(3.2e-7) == "3.20e-07" and cell(None) == "—" and cell(float("nan")) == "—"
+    assert cell(True) == "yes" and cell(pd.Timestamp("2027-05-03")) == "2027-05-03"
+    assert cell(5.69, "x") == "5.7×" and cell(4.0, "int") == "4"
+
+
+def test_one_definition_of_seconds_per_ticker():
+    """`grep` finds one computation of per-ticker seconds: evals.speed.seconds."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    hits = []
+    for f in [*root.glob("evals/**/*.py"), *root.glob("flows/*.py"), *root.glob("warehouse/*.py"),
+              *root.glob("dualpath/**/*.py")]:
+        for i, line in enumerate(f.read_text().splitlines(), 1):
+            if re.search(r"wall_s\s*/\s*(nullif\()?\(?\s*(r\.)?(units|tickers|n\b|coalesce)", line) \
+                    or re.search(r"def \w*(per_ticker|ticker_seconds)\w*\(", line):
+                hits.append(f"{f.relative_to(root)}:{i}")
+    assert hits == [], hits
