@@ -420,6 +420,12 @@ class MarketSettings(_Model):
                                        "005930): a drop folder of one-ticker exports.")
     date_format: str | None = Field(None, description="strptime format of the files' dates "
                                     "(e.g. '%d/%m/%Y'); unset = ISO YYYY-MM-DD only.")
+    encoding: str = Field("utf-8", min_length=1, description="Text encoding of CSV price "
+                          "files, e.g. 'cp949' or 'euc-kr' for a Korean Excel/HTS export "
+                          "(any Python codec name).")
+    thousands: str | None = Field(None, min_length=1, max_length=1, description="Thousands "
+                                  "separator in the files' prices, e.g. ',' for '71,000' "
+                                  "(unset: plain numbers only).")
     source: Literal["files", "pykrx", "fdr", "yfinance"] = Field(
         "files", description="'files': only prices_file / prices_dir; 'pykrx', 'fdr' "
         "(FinanceDataReader) or 'yfinance': also fetch the universe's recent prices online "
@@ -582,7 +588,7 @@ class Config(_Model):
         # How results are analysed (comparison) and where files live do not change a night.
         # Nor do where prices come from and how files are read: only which market it is.
         price_io = {"prices_file", "prices_dir", "columns", "ticker_from_filename",
-                    "date_format", "source", "symbol_suffix", "backfill_sessions",
+                    "date_format", "encoding", "thousands", "source", "symbol_suffix", "backfill_sessions",
                     "refetch_sessions", "max_abs_log_return"}
         # Nor does which worker scores a path, or a sweep's note of its measured speed.
         data = self.model_dump(mode="json", exclude={"warehouse": True, "base_dir": True,

@@ -81,8 +81,10 @@ class SweepSpec(BaseModel):
     slots_flag: str = Field("-np", description="The flag that sets parallel slots ('-np' for "
                             "llama-server, '--slots' for simulated servers).")
     host: str = Field("127.0.0.1", description="Host the launched servers listen on.")
-    repeats: int = Field(1, ge=1, le=20, description="Replays per point, each on a fresh "
-                         "launch (>= 2 gives a noise band).")
+    repeats: int = Field(2, ge=1, le=20, description="Replays per point, each on a fresh "
+                         "launch: 2 or more give the noise band a knee and an ablation are "
+                         "judged against (1: no band; a knee is then judged on knee_share "
+                         "alone).")
     knee_share: float = Field(0.03, gt=0, lt=1, description="The knee: the fewest slots "
                               "within this share of the best aggregate decode throughput.")
     noise_sigmas: float = Field(2.0, gt=0, le=10, description="Ablation: a Δ within this many "

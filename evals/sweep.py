@@ -75,22 +75,46 @@ def _collapse(repeats: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def verdicts(repeats: pd.DataFrame, share: float) -> pd.DataFrame:
-    """Every point with its verdict: `knee (chosen)` — the fewest slots within `share` of the
-    best ready point's aggregate decode —, `measured`, `tentative` (did not replay every
-    frozen call) or `failed` (did not start). `is_best` marks the fastest ready point."""
+def _pooled_sd(repeats: pd.DataFrame) -> float | None:
+    """The pooled SD of aggregate decode between repeats of the same ready point."""
+    ready = repeats[repeats["status"] == READY]
+    groups = [g["decode_tps"].dropna().to_numpy(float) for _, g in ready.groupby("point_key")]
+    df = sum(len(g) - 1 for g in groups if len(g))
+    if df <= 0:
+        return None
+    return math.sqrt(sum(((g - g.mean()) ** 2).sum() for g in groups if len(g)) / df)
+
+
+def verdicts(repeats: pd.DataFrame, share: float, sigmas: float = 2.0) -> pd.DataFrame:
+    """Every point with its verdict: `knee (chosen)` — the fewest slots not measurably below
+    the best ready point's aggregate decode —, `measured`, `tentative` (did not replay every
+    frozen call) or `failed` (did not start). `is_best` marks the fastest ready point.
+
+    "Not measurably below" is within `share` of the best, or within the noise band
+    (`noise_band_tps`: `sigmas` × the pooled repeat SD × sqrt(1/n + 1/n_best)): a 4% lead of
+    one point on one repeat is not a reason to take more slots. With one repeat the band is
+    unknown (NaN) and only `share` counts."""
     pts = _collapse(repeats)
+    sd = _pooled_sd(repeats)
     ready = pts[pts["status"] == READY]
     pts["verdict"] = pts["status"].map({READY: "measured", INCOMPLETE: "tentative",
                                         FAILED: "failed"})
     pts["is_best"] = False
     pts["is_knee"] = False
     pts["share_of_best"] = np.nan
+    pts["noise_band_tps"] = np.nan
     if not ready.empty and ready["decode_tps"].notna().any():
+        best_i = ready["decode_tps"].idxmax()
         best = ready["decode_tps"].max()
         pts.loc[ready.index, "share_of_best"] = ready["decode_tps"] / best
-        pts.loc[ready["decode_tps"].idxmax(), "is_best"] = True
-        near = ready[ready["decode_tps"] >= (1 - share) * best]
+        pts.loc[best_i, "is_best"] = True
+        if sd is not None:
+            n_best = pts.loc[best_i, "repeats"]
+            pts.loc[ready.index, "noise_band_tps"] = sigmas * sd * np.sqrt(
+                1 / ready["repeats"] + 1 / n_best)
+        band = pts.loc[ready.index, "noise_band_tps"].fillna(0.0)
+        near = ready[(ready["decode_tps"] >= (1 - share) * best)
+                     | (best - ready["decode_tps"] <= band)]
         knee = near.sort_values(["slots", "decode_tps"], ascending=[True, False]).index[0]
         pts.loc[knee, ["is_knee", "verdict"]] = [True, "knee (chosen)"]
     return pts

@@ -267,7 +267,7 @@ def _conclude(ctx: SweepContext, new: int, kept: int) -> SweepOutcome:
     db = ctx.cfg.resolve(ctx.cfg.warehouse.path)
     with writer(db) as con:
         reps = store.point_repeats(con, ctx.sweep_id)
-    table = verdicts(reps, ctx.spec.knee_share)
+    table = verdicts(reps, ctx.spec.knee_share, ctx.spec.noise_sigmas)
     knee = chosen(table)
     proposal = None
     if knee is not None:

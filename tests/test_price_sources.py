@@ -315,3 +315,31 @@ def test_cli_through_the_real_entry_point_exits_2_on_a_holiday():
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "2027-01-01 is not a session of XKRX (Friday, an exchange holiday); the previous " \
            "session is 2026-12-30, the next is 2027-01-04" in out.stderr
+
+
+def test_a_korean_hts_export_drops_in_as_exported_cp949_with_thousands_separators():
+    """A raw HTS export: CP949 text, Korean headers, '71,000'-style prices, dotted dates."""
+    Path("drop").mkdir()
+    body = ("종목코드,일자,종가,수정종가\n"
+            'AAA,2026.11.26,"71,000","71,000"\n'
+            'AAA,2026.11.27,"72,500","72,500"\n'
+            'BBB,2026.11.27,"1,234,567.5","1,234,567.5"\n'
+            "CCC,2026.11.27,950,950\n")
+    Path("drop", "hts.csv").write_bytes(body.encode("cp949"))
+    cols = {"종목코드": "ticker", "일자": "date", "종가": "close", "수정종가": "adj_close"}
+    con = con_()
+    plain = update(con, columns=cols, date_format="%Y.%m.%d")
+    assert "not UTF-8" in plain.sources[0].warnings[0] and "encoding" in plain.sources[0].warnings[0]
+    r = update(con, columns=cols, date_format="%Y.%m.%d", encoding="cp949", thousands=",")
+    assert (r.new, r.sources[0].warnings) == (4, [])
+    got = load_prices(con).sort_values(["ticker", "date"])
+    assert got["adj_close"].tolist() == [71000.0, 72500.0, 1234567.5, 950.0]
+    assert r.freshness.ok
+
+
+def test_a_thousands_separator_is_read_only_between_digit_groups():
+    from warehouse.prices import DataError, validate_prices
+
+    raw = pd.DataFrame({"ticker": ["AAA"], "date": ["2026-11-27"], "adj_close": ["7,10,00"]})
+    with pytest.raises(DataError, match="is not a number"):
+        validate_prices(raw, thousands=",")

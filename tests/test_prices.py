@@ -179,8 +179,9 @@ def test_inf_in_parquet_is_rejected_too():
     ("AAA,2026-11-25,10,0\n", "p.csv: adj_close must be > 0; line(s) 2 are not"),
     ("AAA,2026-11-25,-3,10\n", "p.csv: close must be > 0; line(s) 2 are not"),
     ("AAA,2026-11-25,10,\"71,000\"\n", "p.csv: adj_close '71,000' on line(s) 2 is not a number "
-                                       "(write plain numbers like 71000.5: no thousands "
-                                       "separators, no currency)"),
+                                       "(write plain numbers like 71000.5, no currency; a "
+                                       "file with thousands separators needs [market] "
+                                       "thousands = ',' or --thousands ,)"),
     (",2026-11-25,10,10\n", "p.csv: empty ticker on line(s) 2"),
     ("AAA,2026-11-25 15:30:00,10,10\n", "p.csv: date '2026-11-25 15:30:00' on line(s) 2 "
                                         "carries a time of day; give one row per trading day "
@@ -281,7 +282,19 @@ def test_a_cp949_export_is_named_not_garbled():
     Path("hts.csv").write_bytes("종목코드,일자,종가\n005930,2026-11-27,72300\n".encode("cp949"))
     assert error(Path("hts.csv")) == (
         "price file hts.csv is not UTF-8 text (bad byte at offset 0); Korean Excel/HTS exports "
-        "are often CP949: save it as 'CSV UTF-8' or convert it (iconv -f cp949 -t utf-8)")
+        "are often CP949: set [market] encoding = 'cp949' (or --encoding cp949), save it as "
+        "'CSV UTF-8' or convert it (iconv -f cp949 -t utf-8)")
+
+
+def test_prices_import_reads_a_cp949_file_with_thousands_separators(tmp_path):
+    Path("hts.csv").write_bytes('종목코드,일자,수정종가\n005930,2026-11-27,"72,300"\n'
+                                .encode("cp949"))
+    p = read_prices_file(Path("hts.csv"), {"종목코드": "ticker", "일자": "date",
+                                           "수정종가": "adj_close"}, encoding="cp949")
+    frame, _ = validate_prices(p, thousands=",")
+    assert frame[["ticker", "adj_close"]].values.tolist() == [["005930", 72300.0]]
+    with pytest.raises(DataError, match="not a known codec"):
+        read_prices_file(Path("hts.csv"), encoding="klingon")
 
 
 def test_korean_headers_get_a_map_and_a_caveat_for_an_unadjusted_close():

@@ -251,7 +251,7 @@ def test_the_report_and_runs_link_each_night_to_its_page(project, client, tmp_pa
     import json
     runs = json.loads(subprocess.run([sys.executable, "-m", "dualpath", "runs", "-c",
                                       str(linked), "-f", "json"], capture_output=True,
-                                     text=True, timeout=120).stdout)
+                                     text=True, timeout=120).stdout)["runs"]
     assert {(r["night"][:10], r["ui_url"]) for r in runs} == \
         {(str(n), f"{base}/night/{n}") for n in nights}
     # without a base URL, neither says anything of the viewer

@@ -135,13 +135,15 @@ def _from_files(con, paths: list[Path], result: SourceResult, tickers: list[str]
     frames, notes = [], []
     for i, p in enumerate(paths):
         try:
-            raw = read_prices_file(p, settings.columns, lenient=True)
+            raw = read_prices_file(p, settings.columns, lenient=True,
+                                   encoding=settings.encoding)
             if "ticker" not in raw.columns and settings.ticker_from_filename:
                 raw.insert(0, "ticker", p.stem)          # 005930.csv: a one-ticker export
             # moves are checked once, on what changes, against the warehouse's prior day
             f, w = validate_prices(raw, tickers, p.name, calendar=calendar,
                                    date_format=settings.date_format,
-                                   max_abs_log_return=float("inf"))
+                                   max_abs_log_return=float("inf"),
+                                   thousands=settings.thousands)
         except DualpathError as e:
             result.warnings.append(f"{p.name} skipped: {e}")
             continue
@@ -361,17 +363,19 @@ class FileImport:
 def import_file(con: duckdb.DuckDBPyConnection, path: Path, settings: MarketSettings,
                 calendar: MarketCalendar, tickers: list[str], *,
                 columns: dict[str, str] | None = None, ticker: str | None = None,
-                date_format: str | None = None, strict: bool = False) -> FileImport:
+                date_format: str | None = None, strict: bool = False,
+                encoding: str | None = None, thousands: str | None = None) -> FileImport:
     """Validate one file against the calendar and the warehouse's prior day, import it, and
     judge the universe's coverage on the warehouse afterwards. `strict`: any warning is an
     error and nothing is imported. Raises DataError for a malformed file."""
     raw = read_prices_file(path, columns if columns is not None else settings.columns, ticker,
-                           lenient=columns is None)
+                           lenient=columns is None, encoding=encoding or settings.encoding)
     name = Path(path).name
     # moves are checked once, from the warehouse's day before the file on
     frame, warnings = validate_prices(raw, tickers, name, calendar=calendar,
                                       date_format=date_format or settings.date_format,
-                                      max_abs_log_return=float("inf"))
+                                      max_abs_log_return=float("inf"),
+                                      thousands=thousands or settings.thousands)
     warnings += move_warnings(frame, prior_prices(con, frame), settings.max_abs_log_return, name)
     if strict and warnings:
         raise DataError(f"{name}: --strict and {len(warnings)} warning(s), nothing imported:\n"

@@ -68,11 +68,13 @@ def parse_map(text: str) -> dict[str, str]:
 
 
 def read_prices_file(path: Path, columns: dict[str, str] | None = None,
-                     ticker: str | None = None, *, lenient: bool = False) -> pd.DataFrame:
+                     ticker: str | None = None, *, lenient: bool = False,
+                     encoding: str = "utf-8") -> pd.DataFrame:
     """A CSV or Parquet price file as text columns (read by DuckDB), headers mapped to
     ticker/date/close/adj_close by `columns`; `ticker` fills a one-ticker export's ticker.
     `lenient`: a mapped header the file lacks is skipped (the config's `columns`, which
-    describe the drop folder's format, not every file), not an error (`--map`)."""
+    describe the drop folder's format, not every file), not an error (`--map`).
+    `encoding`: a CSV in another encoding (a Korean export's cp949) is decoded as exported."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"price file {path} does not exist")
@@ -80,13 +82,17 @@ def read_prices_file(path: Path, columns: dict[str, str] | None = None,
         raise DataError(f"price file {path} is a folder; set [market] prices_dir to read a "
                         "drop folder, or give one file")
     parquet = path.suffix.lower() in (".parquet", ".pq")
+    source, tmp = path, None
     if not parquet:
-        _check_text(path)
+        if _utf8(encoding):
+            _check_text(path)
+        else:
+            source = tmp = _as_utf8(path, encoding)
     sql = ("SELECT * FROM read_parquet(?)" if parquet else
            "SELECT * FROM read_csv(?, all_varchar = true, header = true)")
     con = duckdb.connect()
     try:
-        rel = con.execute(sql, [str(path)])
+        rel = con.execute(sql, [str(source)])
         names = [d[0] for d in rel.description]
         if parquet:     # typed columns to text, so one validation reads both formats
             cast = ", ".join(f'CAST("{n}" AS VARCHAR) AS "{n}"' for n in names)
@@ -98,10 +104,41 @@ def read_prices_file(path: Path, columns: dict[str, str] | None = None,
         raise DataError(f"cannot read price file {path}: {str(e).splitlines()[0]}") from None
     finally:
         con.close()
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
     columns = columns or {}
     if lenient:
         columns = {k: v for k, v in columns.items() if k in raw.columns}
     return _mapped(raw, columns, ticker, str(path))
+
+
+def _utf8(encoding: str) -> bool:
+    return encoding.lower().replace("_", "-") in ("utf-8", "utf8")
+
+
+def _as_utf8(path: Path, encoding: str) -> Path:
+    """The file decoded from `encoding` into a UTF-8 temporary copy (DuckDB reads UTF-8)."""
+    import codecs
+    import tempfile
+
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise DataError(f"encoding {encoding!r} is not a known codec; use e.g. 'cp949', "
+                        "'euc-kr' or 'utf-8'") from None
+    data = path.read_bytes()
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as e:
+        raise DataError(f"price file {path} is not {encoding} text (bad byte at offset "
+                        f"{e.start}); set [market] encoding (or --encoding) to the file's "
+                        "encoding") from None
+    if not text.strip():
+        raise DataError(f"price file {path} is empty; it needs a header line and price rows")
+    fd, name = tempfile.mkstemp(suffix=".csv", prefix="dualpath-prices-")
+    with open(fd, "w", encoding="utf-8", newline="") as f:
+        f.write(text.lstrip("\ufeff"))
+    return Path(name)
 
 
 def _check_text(path: Path) -> None:
@@ -114,7 +151,8 @@ def _check_text(path: Path) -> None:
     except UnicodeDecodeError as e:
         if e.start < len(head) - 4:          # not just a character cut at the 1 MB mark
             raise DataError(f"price file {path} is not UTF-8 text (bad byte at offset "
-                            f"{e.start}); Korean Excel/HTS exports are often CP949: save it as "
+                            f"{e.start}); Korean Excel/HTS exports are often CP949: set [market] encoding = "
+                            "'cp949' (or --encoding cp949), save it as "
                             "'CSV UTF-8' or convert it (iconv -f cp949 -t utf-8)") from None
 
 
@@ -191,8 +229,10 @@ def _dates(col: pd.Series, source: str, date_format: str | None) -> pd.Series:
     return out
 
 
-def _prices(raw: pd.DataFrame, col: str, source: str) -> tuple[pd.Series, pd.Series]:
-    """(values, blank mask) of one price column; non-numbers and non-finite values are errors."""
+def _prices(raw: pd.DataFrame, col: str, source: str,
+            thousands: str | None = None) -> tuple[pd.Series, pd.Series]:
+    """(values, blank mask) of one price column; non-numbers and non-finite values are errors.
+    `thousands`: a separator removed first ('71,000' -> 71000), only between digit groups."""
     if col not in raw.columns:
         return pd.Series(np.nan, index=raw.index), pd.Series(True, index=raw.index)
     s = raw[col]
@@ -203,14 +243,20 @@ def _prices(raw: pd.DataFrame, col: str, source: str) -> tuple[pd.Series, pd.Ser
     else:
         text = s.astype("string").str.strip()
         blank = text.isna() | (text == "")
-        values = pd.to_numeric(text.where(~blank), errors="coerce").astype(float)
+        number = text
+        if thousands:
+            grouped = text.str.fullmatch(rf"[+-]?\d{{1,3}}(?:{re.escape(thousands)}\d{{3}})+"
+                                         rf"(?:\.\d*)?", na=False)
+            number = text.where(~grouped, text.str.replace(thousands, "", regex=False))
+        values = pd.to_numeric(number.where(~blank), errors="coerce").astype(float)
         spelled = text.str.lower().str.lstrip("+-").isin(["nan", "inf", "infinity"])
         values = values.where(~spelled, np.inf)       # a spelled-out inf/NaN is not finite
         bad = values.isna() & ~blank
         if bad.any():
             raise DataError(f"{source}: {col} {text[bad].iloc[0]!r} on "
                             f"{_lines(bad, raw.index)} is not a number (write plain numbers "
-                            "like 71000.5: no thousands separators, no currency)")
+                            "like 71000.5, no currency; a file with thousands separators "
+                            "needs [market] thousands = ',' or --thousands ,)")
     bad = ~np.isfinite(values) & ~blank
     if bad.any():
         raise DataError(f"{source}: {col} is not finite (inf or NaN) on "
@@ -221,7 +267,8 @@ def _prices(raw: pd.DataFrame, col: str, source: str) -> tuple[pd.Series, pd.Ser
     return values, blank
 
 
-def _parse(raw: pd.DataFrame, source: str, date_format: str | None) -> tuple[pd.DataFrame, list]:
+def _parse(raw: pd.DataFrame, source: str, date_format: str | None,
+           thousands: str | None = None) -> tuple[pd.DataFrame, list]:
     """Typed frame (ticker, date, close, adj_close) and the halts (blank adj_close rows)."""
     raw = raw.rename(columns={c: str(c).strip().lower() for c in raw.columns})
     _missing_columns(raw, source)
@@ -231,8 +278,8 @@ def _parse(raw: pd.DataFrame, source: str, date_format: str | None) -> tuple[pd.
     if empty.any():
         raise DataError(f"{source}: empty ticker on {_lines(empty, raw.index)}")
     df["date"] = _dates(raw["date"], source, date_format)
-    df["adj_close"], halted = _prices(raw, "adj_close", source)
-    df["close"], _ = _prices(raw, "close", source)
+    df["adj_close"], halted = _prices(raw, "adj_close", source, thousands)
+    df["close"], _ = _prices(raw, "close", source, thousands)
     halts = sorted(zip(df.loc[halted, "ticker"], df.loc[halted, "date"].dt.date))
     return df[~halted][list(TARGETS)].astype({"ticker": object}), halts
 
@@ -256,7 +303,8 @@ def validate_prices(raw: pd.DataFrame, universe: list[str] | None = None,
                     source: str = "prices", *, calendar: MarketCalendar | None = None,
                     date_format: str | None = None,
                     max_abs_log_return: float = MAX_ABS_LOG_RETURN,
-                    prior: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
+                    prior: pd.DataFrame | None = None,
+                    thousands: str | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Check and normalise prices; returns (ticker, date, close, adj_close) and warnings.
 
     `calendar`: rows on non-sessions are left out and gaps are judged on its sessions.
@@ -264,7 +312,7 @@ def validate_prices(raw: pd.DataFrame, universe: list[str] | None = None,
     first day of an incremental file is checked for a jump too. The halts (blank adj_close)
     are in `frame.attrs["halts"]` as (ticker, date) pairs.
     """
-    df, halts = _parse(raw, source, date_format)
+    df, halts = _parse(raw, source, date_format, thousands)
     warnings: list[str] = [] if len(raw) else [f"{source}: no price rows (only a header)"]
     if halts:
         named = [f"{t} {d}" for t, d in halts]

@@ -120,10 +120,13 @@ def print_registered(spec, frame: pd.DataFrame, wide: bool, title: str | None = 
 
 
 def records(frame: pd.DataFrame) -> list[dict]:
-    """A frame as JSON-ready records (NaN as null, dates as ISO text)."""
+    """A frame as JSON-ready records (NaN as null, dates as ISO text: a night is a date)."""
     import orjson
 
-    return orjson.loads(frame.to_json(orient="records", date_format="iso"))
+    days = {c: frame[c].dt.strftime("%Y-%m-%d") for c in frame.columns
+            if frame[c].dtype.kind == "M" and (frame[c].dropna() == frame[c].dropna()
+                                               .dt.normalize()).all()}
+    return orjson.loads(frame.assign(**days).to_json(orient="records", date_format="iso"))
 
 
 def emit_json(doc) -> None:

