@@ -43,6 +43,7 @@ def spec(path, replay, model_path: str, **sweep) -> str:
     base = [BINARY, "-m", model_path, "--host", "{host}", "--port", "{port}", "-np", "1",
             "-c", "4096", "-t", "2", "--metrics", "--slots"]
     axes = sweep.pop("axes")
+    sweep = {"repeats": 1, **sweep}      # one replay per point: seconds per point on a CPU
     lines = ["[sweep]", 'name = "real"', 'path = "backup"', f"replay_set = {json.dumps(str(replay))}",
              f"base = {json.dumps(base)}", "ready_timeout_s = 120", "probe_long_tokens = 300"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in sweep.items()]
