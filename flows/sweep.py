@@ -229,8 +229,11 @@ def prepare(config: Path | str, spec_path: Path | str) -> SweepContext:
     if spec.path not in cfg.paths:
         raise UserError(f"sweep spec names path '{spec.path}', which the config does not "
                         f"have; paths: {list(cfg.paths)}")
-    with writer(cfg.resolve(cfg.warehouse.path)):
-        pass     # migrated before reading, so the set can be noted
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        # migrated before reading, so the set can be noted; `replay_set` may be the hash
+        # `dualpath freeze` printed rather than the file
+        if not replay_path.exists():
+            replay_path = store.replay_file(con, spec.replay_set.name) or replay_path
     frame, h = store.read_replay_set(replay_path)
     sweep_id = spec_hash(spec, h)
     log_dir = cfg.resolve(cfg.warehouse.runs_dir) / "sweeps" / f"{spec.name}-{sweep_id}"

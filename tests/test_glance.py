@@ -144,3 +144,23 @@ def test_report_markdown_opens_with_the_same_headline(seeded, tmp_path):
     first_screen = html[:html.index("1. Plan integrity")]
     assert "5.7× slower than main (95% CI 5.6×–5.8×, 9 paired nights)" in first_screen
     assert "max-width:1200px" not in html
+
+
+def test_a_rerun_shows_a_finished_path_as_finished_and_counts_earlier_units():
+    from rich.progress import Progress
+
+    from dualpath.cli._common import PathBars
+
+    bars = PathBars(Progress(disable=True))
+    bars.reset("2027-05-03", ["main", "backup"], {"main": 10, "backup": 10},
+               {"main": 10, "backup": 6})
+    bars("backup", 2, 4, 34)          # this segment: 2 of its 4 units
+    task = {t.description.split()[0]: t for t in bars.bars.tasks}
+    assert (task["main"].completed, task["main"].total) == (10, 10)
+    assert task["main"].fields["what"] == "done earlier"
+    assert (task["backup"].completed, task["backup"].total) == (8, 10)
+
+
+def test_help_texts_keep_their_brackets():
+    out = dualpath("verify", "--help").stdout
+    assert "[paths.X.measured]" in " ".join(out.split())

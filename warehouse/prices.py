@@ -28,6 +28,7 @@ import pandas as pd
 
 from dualpath.calendar import MarketCalendar
 from dualpath.errors import DataError, UserError
+from warehouse.price_text import as_utf8, check_text, is_utf8
 from warehouse.freshness import Freshness, coverage, freshness  # noqa: F401  (re-exported)
 from warehouse.price_checks import (MAX_ABS_LOG_RETURN, TARGETS, gaps, move_warnings,  # noqa: F401
                                     moves, off_session)
@@ -84,10 +85,10 @@ def read_prices_file(path: Path, columns: dict[str, str] | None = None,
     parquet = path.suffix.lower() in (".parquet", ".pq")
     source, tmp = path, None
     if not parquet:
-        if _utf8(encoding):
-            _check_text(path)
+        if is_utf8(encoding):
+            check_text(path)
         else:
-            source = tmp = _as_utf8(path, encoding)
+            source = tmp = as_utf8(path, encoding)
     sql = ("SELECT * FROM read_parquet(?)" if parquet else
            "SELECT * FROM read_csv(?, all_varchar = true, header = true)")
     con = duckdb.connect()
@@ -110,50 +111,6 @@ def read_prices_file(path: Path, columns: dict[str, str] | None = None,
     if lenient:
         columns = {k: v for k, v in columns.items() if k in raw.columns}
     return _mapped(raw, columns, ticker, str(path))
-
-
-def _utf8(encoding: str) -> bool:
-    return encoding.lower().replace("_", "-") in ("utf-8", "utf8")
-
-
-def _as_utf8(path: Path, encoding: str) -> Path:
-    """The file decoded from `encoding` into a UTF-8 temporary copy (DuckDB reads UTF-8)."""
-    import codecs
-    import tempfile
-
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise DataError(f"encoding {encoding!r} is not a known codec; use e.g. 'cp949', "
-                        "'euc-kr' or 'utf-8'") from None
-    data = path.read_bytes()
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as e:
-        raise DataError(f"price file {path} is not {encoding} text (bad byte at offset "
-                        f"{e.start}); set [market] encoding (or --encoding) to the file's "
-                        "encoding") from None
-    if not text.strip():
-        raise DataError(f"price file {path} is empty; it needs a header line and price rows")
-    fd, name = tempfile.mkstemp(suffix=".csv", prefix="dualpath-prices-")
-    with open(fd, "w", encoding="utf-8", newline="") as f:
-        f.write(text.lstrip("\ufeff"))
-    return Path(name)
-
-
-def _check_text(path: Path) -> None:
-    """An empty or non-UTF-8 CSV named plainly (DuckDB's own error says neither)."""
-    head = path.open("rb").read(1 << 20)
-    if not head.strip():
-        raise DataError(f"price file {path} is empty; it needs a header line and price rows")
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as e:
-        if e.start < len(head) - 4:          # not just a character cut at the 1 MB mark
-            raise DataError(f"price file {path} is not UTF-8 text (bad byte at offset "
-                            f"{e.start}); Korean Excel/HTS exports are often CP949: set [market] encoding = "
-                            "'cp949' (or --encoding cp949), save it as "
-                            "'CSV UTF-8' or convert it (iconv -f cp949 -t utf-8)") from None
 
 
 def _mapped(raw: pd.DataFrame, columns: dict[str, str], ticker: str | None,

@@ -9,6 +9,7 @@ metadata and checked on every read. Points and their replayed calls go to `sweep
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 
@@ -198,3 +199,13 @@ def find_sweep(con, which: str | None) -> dict:
         raise UserError(f"no sweep {which!r} in the warehouse; " + (
             f"sweeps: {', '.join(known)}" if known else "run `dualpath sweep SPEC.toml` first"))
     return rows.iloc[0].to_dict()
+
+
+def replay_file(con: duckdb.DuckDBPyConnection, replay_hash: str) -> Path | None:
+    """The file of the frozen set whose hash is (or starts with) `replay_hash`: a spec may
+    name the set by the hash `dualpath freeze` printed. None when no set (or several) match."""
+    if not re.fullmatch(r"[0-9a-f]{6,64}", replay_hash):
+        return None
+    rows = con.execute("SELECT file_path FROM replay_sets WHERE starts_with(replay_hash, ?)",
+                       [replay_hash]).fetchall()
+    return Path(rows[0][0]) if len(rows) == 1 and rows[0][0] else None

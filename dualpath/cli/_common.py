@@ -70,23 +70,32 @@ def progress_bars() -> Progress:
 
 
 class PathBars:
-    """Rich progress per path: units done / total, calls, ETA."""
+    """Rich progress per path: units done / total, calls, ETA. On a rerun the units an
+    earlier segment measured count as done, so a finished path shows finished (10/10), not
+    0/10 with nothing left to report."""
 
     def __init__(self, bars: Progress):
         self.bars = bars
         self.tasks: dict[str, int] = {}
+        self.before: dict[str, int] = {}
 
-    def reset(self, label: str, paths: list[str], totals: dict[str, int]) -> None:
+    def reset(self, label: str, paths: list[str], totals: dict[str, int],
+              done: dict[str, int] | None = None) -> None:
         for p in paths:
             desc = f"{p} {label}"
+            self.before[p] = (done or {}).get(p, 0)
+            what = "done earlier" if self.before[p] >= totals[p] else ""
             if p in self.tasks:
-                self.bars.reset(self.tasks[p], total=totals[p], description=desc, what="")
+                self.bars.reset(self.tasks[p], total=totals[p], description=desc, what=what,
+                                completed=self.before[p])
             else:
-                self.tasks[p] = self.bars.add_task(desc, total=totals[p], what="")
+                self.tasks[p] = self.bars.add_task(desc, total=totals[p], what=what,
+                                                   completed=self.before[p])
 
     def __call__(self, path: str, done: int, total: int, calls: int) -> None:
         if path in self.tasks:
-            self.bars.update(self.tasks[path], completed=done, total=total,
+            before = self.before.get(path, 0)
+            self.bars.update(self.tasks[path], completed=before + done, total=before + total,
                              what=f"units · {calls:,} calls")
 
 

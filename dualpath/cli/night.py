@@ -87,7 +87,9 @@ def nightly(config: Path = CONFIG_OPT,
 
     with progress_bars() as bars:
         pb = PathBars(bars)
-        pb.reset(str(when), list(cfg.paths), {p.path: p.units_planned for p in plan_night(cfg, when)})
+        works = plan_night(cfg, when)
+        pb.reset(str(when), list(cfg.paths), {p.path: p.units_planned for p in works},
+                 {p.path: p.units_planned - len(p.units) for p in works})
         complete, result = run_nightly(config, when, progress=pb)
     _print_night(result)
     if not complete:   # a scheduler or a shell loop must see that tonight is not a result
