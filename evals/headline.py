@@ -27,54 +27,10 @@ from scipy import stats
 from evals.format import cell
 from evals.registry import table
 from evals.speed import LABELS
+from evals.verdict import DECISIONS  # noqa: F401  (the verdict words a headline renders)
 
 WIDTH = 100
 TICKERS = 100
-
-
-@dataclass(frozen=True)
-class VerdictView:
-    """Today's primary verdict read from the comparison table, under the field names of
-    `evals.verdict.PrimaryVerdict` (issue 21), so either renders the same."""
-
-    label: str
-    label_text: str
-    baseline: str | None
-    candidate: str | None
-    horizon: int | None
-    test: str = "non-inferiority"
-    margin: float = math.nan
-    alpha: float = math.nan
-    verdict: str = "no comparison"
-    decided: bool = False
-    estimate: float = math.nan
-    ci_low: float = math.nan
-    ci_high: float = math.nan
-    ci_level: float = math.nan
-    power: float = math.nan
-    n_independent: int = 0
-    note: str = ""
-
-
-DECIDED = {"non-inferior", "inferior", "equivalent", "not equivalent", "candidate better",
-           "candidate worse"}
-
-
-def verdict_view(comparison: pd.DataFrame, label_text: str) -> VerdictView:
-    """The primary row of `evals.compare.compare_paths` as a verdict (the adapter)."""
-    label = label_text.split(" ")[0] if label_text else "exploratory"
-    if not len(comparison):
-        return VerdictView(label, label_text, None, None, None)
-    rows = comparison[comparison["role"] == "primary"]
-    r = (rows if len(rows) else comparison).iloc[0]
-    est = r["tested_mean"] if pd.notna(r["tested_mean"]) else r["mean_delta"]
-    return VerdictView(label, label_text, r["baseline"], r["candidate"], int(r["horizon"]),
-                       margin=float(r["margin"]), alpha=float(r["alpha"]),
-                       verdict=str(r["verdict"]), decided=str(r["verdict"]) in DECIDED,
-                       estimate=float(est), ci_low=float(r["ci_low"]),
-                       ci_high=float(r["ci_high"]), ci_level=float(r["ci_level"]),
-                       power=float(r["power_at_zero"]), n_independent=int(r["n_independent"]),
-                       note=str(r["note"] or ""))
 
 
 @dataclass(frozen=True)
@@ -127,7 +83,7 @@ def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None
 class Headline:
     """Both answers: the verdict, the slowdown, and the lines every reader prints."""
 
-    verdict: object                 # VerdictView or evals.verdict.PrimaryVerdict
+    verdict: object                 # evals.verdict.PrimaryVerdict (issue 21)
     slowdown: Slowdown | None
     quality: tuple[str, ...]        # the answer to question 1, first line first
     speed: tuple[str, ...]          # the answer to question 2
@@ -139,7 +95,8 @@ class Headline:
 
 
 def headline(metrics, verdict, draws: int, tickers: int = TICKERS) -> Headline:
-    """The headline of a `evals.report.Metrics` and its primary verdict."""
+    """The headline of a `evals.report.Metrics` and its `evals.verdict.PrimaryVerdict`
+    (rendered from its fields, never recomputed)."""
     s = slowdown(metrics.speed_runs, metrics.speed, verdict.baseline, verdict.candidate,
                  draws, tickers=tickers)
     return Headline(verdict, s, tuple(quality_lines(verdict)), tuple(speed_lines(s, verdict)))
@@ -156,24 +113,21 @@ def quality_lines(v) -> list[str]:
     if not v.candidate:
         return ["Quality: no second path to compare (one path configured)"]
     head = f"Quality — is {v.candidate} as good as {v.baseline}?  {v.verdict}"
-    lines = [head + f"  [{v.label_text}]" if len(head) + len(v.label_text) + 4 <= WIDTH
-             else head, ]
-    if len(lines[0]) == len(head):
-        lines.append(f"  {v.label_text}")
-    ci_text = getattr(v, "ci_text", None)
-    if math.isnan(v.ci_low):
-        interval = "no interval yet"
+    label = f"  [{v.label_text}]"
+    lines = [head + label] if len(head) + len(label) <= WIDTH else [head, f"  {v.label_text}"]
+    if math.isnan(v.estimate):
+        value = "not estimated yet"
+    elif math.isnan(v.ci_low):
+        value = f"{_num(v.estimate, True)}, no interval yet"
     else:
-        interval = (f"{v.ci_level:.0%} CI [{_num(v.ci_low, True)}, {_num(v.ci_high, True)}]")
-    lines.append(f"  ΔIC = IC({v.candidate}) − IC({v.baseline}) at h={v.horizon}: "
-                 f"{_num(v.estimate, True)}, {interval}; margin δ = {v.margin:.3f}")
-    if ci_text:
-        lines.append(f"  ({ci_text})")
+        value = (f"{_num(v.estimate, True)}, {v.ci_level:.0%} CI [{_num(v.ci_low, True)}, "
+                 f"{_num(v.ci_high, True)}]")
+    lines.append(f"  ΔIC = IC({v.candidate}) − IC({v.baseline}) at h={v.horizon}: {value}; "
+                 f"margin δ = {v.margin:.3f}")
+    if not math.isnan(v.ci_low) and v.ci_text:
+        lines.append(f"  ({v.ci_text})")
     if not math.isnan(v.power):
-        power = getattr(v, "power_text", None) or (
-            f"power {v.power:.2f} to show non-inferiority if ΔIC = 0, "
-            f"{v.n_independent} non-overlapping nights")
-        lines.append(f"  {power}")
+        lines.append(f"  power {v.power:.2f} {v.power_text}".rstrip())
     if not v.decided:
         lines.append("  before it can decide: " + (v.note or "more nights (power too low)"))
     return [_fit(x) for x in lines]
@@ -211,7 +165,7 @@ def headline_table(h: Headline) -> pd.DataFrame:
     v, s = h.verdict, h.slowdown
     rows = [{"question": "quality", "answer": v.verdict, "estimate": v.estimate,
              "ci_low": v.ci_low, "ci_high": v.ci_high, "ci_level": v.ci_level,
-             "basis": f"ΔIC at h={v.horizon}, margin {v.margin}", "detail": v.note}]
+             "basis": f"ΔIC at h={v.horizon}, margin {v.margin}", "detail": v.note or v.label_text}]
     if s is not None:
         rows.append({"question": "speed", "answer": f"{s.ratio:.2f}× ({s.candidate} ÷ "
                      f"{s.baseline})", "estimate": s.ratio, "ci_low": s.lo, "ci_high": s.hi,

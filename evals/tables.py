@@ -33,20 +33,24 @@ declare("rank_ic", "RankIC per path × horizon (matured nights; t, p and CI on "
         kinds={"nights": "int", "horizon": "int", "n_independent": "int",
                "pending_nights": "int"}, measure=rank_ic_summary)
 
-declare("comparison", "Non-inferiority: ΔIC = IC(candidate) − IC(baseline) on common "
-        "tickers; non-inferior when the one-sided lower bound (ci_low) > −margin; "
-        "exploratory rows Holm-adjusted",
-        ["baseline", "candidate", "horizon", "role", "nights", "unpaired_nights",
+declare("comparison", "ΔIC = IC(candidate) − IC(baseline) on common tickers, each horizon's "
+        "planned test (non-inferior when the one-sided lower bound > −margin); the interval "
+        "is centred on `estimate`; exploratory rows Holm-adjusted",
+        ["baseline", "candidate", "horizon", "role", "test", "nights", "unpaired_nights",
          "unpaired_ticker_nights", "mean_common_tickers", "mean_delta", "sd_delta", "rho_ic",
-         "n_independent", "tested_mean", "df", "ci_low", "ci_high", "ci_level", "ci_method",
-         "basis", "margin", "alpha", "p_noninferior", "p_noninferior_holm", "p_inferior",
-         "p_inferior_holm", "verdict", "p_equivalent", "equivalence", "mde", "power_at_zero",
-         "note"],
-        ["horizon", "role", "nights", "tested_mean", "ci_low", "ci_high", "p_noninferior",
-         "verdict", "note"],
-        gloss={"p_noninferior": P_GLOSS, "tested_mean": "mean ΔIC over the non-overlapping "
-               "nights the test uses", "power_at_zero": "chance to show non-inferiority if "
-               "the paths are truly equal"},
+         "n_independent", "estimate", "tested_mean", "df", "ci_low", "ci_high", "ci_level",
+         "ci_method", "ci_text", "basis", "margin", "alpha", "p_claim", "p_claim_holm",
+         "p_counter", "p_counter_holm", "p_noninferior", "p_inferior", "verdict",
+         "p_equivalent", "equivalence", "mde", "power", "power_basis", "note"],
+        ["horizon", "role", "test", "nights", "estimate", "ci_low", "ci_high", "p_claim",
+         "verdict", "power", "note"],
+        gloss={"p_claim": "p-value of the planned claim (for non-inferiority: a ΔIC this far "
+               "above −δ if the candidate were worse by δ); small supports it: a p-value, "
+               "not a share of anything",
+               "p_noninferior": P_GLOSS,
+               "estimate": "mean ΔIC over the non-overlapping nights the test uses",
+               "power": "chance the planned test shows its claim with these nights "
+                        "(power_basis says under what)"},
         kinds={"horizon": "int", "nights": "int", "unpaired_nights": "int",
                "unpaired_ticker_nights": "int", "n_independent": "int"},
         measure=compare_paths)
@@ -67,7 +71,9 @@ declare("self_agreement", "Self-reproducibility between draws (pooled over night
 declare("draws", "What each draw buys: IC of the mean of k draws (measured), Spearman-Brown "
         "projection beyond",
         ["path", "horizon", "k", "basis", "nights", "mean_ic", "reliability", "attenuation",
-         "projected_ic"], kinds={"horizon": "int", "k": "int", "nights": "int"},
+         "projected_ic", "projected_ci_low", "projected_ci_high", "projected_ci"],
+        ["path", "horizon", "k", "basis", "nights", "mean_ic", "reliability", "projected_ic",
+         "projected_ci"], kinds={"horizon": "int", "k": "int", "nights": "int"},
         measure=draws_analysis)
 
 declare("signal_shape", "Signal shape: top-minus-bottom quintile forward return, score rank "

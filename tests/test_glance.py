@@ -16,7 +16,7 @@ from tests.seeded import seed_warehouse
 
 HEADLINE = """\
 Quality — is backup as good as main?  insufficient nights  [exploratory — no frozen plan]
-  ΔIC = IC(backup) − IC(main) at h=5: +0.004, no interval yet; margin δ = 0.030
+  ΔIC = IC(backup) − IC(main) at h=5: not estimated yet; margin δ = 0.030
   before it can decide: insufficient nights (n=9, need 16)
 Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.8×, 9 paired nights)
   throughput basis (run wall clock ÷ tickers): backup 347 s/ticker, main 61 s/ticker (medians)

@@ -9,8 +9,7 @@ import pytest
 from evals.format import cell
 from evals.headline import headline_table
 from evals.registry import TableDrift, registered
-from flows.glance import headline_of
-from flows.metrics import load_metrics
+from flows.glance import metrics_and_headline
 from tests.seeded import seed_warehouse
 
 
@@ -21,8 +20,8 @@ def seeded(tmp_path_factory):
     pd.io.common.os.chdir(root)
     try:
         cfg_path, cfg, _ = seed_warehouse(root)
-        m = load_metrics(cfg)
-        return cfg, m, headline_of(cfg, m, "exploratory — no frozen plan")
+        m, h = metrics_and_headline(cfg)
+        return cfg, m, h
     finally:
         pd.io.common.os.chdir(cwd)
 
@@ -86,3 +85,22 @@ def test_one_definition_of_seconds_per_ticker():
                 hits.append(f"{f.relative_to(root)}:{i}")
     # the viewer's own SQL is the one left (engineer ui is moving it onto evals.speed.seconds)
     assert [h for h in hits if not h.startswith("warehouse/viewer.py:")] == [], hits
+
+
+def test_a_decided_verdict_prints_its_interval_and_power_within_100_columns():
+    from evals.headline import quality_lines
+    from evals.verdict import PrimaryVerdict
+
+    v = PrimaryVerdict(
+        label="confirmatory", label_text="confirmatory", reasons=(), baseline="main",
+        candidate="backup", horizon=5, test="non-inferiority", margin=0.03, alpha=0.05,
+        verdict="non-inferior", decided=True, estimate=0.004, ci_low=-0.012, ci_high=0.020,
+        ci_level=0.90, ci_text="90% two-sided t interval on 20 non-overlapping nights, df=19",
+        power=0.83, power_text="to show non-inferiority if ΔIC = 0", n_independent=20,
+        nights_analysed=96, window_nights=96, note="")
+    assert quality_lines(v) == [
+        "Quality — is backup as good as main?  non-inferior  [confirmatory]",
+        "  ΔIC = IC(backup) − IC(main) at h=5: +0.004, 90% CI [-0.012, +0.020]; margin δ = 0.030",
+        "  (90% two-sided t interval on 20 non-overlapping nights, df=19)",
+        "  power 0.83 to show non-inferiority if ΔIC = 0"]
+    assert all(len(line) <= 100 for line in quality_lines(v))

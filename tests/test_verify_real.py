@@ -27,7 +27,7 @@ needs_server = pytest.mark.skipif(BINARY is None, reason=WHY or "no llama-server
 
 def _path_block(model_path: str, port: int, measured: dict | None) -> str:
     argv = [BINARY, "-m", model_path, "--alias", "gemma-v", "--host", "127.0.0.1", "--port",
-            str(port), "-np", "1", "-c", "2048", "-t", "2", "--metrics", "--slots"]
+            str(port), "-np", "1", "-c", "2048", "-t", "1", "--metrics", "--slots"]
     text = (f'\n[paths.real]\nengine = "llama.cpp"\nbase_url = "http://127.0.0.1:{port}"\n'
             f'model = "gemma-v"\nslots = 1\nready_timeout_s = 120\nlaunch = {json.dumps(argv)}\n'
             '[paths.real.expect]\nmodel = "gemma-v"\nslots = 1\n')
@@ -39,7 +39,7 @@ def _path_block(model_path: str, port: int, measured: dict | None) -> str:
 
 def _verify(cfg_path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dualpath", "verify", "real", "-c",
-                           str(cfg_path)], capture_output=True, text=True, timeout=600)
+                           str(cfg_path)], capture_output=True, text=True, timeout=1500)
 
 
 @needs_server
@@ -49,16 +49,17 @@ def test_verify_three_times_on_an_unchanged_real_server_exits_0_each_time(model,
     cfg_path = make_project(tmp_path, tickers=2, draws=1, nights=1)[0]
     base = cfg_path.read_text()
     port = free_port()
-    # measure the server first (launched by verify's own code), then write the block
+    # measure the server first (launched by verify's own code), then write the block; one
+    # thread: on 2 busy cores two threads spin on each other (0.7 tok/s seen at load 15)
     cfg_path.write_text(base + _path_block(model, port, {"probe_decode_tps": 1.0,
                                                          "probe_prefill_tps": 1.0,
-                                                         "probe_long_tokens": 300}))
-    probes = asyncio.run(_probe_repeats(load_config(cfg_path), "real", 300, 1.0, 3))
+                                                         "probe_long_tokens": 120}))
+    probes = asyncio.run(_probe_repeats(load_config(cfg_path), "real", 120, 1.0, 3))
     assert all(p.error is None for p in probes), probes
     med = lambda xs: sorted(xs)[1]
     block = {"probe_decode_tps": med([p.decode_tps for p in probes]),
              "probe_prefill_tps": med([p.prefill_tps for p in probes]),
-             "probe_long_tokens": 300}
+             "probe_long_tokens": 120}
     cfg_path.write_text(base + _path_block(model, port, block))
     for attempt in range(3):
         r = _verify(cfg_path)

@@ -156,11 +156,11 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
     for line in result.notes:
         console.print(line)
     demo_cfg = load_config(result.config)
-    m = load_metrics(demo_cfg)
-    from flows.glance import headline_of, plan_label
+    from flows.glance import metrics_and_headline
 
+    m, head = metrics_and_headline(demo_cfg)
     print_metrics(m, "table", only=["rank_ic", "comparison", "self_agreement", "speed"],
-                  headline=headline_of(demo_cfg, m, plan_label(demo_cfg)))
+                  headline=head)
     from evals.plots import plot_comparison
     console.print(f"\nplot: {plot_comparison(m, result.config.parent / 'comparison.png')}")
     console.print(f"weekly report (preregistered demo plan): {result.report}")
