@@ -168,7 +168,7 @@ SPEED_COLUMNS = ["path", "runs", "not_complete_excluded", "resumed_excluded",
                  "runaway_time_share", "runaway_s", "retries", "cached_prompt_share"]
 
 
-@table("speed", "Speed per path, median over complete one-segment runs (real-scale; "
+@table("speed", "Speed per path, median over complete one-segment undisturbed runs (real-scale; "
        "s/ticker labelled by basis)", SPEED_COLUMNS,
        ["path", "runs", "not_complete_excluded", "resumed_excluded", "disturbed_excluded",
         "throughput_s_per_ticker", "throughput_s_per_unit", "slot_latency_s_per_unit",

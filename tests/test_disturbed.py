@@ -21,7 +21,8 @@ from flows.report import run_warnings
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
 from warehouse.db import reader
 from warehouse.frames import runs_frame
-from warehouse.queries import path_totals, run_summaries
+from evals.speed import path_totals, with_speed
+from warehouse.queries import run_summaries
 
 
 def _per_run(rows: list[tuple[str, str, float, str | None]]) -> pd.DataFrame:
@@ -57,8 +58,8 @@ def _project(tmp_path, **over):
 def _disturbance(cfg) -> dict[str, str | None]:
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         frame = runs_frame(con, cfg.experiment.name)
-        summary = run_summaries(con)
-        totals = path_totals(con, cfg.experiment.name).set_index("path")
+        summary = with_speed(run_summaries(con))
+        totals = path_totals(summary).set_index("path")
         warnings = run_warnings(con)
     got = {p: (w if isinstance(w, str) else None) for p, w in zip(frame["path"],
                                                                  frame["disturbed"])}

@@ -24,56 +24,58 @@ Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.8
 """
 
 RUNS = """\
-                      runs (only 'complete' runs are results; seconds real-scale, complete one-segment runs only)                      
-┏━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━┓
-┃ night      ┃ path   ┃ status   ┃ units_planned ┃ graded ┃ failed ┃ runaway ┃ throughput_s ┃ slot_latency_s ┃ status_detail          ┃
-┡━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━┩
-│ 2027-04-29 │ backup │ complete │            16 │     16 │      0 │       0 │          345 │            690 │ —                      │
-│ 2027-04-29 │ main   │ complete │            16 │     16 │      0 │       0 │           60 │            240 │ —                      │
-│ 2027-04-30 │ backup │ complete │            16 │     16 │      0 │       0 │          347 │            694 │ —                      │
-│ 2027-04-30 │ main   │ complete │            16 │     16 │      0 │       0 │           61 │            244 │ —                      │
-│ 2027-05-03 │ backup │ complete │            16 │     16 │      0 │       0 │          349 │            698 │ —                      │
-│ 2027-05-03 │ main   │ complete │            16 │     16 │      0 │       0 │           62 │            248 │ —                      │
-│ 2027-05-04 │ backup │ complete │            16 │     16 │      0 │       0 │          351 │            702 │ —                      │
-│ 2027-05-04 │ main   │ complete │            16 │     16 │      0 │       0 │           60 │            240 │ —                      │
-│ 2027-05-05 │ backup │ complete │            16 │     16 │      0 │       0 │          345 │            690 │ —                      │
-│ 2027-05-05 │ main   │ complete │            16 │     16 │      0 │       0 │           61 │            244 │ —                      │
-│ 2027-05-06 │ backup │ complete │            16 │     16 │      0 │       0 │          347 │            694 │ —                      │
-│ 2027-05-06 │ main   │ complete │            16 │     16 │      0 │       0 │           62 │            248 │ —                      │
-│ 2027-05-07 │ backup │ complete │            16 │     16 │      0 │       1 │          349 │            698 │ —                      │
-│ 2027-05-07 │ main   │ complete │            16 │     16 │      0 │       1 │           60 │            240 │ —                      │
-│ 2027-05-10 │ backup │ complete │            16 │     16 │      0 │       2 │          351 │            702 │ —                      │
-│ 2027-05-10 │ main   │ complete │            16 │     16 │      0 │       2 │           61 │            244 │ —                      │
-│ 2027-05-12 │ backup │ complete │            16 │     16 │      0 │       2 │          345 │            690 │ —                      │
-│ 2027-05-12 │ main   │ complete │            16 │     16 │      0 │       2 │           62 │            248 │ —                      │
-│ 2027-05-13 │ backup │ partial  │            16 │      8 │      0 │       0 │            — │              — │ 8 of 16 units measured │
-│ 2027-05-13 │ main   │ complete │            16 │     16 │      0 │       2 │           60 │            240 │ —                      │
-└────────────┴────────┴──────────┴───────────────┴────────┴────────┴─────────┴──────────────┴────────────────┴────────────────────────┘
+                            runs (only 'complete' runs are results; seconds real-scale, complete one-segment runs only)                            
+┏━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃ night      ┃ path   ┃ status   ┃ units_planned ┃ graded ┃ failed ┃ runaway ┃ throughput_s ┃ slot_latency_s ┃ disturbed ┃ status_detail          ┃
+┡━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━┩
+│ 2027-04-29 │ backup │ complete │            16 │     16 │      0 │       0 │          345 │            690 │ —         │ —                      │
+│ 2027-04-29 │ main   │ complete │            16 │     16 │      0 │       0 │           60 │            240 │ —         │ —                      │
+│ 2027-04-30 │ backup │ complete │            16 │     16 │      0 │       0 │          347 │            694 │ —         │ —                      │
+│ 2027-04-30 │ main   │ complete │            16 │     16 │      0 │       0 │           61 │            244 │ —         │ —                      │
+│ 2027-05-03 │ backup │ complete │            16 │     16 │      0 │       0 │          349 │            698 │ —         │ —                      │
+│ 2027-05-03 │ main   │ complete │            16 │     16 │      0 │       0 │           62 │            248 │ —         │ —                      │
+│ 2027-05-04 │ backup │ complete │            16 │     16 │      0 │       0 │          351 │            702 │ —         │ —                      │
+│ 2027-05-04 │ main   │ complete │            16 │     16 │      0 │       0 │           60 │            240 │ —         │ —                      │
+│ 2027-05-05 │ backup │ complete │            16 │     16 │      0 │       0 │          345 │            690 │ —         │ —                      │
+│ 2027-05-05 │ main   │ complete │            16 │     16 │      0 │       0 │           61 │            244 │ —         │ —                      │
+│ 2027-05-06 │ backup │ complete │            16 │     16 │      0 │       0 │          347 │            694 │ —         │ —                      │
+│ 2027-05-06 │ main   │ complete │            16 │     16 │      0 │       0 │           62 │            248 │ —         │ —                      │
+│ 2027-05-07 │ backup │ complete │            16 │     16 │      0 │       1 │          349 │            698 │ —         │ —                      │
+│ 2027-05-07 │ main   │ complete │            16 │     16 │      0 │       1 │           60 │            240 │ —         │ —                      │
+│ 2027-05-10 │ backup │ complete │            16 │     16 │      0 │       2 │          351 │            702 │ —         │ —                      │
+│ 2027-05-10 │ main   │ complete │            16 │     16 │      0 │       2 │           61 │            244 │ —         │ —                      │
+│ 2027-05-12 │ backup │ complete │            16 │     16 │      0 │       2 │          345 │            690 │ —         │ —                      │
+│ 2027-05-12 │ main   │ complete │            16 │     16 │      0 │       2 │           62 │            248 │ —         │ —                      │
+│ 2027-05-13 │ backup │ partial  │            16 │      8 │      0 │       0 │            — │              — │ —         │ 8 of 16 units measured │
+│ 2027-05-13 │ main   │ complete │            16 │     16 │      0 │       2 │           60 │            240 │ —         │ —                      │
+└────────────┴────────┴──────────┴───────────────┴────────┴────────┴─────────┴──────────────┴────────────────┴───────────┴────────────────────────┘
   throughput_s: s/ticker, throughput basis: run wall clock ÷ tickers (all draws of a ticker)
   slot_latency_s: s/unit, slot-latency basis: one ticker-draw's first call start to last call end (≈ throughput per unit × slots)
+  disturbed: why a complete run's seconds are kept out of every median (server restarted, stalled or shared)
 """
 
 SPEED_TABLE = """\
-                             Speed per path, median over complete one-segment runs (real-scale; s/ticker labelled by basis)                             
-┏━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┓
-┃ path   ┃ runs ┃ not_complete_excluded ┃ resumed_excluded ┃ throughput_s_per_ticker ┃ throughput_s_per_unit ┃ slot_latency_s_per_unit ┃ runaway_share ┃
-┡━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━┩
-│ backup │    9 │                     1 │                0 │                     347 │                 173.5 │                     694 │         0.000 │
-│ main   │   10 │                     0 │                0 │                      61 │                  30.5 │                     244 │         0.000 │
-└────────┴──────┴───────────────────────┴──────────────────┴─────────────────────────┴───────────────────────┴─────────────────────────┴───────────────┘
+                           Speed per path, median over complete one-segment undisturbed runs (real-scale; s/ticker labelled by basis)                           
+┏━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┓
+┃ path   ┃ runs ┃ not_complete_exclu… ┃ resumed_excluded ┃ disturbed_excluded ┃ throughput_s_per_t… ┃ throughput_s_per_u… ┃ slot_latency_s_pe… ┃ runaway_share ┃
+┡━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━┩
+│ backup │    9 │                   1 │                0 │                  0 │                 347 │               173.5 │                694 │         0.000 │
+│ main   │   10 │                   0 │                0 │                  0 │                  61 │                30.5 │                244 │         0.000 │
+└────────┴──────┴─────────────────────┴──────────────────┴────────────────────┴─────────────────────┴─────────────────────┴────────────────────┴───────────────┘
   throughput_s_per_ticker: s/ticker, throughput basis: run wall clock ÷ tickers (all draws of a ticker)
   throughput_s_per_unit: s/unit, throughput basis: run wall clock ÷ units (one ticker × one draw: the basis of a single-pass replay)
   slot_latency_s_per_unit: s/unit, slot-latency basis: one ticker-draw's first call start to last call end (≈ throughput per unit × slots)
   not_complete_excluded: runs left out: partial, failed or contaminated
   resumed_excluded: complete runs left out: resumed, so no trustworthy clock
+  disturbed_excluded: complete runs left out: the server restarted, stalled or served someone else too
   runaway_share: share of calls that stopped at max_tokens
 """
 
 SPEED_CSV = """\
 # speed
-path,runs,not_complete_excluded,resumed_excluded,throughput_s_per_ticker,throughput_s_per_unit,slot_latency_s_per_unit,calls_per_unit,prompt_tokens_per_unit,completion_tokens_per_unit,per_call_prefill_tps,per_call_decode_tps,client_prompt_tps,client_decode_tps,client_stream_decode_tps,runaway_share,runaway_time_share,runaway_s,retries,cached_prompt_share
-backup,9,1,0,347.0,173.5,694.0,2.0,8000.0,1000.0,17.29106628242075,2.881844380403458,46.10951008645533,5.763688760806916,1.9212295869356388,0.0,0.0,0.0,0.0,0.25
-main,10,0,0,61.0,30.5,244.0,2.0,8000.0,1000.0,49.18032786885246,8.196721311475411,262.2950819672131,32.78688524590164,5.464480874316941,0.0,0.0,0.0,0.0,0.25
+path,runs,not_complete_excluded,resumed_excluded,disturbed_excluded,throughput_s_per_ticker,throughput_s_per_unit,slot_latency_s_per_unit,calls_per_unit,prompt_tokens_per_unit,completion_tokens_per_unit,per_call_prefill_tps,per_call_decode_tps,client_prompt_tps,client_decode_tps,client_stream_decode_tps,runaway_share,runaway_time_share,runaway_s,retries,cached_prompt_share
+backup,9,1,0,0,347.0,173.5,694.0,2.0,8000.0,1000.0,17.29106628242075,2.881844380403458,46.10951008645533,5.763688760806916,1.9212295869356388,0.0,0.0,0.0,0.0,0.25
+main,10,0,0,0,61.0,30.5,244.0,2.0,8000.0,1000.0,49.18032786885246,8.196721311475411,262.2950819672131,32.78688524590164,5.464480874316941,0.0,0.0,0.0,0.0,0.25
 """
 
 
@@ -101,7 +103,7 @@ def test_metrics_opens_with_the_headline_whole_at_100_columns(seeded):
 
 def test_metrics_speed_table_shows_both_bases_and_the_excluded_runs(seeded):
     out = dualpath("metrics", "-c", str(seeded)).stdout
-    start = out.index("                             Speed per path")
+    start = out.rindex("\n", 0, out.index("Speed per path")) + 1
     assert out[start:start + len(SPEED_TABLE)] == SPEED_TABLE
 
 
