@@ -142,3 +142,18 @@ async def test_a_reply_trickled_byte_by_byte_is_cut_by_the_call_deadline():
         rec = await _client(url, aio, read_timeout_s=1.0, call_timeout_s=0.5,
                             max_attempts=1).chat(_req(1))
     assert rec.error_kind == "timeout" and "call_timeout_s" in rec.error_detail
+
+
+def test_slot_occupancy_and_gaps_are_read_from_a_llama_server_log():
+    from dualpath.slotlog import read_slot_log
+    log = "\n".join([
+        "0.00.100.000 I slot get_availabl: id  0 | task -1 | selected slot by id (0)",
+        "\x1b[32m0.00.100.000\x1b[0m I slot launch_slot_: id  0 | task 1 | processing task, is_child = 0",
+        "0.00.100.000 I slot launch_slot_: id  1 | task 2 | processing task, is_child = 0",
+        "0.01.100.000 I slot      release: id  0 | task 1 | stop processing: n_tokens = 9, truncated = 0",
+        "0.01.200.000 I slot launch_slot_: id  0 | task 3 | processing task, is_child = 0",
+        "0.02.100.000 I slot      release: id  0 | task 3 | stop processing: n_tokens = 9, truncated = 0",
+        "0.02.100.000 I slot      release: id  1 | task 2 | stop processing: n_tokens = 9, truncated = 0"])
+    s = read_slot_log(log).summary(2)
+    assert s["tasks"] == 3 and abs(s["window_s"] - 2.0) < 1e-9
+    assert abs(s["occupancy"] - 3.9 / 4.0) < 1e-9 and abs(s["gap_median_ms"] - 100) < 1e-6
