@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from dualpath.config_checks import open_regular, places, plain_path
+from dualpath.config_checks import date_format_problem, open_regular, places, plain_path
 from dualpath.errors import ConfigError
 
 Engine = Literal["llama.cpp", "vllm", "openai", "sim"]
@@ -444,6 +444,14 @@ class MarketSettings(_Model):
                                   "(the synthetic calendar's holidays count from it).")
 
     _plain = field_validator("prices_file", "prices_dir")(lambda v: plain_path(v))
+
+    @field_validator("date_format")
+    @classmethod
+    def _strptime(cls, v: str | None) -> str | None:
+        problem = date_format_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @field_validator("timezone")
     @classmethod

@@ -28,6 +28,21 @@ def plain_path(value: Path | None) -> Path | None:
     return value
 
 
+def date_format_problem(fmt: str) -> str | None:
+    """Why `fmt` is no strptime date format ('%Q' and a stray '%' raise only when a file is
+    read), or None."""
+    from datetime import datetime
+
+    try:
+        sample = datetime(2027, 1, 4, 15, 30).strftime(fmt)
+        datetime.strptime(sample, fmt)
+    except ValueError as e:
+        return f"{e}; use strptime directives, e.g. '%d/%m/%Y'"
+    if not any(d in fmt for d in ("%Y", "%y", "%d", "%j", "%x", "%F", "%D")):
+        return "names no year or day (%Y, %y, %d ...); e.g. '%d/%m/%Y'"
+    return None
+
+
 def _file_above(path: Path) -> Path | None:
     """The first existing ancestor of `path` that is not a folder, if any."""
     for p in path.parents:

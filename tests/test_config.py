@@ -113,6 +113,8 @@ def test_cli_prints_config_error_without_traceback(tmp_path):
      "a control character"),
     (minimal(warehouse={"runs_dir": "runs\n"}), "warehouse.runs_dir = 'runs\\n': contains"),
     (minimal(market={"prices_file": "p\x00.csv"}), "market.prices_file"),
+    (minimal(market={"date_format": "%d/%m/%"}), "market.date_format = '%d/%m/%': stray %"),
+    (minimal(market={"date_format": "%H:%M"}), "names no year or day"),
 ])
 def test_a_config_check_accepts_is_one_a_night_can_run(data, needle):
     with pytest.raises(ConfigError) as e:

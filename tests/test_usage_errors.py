@@ -44,6 +44,14 @@ def one_line_error(r: subprocess.CompletedProcess, code: int = 2) -> str:
     (["prereg", "freeze"], "Missing argument 'plan'."),
     (["export", "-c", "x.toml"], "Missing option '--out'."),
     (["sweep"], "Missing argument 'spec'."),
+    (["plan", "--window-hours", "1e308"], "Invalid value for '--window-hours'"),
+    (["deploy", "--nightly-cron", "nonsense"], "--nightly-cron 'nonsense' is not a cron "
+     "schedule; use five fields"),
+    (["serve", "--weekly-cron", "99 99 * * *"], "--weekly-cron '99 99 * * *' is not a cron"),
+    (["deploy", "--pool", "a/b"], "--pool 'a/b': give a work pool name without"),
+    (["prices", "import", "x.csv", "--date-format", "%Q"], "--date-format '%Q': 'Q' is a bad "
+     "directive"),
+    (["sql", " "], "the query is empty"),
 ])
 def test_a_usage_error_through_the_console_script_exits_2_with_one_line(tmp_path, args, needle):
     assert SCRIPT.exists(), "the console script is installed by `pip install -e .`"
@@ -110,3 +118,33 @@ def test_an_unexpected_exception_is_one_line_with_the_traceback_in_a_file(tmp_pa
     assert line.startswith("internal error: RuntimeError: boom second line (a dualpath bug")
     kept, = tmp_path.glob("dualpath-traceback-*.txt")
     assert str(kept) in line and "Traceback" in kept.read_text()
+
+
+def test_every_help_text_shows_its_bracketed_settings():
+    """Typer renders help as rich markup: an unescaped '[market]' or '[paths.X.measured]'
+    vanished from `--help` ("a session of  calendar")."""
+    import re
+
+    import typer
+    from typer.testing import CliRunner
+
+    from dualpath.cli import app
+
+    def walk(cmd, path):
+        yield path, cmd
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from walk(sub, [*path, name])
+
+    root = typer.main.get_command(app)
+    checked = 0
+    for path, cmd in walk(root, []):
+        texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
+        wanted = {m for t in texts for m in re.findall(r"\[[A-Za-z_.]+\]", t.replace("\\[", "["))}
+        if not wanted:
+            continue
+        out = " ".join(CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "400"})
+                       .output.split())
+        for w in wanted:
+            assert w in out, (path, w)
+            checked += 1
+    assert checked >= 4

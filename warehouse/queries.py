@@ -72,8 +72,15 @@ def speed_runs(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 
 def sql(con: duckdb.DuckDBPyConnection, query: str) -> pd.DataFrame:
-    """Run an ad-hoc read-only query."""
-    return con.execute(query).df()
+    """Run an ad-hoc read-only query (one that returns no result, e.g. only a comment, is
+    refused)."""
+    from dualpath.errors import UserError
+
+    result = con.execute(query)
+    if result is None or result.description is None:
+        raise UserError("the query returns no result; give a SELECT (or another statement "
+                        "that returns rows)")
+    return result.df()
 
 
 def suspect_runs(con: duckdb.DuckDBPyConnection) -> dict[str, list]:

@@ -11,6 +11,7 @@ from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, cons
                                   err_console, input_file, output_dir, prices_app,
                                   print_frame)
 from dualpath.config import load_config
+from dualpath.config_checks import date_format_problem
 from dualpath.errors import UserError
 
 
@@ -27,6 +28,8 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format {fmt!r}: use table, csv or json")
+    if not query.strip():
+        raise UserError("the query is empty; give one, e.g. \"SELECT count(*) FROM calls\"")
     if db is None:
         cfg = load_config(config)
         path = cfg.resolve(cfg.warehouse.path)
@@ -140,6 +143,8 @@ def prices_import(file: Path, config: Path = CONFIG_OPT,
     from warehouse.price_sources import import_file
     from warehouse.prices import parse_map
 
+    if date_format is not None and (problem := date_format_problem(date_format)):
+        raise UserError(f"--date-format {date_format!r}: {problem}")
     cfg = load_config(config)
     calendar = MarketCalendar.from_settings(cfg.market)
     columns = parse_map(map_) if map_ else None

@@ -61,7 +61,7 @@ def init(path: Path = typer.Argument(Path("dualpath.toml")),
 @app.command()
 def nightly(config: Path = CONFIG_OPT,
             night: Optional[str] = typer.Option(None, "--date", help="Night (YYYY-MM-DD), a "
-                                                "session of [market] calendar; default: the "
+                                                "session of \\[market] calendar; default: the "
                                                 "latest session whose close has passed."),
             ) -> None:
     """Score one night on every path through the Prefect flow (a rerun resumes).
@@ -194,7 +194,8 @@ def plan_cmd(config: Path = CONFIG_OPT,
              tickers: Optional[int] = typer.Option(None, min=1, help="Tickers (default: the universe)."),
              draws: Optional[int] = typer.Option(None, min=1, help="Draws (default: the config's)."),
              path: Optional[list[str]] = typer.Option(None, "--path", help="Only these paths."),
-             window_hours: Optional[float] = typer.Option(None, min=0.1, help="Hours available: "
+             window_hours: Optional[float] = typer.Option(None, min=0.1, max=8784.0,
+                                                          help="Hours available: "
                                                           "how many draws fit.")) -> None:
     """Expected night duration per path, with an interval, from the speeds measured so far,
     against the configured window ([schedule] deadline) or --window-hours."""
@@ -229,6 +230,21 @@ def doctor(config: Path = CONFIG_OPT,
         raise typer.Exit(1)
 
 
+def _schedule_options(nightly_cron: str, weekly_cron: str, pool: str | None = None) -> None:
+    """Cron strings and a pool name Prefect accepts, refused here in one line each."""
+    from prefect.client.schemas.schedules import CronSchedule
+
+    for option, cron in (("--nightly-cron", nightly_cron), ("--weekly-cron", weekly_cron)):
+        try:
+            CronSchedule(cron=cron)
+        except ValueError:
+            raise UserError(f"{option} {cron!r} is not a cron schedule; use five fields, "
+                            "minute hour day month weekday, e.g. '30 18 * * 1-5'") from None
+    if pool is not None and (not pool.strip() or any(c in pool for c in "/%&><")):
+        raise UserError(f"--pool {pool!r}: give a work pool name without / % & > <, e.g. "
+                        "'dualpath'")
+
+
 def _prefect_api_or_explain() -> None:
     if not os.environ.get("PREFECT_API_URL"):
         raise UserError("deployments live on a Prefect server: start one (`prefect server "
@@ -241,7 +257,7 @@ def deploy_cmd(config: Path = CONFIG_OPT,
                pool: str = typer.Option("dualpath", help="Work pool (a process pool is created "
                                         "if missing)."),
                nightly_cron: str = typer.Option("30 18 * * 1-5", help="When the night runs, in "
-                                                "[market] timezone."),
+                                                "\\[market] timezone."),
                weekly_cron: str = typer.Option("0 9 * * 6", help="When the weekly report runs."),
                replace: bool = typer.Option(False, help="Point the experiment's deployments "
                                             "at this config although another config "
@@ -250,6 +266,7 @@ def deploy_cmd(config: Path = CONFIG_OPT,
     """Register the nightly and weekly deployments of this config's experiment
     (nightly-<experiment>, weekly-report-<experiment>); then run `prefect worker start
     --pool P`."""
+    _schedule_options(nightly_cron, weekly_cron, pool)
     _prefect_api_or_explain()
     cfg = load_config(config)
     from flows.deploy import run_deploy
@@ -276,6 +293,7 @@ def serve_cmd(config: Path = CONFIG_OPT,
               ) -> None:
     """Serve the nightly and weekly deployments from this process (no work pool needed),
     named nightly-<experiment>-served beside any deployed by `dualpath deploy`."""
+    _schedule_options(nightly_cron, weekly_cron)
     _prefect_api_or_explain()
     cfg = load_config(config)
     from flows.deploy import prepare_serve, serve

@@ -115,7 +115,7 @@ def verify_cmd(path: str = typer.Argument(..., help="The path to verify."),
                                            "repeat short.")) -> None:
     """The probe's short and long prompt through the path's server (launched when the path
     has a launch), repeated; exit 1 when the median decode or prefill tok/s fell more than
-    the tolerance below its [paths.X.measured] block and every repeat did."""
+    the tolerance below its \\[paths.X.measured] block and every repeat did."""
     import asyncio
 
     from flows.retune import verify

@@ -15,9 +15,9 @@ from dualpath.errors import UserError
 @app.command("ui")
 def ui_cmd(config: Path = CONFIG_OPT,
            host: Optional[str] = typer.Option(None, help="Address to listen on (default: "
-                                              "[ui] host, 127.0.0.1: this machine only)."),
+                                              "\\[ui] host, 127.0.0.1: this machine only)."),
            port: Optional[int] = typer.Option(None, min=0, max=65535, help="Port (default: "
-                                              "[ui] port; 0: any free port)."),
+                                              "\\[ui] port; 0: any free port)."),
            db: Optional[Path] = typer.Option(None, help="Warehouse file (instead of the "
                                              "config's).")) -> None:
     """A local, read-only web viewer: the verdict, each night's tickers on both paths, and
