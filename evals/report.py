@@ -34,6 +34,7 @@ class Metrics:
     signal_shape: pd.DataFrame = field(default_factory=pd.DataFrame)
     by_grade: pd.DataFrame = field(default_factory=pd.DataFrame)
     nightly_delta: pd.DataFrame = field(default_factory=pd.DataFrame)
+    verdict: object = None            # evals.verdict.PrimaryVerdict (set by flows.prereg.study)
 
 
 def default_primary(horizons: list[int]) -> int:

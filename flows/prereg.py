@@ -199,6 +199,7 @@ def study(cfg: Config, since: date | None = None, until: date | None = None,
                DeltaTest(q.primary_horizon, margin=q.margin, alpha=q.alpha))
     v = primary_verdict(m.comparison, primary, facts, q.baseline, q.candidate)
     m.notes.insert(0, f"primary: {v.summary()}")
+    m.verdict = v
     return Study(m, v, facts, frozen, sorted(keep))
 
 

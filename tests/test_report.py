@@ -108,6 +108,7 @@ def test_metrics_json_carries_metadata_and_csv_writes_one_file_per_table(tmp_pat
     doc = json.loads(r.stdout)
     assert doc["meta"]["experiment"] == "demo" and len(doc["meta"]["plan_hash"]) == 64
     assert doc["meta"]["question"]["primary_horizon"] == 1 and "rank_ic" in doc["tables"]
+    assert doc["primary"]["label"] == "interim" and doc["primary"]["horizon"] == 1
     r = CliRunner().invoke(app, ["metrics", "-c", str(cfg_path), "-f", "csv", "--out",
                                  str(tmp_path / "csv")])
     assert r.exit_code == 0

@@ -52,6 +52,9 @@ def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | Non
         doc = {"meta": meta or {}, "headline": list(headline.lines) if headline else [],
                "tables": {k: records(spec.select(f)) for k, (spec, f) in frames.items()},
                "notes": list(m.notes)}
+        if getattr(m, "verdict", None) is not None:      # the label and verdict, as data
+            from dataclasses import asdict
+            doc["primary"] = asdict(m.verdict)
         emit_json(doc)
     elif fmt == "csv":
         _write_csv(frames, m.notes, out_dir)
