@@ -83,6 +83,10 @@ def test_case2_a_deviating_night_is_dropped_and_the_label_says_so(tmp_path):
     assert any(f"{nights[3]} (config differs from plan)" in r for r in data.verdict.reasons)
     assert set(data.metrics.nightly_ic["night"].dt.date) == set(nights[:3])   # never pooled
     assert data.plan.nights_collected == 3
+    from flows.metrics import load_metrics
+    same = load_metrics(cfg)                  # `dualpath metrics` says the same, not pooled
+    assert same.comparison["mean_delta"].equals(data.metrics.comparison["mean_delta"])
+    assert set(same.nightly_ic["night"].dt.date) == set(nights[:3])
 
 
 def test_case3_a_night_after_the_window_is_never_pooled(tmp_path):
