@@ -15,7 +15,8 @@ and the run's own calls:
   llama-server, where dualpath keeps more requests in flight than there are slots
   (`queue_depth`), so busy slots can never exceed them. Failed attempts may have made the
   server generate tokens the calls never received: up to twice the retried call's length
-  each (a seeded retry repeats the answer) is allowed, and 1% + 64 tokens of slack.
+  each (a seeded retry repeats the answer; the run's longest answer for a call that never
+  got one) is allowed, and 1% + 64 tokens of slack.
 
 `DISTURBED` is a SELECT of (run_id, disturbed): the reasons in words, NULL for an undisturbed
 run (or one without the evidence). `warehouse.queries.RUN_SUMMARY` and
@@ -65,7 +66,10 @@ FROM (
     FROM server_sessions GROUP BY run_id) s
 JOIN (
     SELECT run_id, coalesce(sum(predicted_n), sum(completion_tokens)) AS predicted,
-           coalesce(sum((attempts - 1) * (2 * coalesce(completion_tokens, 0) + 64)), 0)
-               AS allowance
-    FROM calls GROUP BY run_id) c USING (run_id)
+           -- a failed attempt (all of a failed call's) may have generated up to twice the
+           -- call's answer, or the run's longest answer where the call never got one
+           coalesce(sum((attempts - (error_kind IS NULL)::INTEGER)
+                        * (2 * coalesce(completion_tokens, longest) + 64)), 0) AS allowance
+    FROM (SELECT *, max(completion_tokens) OVER (PARTITION BY run_id) AS longest FROM calls)
+    GROUP BY run_id) c USING (run_id)
 """
