@@ -200,15 +200,17 @@ async def busy_slots(http: httpx.AsyncClient, base_url: str, dialect: str = "lla
 
 
 async def effective_sampling(http: httpx.AsyncClient, base_url: str) -> dict | None:
-    """The sampling parameters the server applied to a recent request (/slots params)."""
+    """The sampling parameters the server applied to its latest request: the /slots entry
+    with the highest `id_task` (llama-server shows `params` only for a slot that ran one)."""
     try:
         slots = await _get_json(http, f"{base_url}/slots")
     except ServerUnreachable:
         return None
-    for s in slots or []:
-        if isinstance(s, dict) and s.get("params"):
-            return {k: s["params"].get(k) for k in SAMPLING_KEYS if k in s["params"]}
-    return None
+    ran = [s for s in slots or [] if isinstance(s, dict) and s.get("params")]
+    if not ran:
+        return None
+    latest = max(ran, key=lambda s: s.get("id_task") if isinstance(s.get("id_task"), int) else -1)
+    return {k: latest["params"].get(k) for k in SAMPLING_KEYS if k in latest["params"]}
 
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty",

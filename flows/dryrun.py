@@ -83,8 +83,7 @@ def _identity_checks(cfg: Config, name: str, seen: ServerIdentity) -> list[Check
 
 def _requests(cfg: Config, ticker: str) -> tuple[ChatRequest, ChatRequest]:
     header = f"TICKER: {ticker} | AS OF: {date.today().isoformat()}"
-    # on slot 0, whose /slots params are then the ones this call was sampled with (an idle
-    # slot reports the server's defaults)
+    # its /slots entry then has the latest id_task: the params it was sampled with
     short = ChatRequest("doctor", [{"role": "user", "content": f"{header}\nSay OK."}],
                         ticker, 1, 1, 1, seed=1, id_slot=0)
     ask = [{"role": "user", "content": f"{header}\nThe desks lean positive on {ticker}. "

@@ -92,7 +92,10 @@ class SimServer:
         self.n_ctx_slot = self.profile.n_ctx // self.slots
         log = open(self.log_path, "a", encoding="utf-8") if self.log_path else None
         self.queue = ServerSlots(self.slots, log=log)
-        self._params: list[dict] = [dict(_SERVER_DEFAULTS) for _ in range(self.slots)]
+        # as llama-server's /slots: a slot shows `id_task` and `params` once it ran a task
+        self._params: list[dict | None] = [None] * self.slots
+        self._task_ids = [0] * self.slots
+        self._tasks = 0
 
     @property
     def loading(self) -> bool:
@@ -113,7 +116,9 @@ class SimServer:
 
     def slot_list(self) -> list[dict]:
         return [{"id": i, "n_ctx": self.n_ctx_slot, "speculative": self.profile.speculative,
-                 "is_processing": self.queue.slots[i].busy, "params": self._params[i]}
+                 "is_processing": self.queue.slots[i].busy,
+                 **({"id_task": self._task_ids[i], "params": self._params[i]}
+                    if self._params[i] is not None else {})}
                 for i in range(self.slots)]
 
     @property
@@ -295,6 +300,8 @@ def _begin(sim: SimServer, slot: int, body: dict, text: str, prompt_n: int,
     ctx = sim.profile.context_tokens if header and shared >= header.end() else 0
     cache_n = min(shared // 4 + ctx, prompt_n - 1) if shared else 0
     sim._params[slot] = {**_SERVER_DEFAULTS, **{k: body[k] for k in _SERVER_DEFAULTS if k in body}}
+    sim._tasks += 1
+    sim._task_ids[slot] = sim._tasks
     return (cache_n, *sim.model.seconds(prompt_n, cache_n, n_out, sim.counters.processing))
 
 
