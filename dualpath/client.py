@@ -30,6 +30,7 @@ import orjson
 
 from dualpath.config import Sampling, ServingPath
 from dualpath.records import CallRecord
+from dualpath.sampling import applied_from_request, sampling_body
 from dualpath.retry import TRANSIENT_STATUSES, Backoff, Fault, body_fault, status_fault
 from dualpath.transport import StreamReply, Timeouts, Transport, as_transport
 
@@ -50,28 +51,6 @@ class ChatRequest:
     seed: int | None = None
     json_schema: dict[str, Any] | None = None
     id_slot: int | None = None     # llama-server slot to run on (its prompt cache), None: any
-
-
-def sampling_body(dialect: str, s: Sampling, seed: int | None) -> dict[str, Any]:
-    """The sampling fields of a request body in the server's dialect."""
-    body: dict[str, Any] = {
-        "temperature": s.temperature,
-        "top_p": s.top_p,
-        "presence_penalty": s.presence_penalty,
-        "frequency_penalty": 0.0,
-        "max_tokens": s.max_tokens,
-    }
-    if dialect == "llama.cpp":
-        # The penalty window defaults to the last 64 tokens; widen it to max_tokens so the
-        # presence penalty covers the whole output as vLLM's does (-1, "whole context", is
-        # rejected by current llama-server). repeat_penalty 1.0: vLLM applies none by default.
-        body.update(top_k=s.top_k, min_p=s.min_p, repeat_last_n=s.max_tokens,
-                    repeat_penalty=1.0, cache_prompt=True)
-    elif dialect == "vllm":
-        body.update(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
-    if seed is not None:
-        body["seed"] = seed
-    return body
 
 
 def schema_body(dialect: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -131,6 +110,14 @@ class PathClient:
         if self._fingerprint_of and fingerprint and fingerprint.startswith(build + "-"):
             self.expected_fingerprint = fingerprint
 
+    def applied_sampling(self) -> dict[str, Any] | None:
+        """The sampling a vLLM server applies, which it never reports: what it is sent
+        (see `dualpath.sampling.applied_from_request`); None for other dialects, whose
+        servers are asked (llama-server's /slots)."""
+        if self.path.dialect != "vllm":
+            return None
+        return applied_from_request(sampling_body("vllm", self.sampling, None))
+
     def body(self, req: ChatRequest) -> dict[str, Any]:
         """The request body without messages (recorded as `request_json`)."""
         body: dict[str, Any] = {"model": self.path.model, "stream": self.path.stream}
@@ -159,6 +146,7 @@ class PathClient:
         finally:
             self.in_flight -= 1
         rec.end_mono, rec.end_wall = time.monotonic(), time.time()
+        keep_thinking_apart(rec)
         self._check_identity(rec)
         return rec
 
@@ -230,7 +218,9 @@ class PathClient:
             raise body_fault(resp.body, e) from None
         try:
             choice = data["choices"][0]
-            rec.output_text = choice["message"].get("content") or ""
+            message = choice["message"]
+            rec.output_text = message.get("content") or ""
+            rec.reasoning_text = _reasoning_of(message)
             rec.finish_reason = choice.get("finish_reason")
         except (KeyError, IndexError, TypeError, AttributeError) as e:
             raise Fault("bad_response", f"not a completion: {e!r}: {resp.text[:300]}",
@@ -244,10 +234,13 @@ class PathClient:
                 text = (await resp.read()).decode(errors="replace")
                 raise status_fault(resp.status, text, resp.headers)
             parts: list[str] = []
-            await self._read_events(resp, rec, parts)
+            thought: list[str] = []
+            await self._read_events(resp, rec, parts, thought)
             rec.output_text = "".join(parts)
+            rec.reasoning_text = "".join(thought)
 
-    async def _read_events(self, resp: StreamReply, rec: CallRecord, parts: list[str]) -> None:
+    async def _read_events(self, resp: StreamReply, rec: CallRecord, parts: list[str],
+                           thought: list[str]) -> None:
         done = usage = False
         async for line in resp.lines():
             if not line.startswith("data:"):
@@ -270,10 +263,14 @@ class PathClient:
             for choice in chunk.get("choices") or ():
                 delta = choice.get("delta") or {}
                 text = delta.get("content")
-                if (text or delta.get("reasoning_content")) and rec.first_token_mono is None:
+                # the first token is the first thinking or answer token, in either dialect
+                thinking = _reasoning_of(delta)
+                if (text or thinking) and rec.first_token_mono is None:
                     rec.first_token_mono = time.monotonic()
                 if text:
                     parts.append(text)
+                if thinking:
+                    thought.append(thinking)
                 if choice.get("finish_reason"):
                     rec.finish_reason = choice["finish_reason"]
             if "usage" in chunk or "timings" in chunk or rec.response_model is None:
@@ -299,13 +296,14 @@ def _stream_error(err: Any) -> Fault:
 # What one attempt may have filled in; cleared before the next attempt.
 _ATTEMPT_FIELDS = ("first_token_mono", "finish_reason", "response_model", "system_fingerprint",
                    "prompt_tokens", "completion_tokens", "cached_tokens", *_TIMING_FIELDS,
-                   "timings_json", "server_metrics_json")
+                   "timings_json", "server_metrics_json", "reasoning_tokens",
+                   "reasoning_tokens_basis")
 
 
 def _clear_attempt(rec: CallRecord) -> None:
     for name in _ATTEMPT_FIELDS:
         setattr(rec, name, None)
-    rec.output_text = ""
+    rec.output_text = rec.reasoning_text = ""
 
 
 def record_attempt_log(rec: CallRecord, log: list[dict]) -> None:
@@ -328,6 +326,11 @@ def _take_meta(rec: CallRecord, data: dict[str, Any]) -> None:
         details = usage.get("prompt_tokens_details") or {}
         if details.get("cached_tokens") is not None:
             rec.cached_tokens = details["cached_tokens"]
+        # vLLM with a reasoning parser counts the thinking; llama-server does not
+        out_details = usage.get("completion_tokens_details") or {}
+        if isinstance(out_details, dict) and out_details.get("reasoning_tokens") is not None:
+            rec.reasoning_tokens = out_details["reasoning_tokens"]
+            rec.reasoning_tokens_basis = "server"
     timings = data.get("timings")
     if timings:
         for k in _TIMING_FIELDS:
@@ -346,3 +349,42 @@ def _take_meta(rec: CallRecord, data: dict[str, Any]) -> None:
             rec.prompt_ms = metrics["time_to_first_token_ms"]
         if rec.predicted_ms is None and metrics.get("generation_time_ms") is not None:
             rec.predicted_ms = metrics["generation_time_ms"]
+
+
+def _reasoning_of(msg: dict[str, Any]) -> str:
+    """The thinking in a message or delta: llama-server's `reasoning_content`, vLLM's
+    `reasoning` (vLLM renames the older `reasoning_content` to it)."""
+    return msg.get("reasoning_content") or msg.get("reasoning") or ""
+
+
+_OPEN, _CLOSE = "<think>", "</think>"
+
+
+def split_thinking(text: str) -> tuple[str, str]:
+    """(thinking, answer) of a text that may carry its thinking inline, as vLLM without a
+    reasoning parser returns it: `<think>…</think>answer`, or `…</think>answer` when the chat
+    template opened the block in the prompt, or `<think>…` cut off at max_tokens."""
+    close = text.find(_CLOSE)
+    if close >= 0:
+        head, answer = text[:close], text[close + len(_CLOSE):]
+        opened = head.find(_OPEN)
+        before, thinking = ((head[:opened], head[opened + len(_OPEN):]) if opened >= 0
+                            else ("", head))
+        return thinking.strip(), (before + answer.lstrip()) if before.strip() else answer.lstrip()
+    opened = text.find(_OPEN)
+    if opened >= 0 and not text[:opened].strip():
+        return text[opened + len(_OPEN):].strip(), ""
+    return "", text
+
+
+def keep_thinking_apart(rec: CallRecord) -> None:
+    """Move inline thinking out of the answer and count the thinking's tokens: as the server
+    reported them, else estimated from its share of the generated characters."""
+    inline, answer = split_thinking(rec.output_text)
+    if inline:
+        rec.output_text = answer
+        rec.reasoning_text = f"{rec.reasoning_text}\n{inline}" if rec.reasoning_text else inline
+    if rec.reasoning_text and rec.reasoning_tokens is None and rec.completion_tokens:
+        chars = len(rec.reasoning_text) + len(rec.output_text)
+        rec.reasoning_tokens = round(rec.completion_tokens * len(rec.reasoning_text) / chars)
+        rec.reasoning_tokens_basis = "chars"

@@ -100,6 +100,10 @@ class Sampling(_Model):
         "per-draw", description="'per-draw': each call's seed is derived from (base_seed, night, "
         "ticker, draw, agent), so draws differ and a rerun repeats them; 'none': no seed sent.")
     base_seed: int = Field(20260101, ge=0, description="Root of the derived seeds.")
+    thinking: Literal["off", "on"] = Field(
+        "off", description="'off': the chat template's enable_thinking = false on every path; "
+        "'on': the model thinks, and its thinking is stored apart from the answer (never "
+        "quoted into later prompts, never read for a grade). The same on both paths.")
 
 
 class ExpectedIdentity(_Model):
@@ -203,7 +207,9 @@ class SimProfile(_Model):
         "vllm-<version>-<config hash>).")
     model_alias: str = Field("sim-model", description="Alias the simulated server reports.")
     build: str = Field("sim-b0001", description="Build the simulated server reports.")
-    n_ctx: int = Field(131072, ge=1024, description="Total context (split over slots).")
+    n_ctx: int = Field(131072, ge=1024, description="Total context: llama.cpp dialect "
+                       "split over the slots and padded as -c is; vLLM's max_model_len, "
+                       "per request.")
     speculative: bool = Field(False, description="Speculative decoding on (llama.cpp: in "
                               "/props and /slots; vllm: vllm:spec_decode_* counters appear).")
     prompt_tokens_details: bool = Field(False, description="vllm: report usage."
@@ -212,6 +218,20 @@ class SimProfile(_Model):
     per_request_metrics: bool = Field(False, description="vllm: add `metrics` (first-token, "
                                       "generation and queue ms) to each response, as vLLM "
                                       "does with --enable-per-request-metrics.")
+    thinks: bool = Field(False, description="The model thinks before it answers unless the "
+                         "request's chat_template_kwargs say enable_thinking = false.")
+    thinking_share: float = Field(0.4, ge=0, lt=1, description="Share of a thinking call's "
+                                  "generated tokens that are thinking.")
+    reasoning_parser: bool = Field(True, description="vLLM dialect: launched with "
+                                   "--reasoning-parser (thinking in `reasoning`, counted); "
+                                   "false: inline <think>...</think> in content.")
+    metrics: bool = Field(True, description="llama.cpp dialect: /metrics on (--metrics); "
+                          "false: 501, as llama-server without it.")
+    stream_error_share: float = Field(0.0, ge=0, le=1, description="Share of streamed calls "
+                                      "that fail mid-stream with the engine's error event.")
+    sse_ping_s: float | None = Field(None, ge=0, description="Modelled seconds of silence "
+                                     "before an SSE comment ping (None: the engine's default, "
+                                     "llama-server 30, vLLM off; 0: off).")
     market_seed: int = Field(7, description="Seed of the synthetic market the answers follow.")
 
 

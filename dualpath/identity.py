@@ -210,7 +210,9 @@ async def effective_sampling(http: httpx.AsyncClient, base_url: str) -> dict | N
     if not ran:
         return None
     latest = max(ran, key=lambda s: s.get("id_task") if isinstance(s.get("id_task"), int) else -1)
-    return {k: latest["params"].get(k) for k in SAMPLING_KEYS if k in latest["params"]}
+    # the chain's order and the reasoning format too: compared and recorded
+    return {k: latest["params"].get(k) for k in (*SAMPLING_KEYS, "samplers", "reasoning_format")
+            if k in latest["params"]}
 
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty",

@@ -61,8 +61,14 @@ class CallRecord:
     server_metrics_json: str | None = None
     request_json: str = ""                # the sampling/body fields sent (without messages)
     prompt_text: str = ""                 # messages, serialised
-    output_text: str = ""
+    output_text: str = ""                 # the answer only: thinking never goes here
     contaminated: str | None = None       # why this response came from another server, if it did
+    # The model's thinking, kept apart from the answer (never quoted, never graded), and its
+    # tokens: counted by the server (vLLM with a reasoning parser) or estimated from the
+    # characters' share of completion_tokens (basis 'chars'); None when nothing was thought.
+    reasoning_text: str = ""
+    reasoning_tokens: int | None = None
+    reasoning_tokens_basis: str | None = None   # server | chars
 
     @property
     def latency_s(self) -> float:

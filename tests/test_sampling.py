@@ -1,0 +1,90 @@
+"""Sampling the same in effect: what each engine is sent, what each reports applying, and the
+one difference that cannot be closed, named wherever runs are compared."""
+
+from __future__ import annotations
+
+import orjson
+
+from dualpath.config import Sampling, load_config
+from dualpath.sampling import (VLLM_ORDER, applied_differences, applied_from_request,
+                               config_differences, declared_differences, sampling_body)
+from dualpath.sim.fleet import SimFleet
+from flows.report import run_warnings
+from tests.helpers import ingest, make_project, score_night_plain
+from warehouse.db import reader
+
+
+def test_llama_server_is_sent_vllms_sampler_order_and_nothing_vllm_lacks():
+    b = sampling_body("llama.cpp", Sampling(), 5)
+    # temperature before min-p/top-k/top-p, as vLLM's sampler applies it; no dry, xtc,
+    # typical-p or top-n-sigma (vLLM has none); mirostat and dynamic temperature off
+    assert b["samplers"] == ["penalties", "temperature", "min_p", "top_k", "top_p"]
+    assert (b["mirostat"], b["dynatemp_range"], b["repeat_penalty"]) == (0, 0.0, 1.0)
+    assert b["repeat_last_n"] == b["max_tokens"] == 4096
+    assert b["chat_template_kwargs"] == {"enable_thinking": False}
+    assert b["reasoning_format"] == "deepseek" and b["seed"] == 5
+
+
+def test_vllm_is_sent_the_same_values_under_its_names():
+    llama, vllm = (sampling_body(d, Sampling(thinking="on"), 5) for d in ("llama.cpp", "vllm"))
+    for k in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+              "max_tokens", "seed", "chat_template_kwargs"):
+        assert llama[k] == vllm[k], k
+    assert vllm["repetition_penalty"] == 1.0 and vllm["include_reasoning"] is True
+    assert "samplers" not in vllm and "repeat_last_n" not in vllm
+    assert "chat_template_kwargs" not in sampling_body("openai", Sampling(), None)
+
+
+def test_the_prompt_in_llama_servers_penalty_window_is_a_declared_difference():
+    both = ["vllm", "llama.cpp"]
+    [d] = declared_differences(Sampling(presence_penalty=1.5), both)
+    assert d.startswith("presence_penalty 1.5: llama-server's penalty window")
+    assert "vLLM penalises output tokens only" in d and "presence_penalty = 0" in d
+    assert declared_differences(Sampling(presence_penalty=0.0), both) == []
+    assert declared_differences(Sampling(), ["llama.cpp", "llama.cpp"]) == []
+
+
+def test_applied_sampling_compares_the_chain_order_too():
+    vllm = applied_from_request(sampling_body("vllm", Sampling(), None))
+    llama = {"temperature": 0.699999988079071, "top_p": 0.800000011920929, "top_k": 20,
+             "min_p": 0.0, "presence_penalty": 1.5, "frequency_penalty": 0.0,
+             "repeat_penalty": 1.0, "repeat_last_n": 4096, "samplers": list(VLLM_ORDER)}
+    assert applied_differences(llama, vllm) == []
+    default_chain = {**llama, "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"]}
+    assert applied_differences(default_chain, vllm) == [
+        "sampler order: penalties, top_k, top_p, min_p, temperature vs "
+        "penalties, temperature, min_p, top_k, top_p"]
+
+
+def test_the_shipped_example_samples_alike_and_says_why():
+    from tests.test_config import EXAMPLE
+
+    cfg = load_config(EXAMPLE)
+    assert cfg.sampling.presence_penalty == 0.0 and cfg.sampling.thinking == "off"
+    assert config_differences(cfg) == []
+    text = EXAMPLE.read_text()
+    assert "no llama-server setting keeps the prompt out" in text
+
+
+def test_a_night_records_what_both_paths_applied_and_compares_them(tmp_path):
+    """The simulated pair (main: vLLM dialect, backup: llama-server) scores a night: the
+    vLLM path's applied sampling is recorded from its requests, llama-server's read back
+    from /slots, and the two compare equal; the penalty window is named as declared."""
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    with SimFleet(cfg) as fleet:
+        ingest(cfg, score_night_plain(cfg, nights[0], fleet.urls))
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        applied = dict(con.execute("SELECT path, effective_sampling_json FROM server_sessions")
+                       .fetchall())
+        warnings = run_warnings(con)
+        sent = [orjson.loads(r[0]) for r in con.execute(
+            "SELECT t.text FROM calls c JOIN texts t ON t.hash = c.request_hash "
+            "WHERE c.path = 'backup' LIMIT 1").fetchall()]
+    main, backup = orjson.loads(applied["main"]), orjson.loads(applied["backup"])
+    assert main["samplers"] == backup["samplers"] == list(VLLM_ORDER)
+    assert main["penalty_window"] == "output" and backup["repeat_last_n"] == 4096
+    assert applied_differences(main, backup) == []
+    assert not any("sampled differently" in w for w in warnings)
+    assert sent[0]["samplers"] == list(VLLM_ORDER)
+    [declared] = config_differences(cfg)           # the demo keeps presence_penalty 1.5
+    assert declared.startswith("presence_penalty 1.5")
