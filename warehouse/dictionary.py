@@ -45,6 +45,11 @@ _CALL = {
     "contaminated": "why this response came from another server (NULL: it did not)",
     "request_hash": "hash → texts: the request body sent (without messages)",
     "prompt_hash": "hash → v_prompts: the messages sent", "output_hash": "hash → texts: the answer",
+    "reasoning_hash": "hash → texts: the model's thinking, apart from the answer (NULL: none); "
+                      "never quoted into later prompts, never read for a grade",
+    "reasoning_tokens": "tokens — of completion_tokens, the thinking's (see its basis)",
+    "reasoning_tokens_basis": "server (counted by vLLM's reasoning parser) | chars (estimated: "
+                              "completion_tokens × the thinking's share of the characters)",
 }
 _UNIT = {
     "run_id": "id — experiment/night/path", "path": "name", "night": "date", "ticker": "symbol",

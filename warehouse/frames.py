@@ -41,7 +41,7 @@ def calls_frame(con, experiment: str, since: date | None = None,
                                 latency_s, ttft_s, prompt_tokens, completion_tokens,
                                 cached_tokens, prompt_n, prompt_ms, predicted_n, predicted_ms,
                                 finish_reason, attempts, error_kind, is_contaminated AS contaminated,
-                                abandoned
+                                abandoned, reasoning_tokens, reasoning_tokens_basis
                          FROM v_calls WHERE {where} AND NOT abandoned AND NOT is_contaminated""",
                      params).df()
     df["night"] = pd.to_datetime(df["night"])

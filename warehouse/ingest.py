@@ -138,6 +138,8 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]
                CASE WHEN prompt_parts IS NULL THEN hash(prompt_text) ELSE prompt_hash END
                    AS prompt_hash,
                hash(output_text) AS output_hash, hash(request_json) AS request_hash,
+               -- the thinking, stored apart from the answer (m015); none: NULL
+               CASE WHEN reasoning_text <> '' THEN hash(reasoning_text) END AS reasoning_hash,
                end_mono - start_mono AS latency_s, first_token_mono - start_mono AS ttft_s
         FROM read_json(?, format = 'newline_delimited', columns = {_COLUMNS_SQL},
                        ignore_errors = true)
@@ -356,6 +358,8 @@ def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
                       # a journal written before parts: whole prompts, stored whole
                       ("stage_calls", "prompt_hash", "prompt_text", "prompt_parts IS NULL"),
                       ("stage_calls", "output_hash", "output_text"),
+                      ("stage_calls", "reasoning_hash", "reasoning_text",
+                       "reasoning_hash IS NOT NULL"),
                       ("stage_calls", "request_hash", "request_json")]
         new_units: dict[str, int] = {}
         if "units_df" in frames:
@@ -382,7 +386,7 @@ def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
             new_calls = dict(con.execute("SELECT run_id, count(*) FROM stage_calls GROUP BY 1").fetchall())
             # the night joins here, where no text is carried along
             con.execute("INSERT INTO calls BY NAME SELECT s.* EXCLUDE (prompt_text, output_text, "
-                        "request_json, prompt_parts), r.night FROM stage_calls s "
+                        "reasoning_text, request_json, prompt_parts), r.night FROM stage_calls s "
                         "JOIN stage_runs r USING (run_id)")
         con.execute("COMMIT")
     except Exception:

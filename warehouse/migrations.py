@@ -357,6 +357,17 @@ M023_UNANSWERED = """
 ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS unanswered_s DOUBLE;
 """
 
+M015_THINKING = """
+-- A thinking model's thinking, kept apart from its answer: the text in texts (by hash; NULL
+-- when the call thought nothing), never quoted into later prompts nor read for a grade; its
+-- tokens as the server counted them (basis 'server': vLLM with a reasoning parser) or
+-- estimated from the characters' share of completion_tokens (basis 'chars': llama-server,
+-- which does not count them, and vLLM's inline <think>).
+ALTER TABLE calls ADD COLUMN IF NOT EXISTS reasoning_hash UBIGINT;
+ALTER TABLE calls ADD COLUMN IF NOT EXISTS reasoning_tokens INTEGER;
+ALTER TABLE calls ADD COLUMN IF NOT EXISTS reasoning_tokens_basis VARCHAR;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
@@ -375,6 +386,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m018_plan_provenance", M018_PLAN_PROVENANCE),
     ("m021_server_files", M021_SERVER_FILES),
     ("m023_unanswered", M023_UNANSWERED),
+    ("m015_thinking", M015_THINKING),
 ]
 
 

