@@ -271,16 +271,19 @@ def executable_problems(plan: Plan, horizons: list[int]) -> list[str]:
     return out
 
 
-def plan_toml(plan: Plan) -> str:
-    """A plan as a TOML file a person can read and edit."""
+def plan_toml(plan: Plan, declared: list[str] | tuple = ()) -> str:
+    """A plan as a TOML file a person can read and edit; `declared`: what the engines cannot
+    do alike with this config (`dualpath.sampling.config_differences`), written as comments
+    for the reviewer (the plan's hash does not change)."""
     data = plan.model_dump(mode="json", exclude_none=True)
     data["window"]["first_night"] = plan.window.first_night
     secondary = data.pop("secondary")
     text = dump_toml(data)
     for h in secondary:
         text += "\n\n[[secondary]]\n" + dump_toml(h)
+    notes = "".join(f"# declared difference: {d}\n" for d in declared)
     return ("# dualpath preregistration: fix this before night 1, then "
-            "`dualpath prereg freeze` it.\n" + text + "\n")
+            "`dualpath prereg freeze` it.\n" + notes + text + "\n")
 
 
 def deviations(plan: Plan, cfg: Config) -> list[str]:

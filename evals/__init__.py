@@ -8,7 +8,9 @@ Every function documents which of these frames it takes (extra columns are ignor
     start_wall float (epoch s), end_wall float, latency_s float, ttft_s float|NaN,
     prompt_tokens, completion_tokens, cached_tokens, prompt_n, predicted_n: Int64 (nullable),
     prompt_ms, predicted_ms: float|NaN (server timings), finish_reason str|None,
-    attempts int, error_kind str|None, contaminated bool, abandoned bool
+    attempts int, error_kind str|None, contaminated bool, abandoned bool,
+    reasoning_tokens Int64 (the thinking's, of completion_tokens; <NA>: none),
+    reasoning_tokens_basis str|None ('server' counted, 'chars' estimated; `evals.thinking`)
 
 ``units``  one row per unit (ticker x draw on one path-run; its final attempt only)
     run_id, path, night, ticker, draw, start_wall, end_wall, seconds float (slot-latency:

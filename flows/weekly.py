@@ -19,6 +19,7 @@ from prefect.runtime import flow_run
 
 from dualpath.config import Config, load_config
 from dualpath.errors import UserError
+from dualpath.sampling import config_differences
 from evals.weekly import PlanInfo, ReportData
 from evals.weekly.render import render
 from flows import metrics
@@ -137,7 +138,8 @@ def gather(cfg: Config, since: date | None, until: date | None,
                       runs=summary, calls=keep(frames["calls"]), units=keep(frames["units"]),
                       sessions=sessions, deviations=devs, plan=_plan_info(st),
                       config_hashes=hashes, paths=list(cfg.paths), tickers=len(cfg.tickers()),
-                      freshness=fresh, ui_url=cfg.ui.base_url, verdict=st.verdict)
+                      freshness=fresh, ui_url=cfg.ui.base_url, verdict=st.verdict,
+                      declared=config_differences(cfg))
 
 
 def write_report(cfg: Config, out_dir: Path, since: date | None = None,

@@ -42,6 +42,16 @@ def check(config: Path = CONFIG_OPT) -> None:
             console.print(f"    {escape(line)}", highlight=False)
         for line in launch_warnings(p):
             console.print(f"    [yellow]warning[/yellow]: {escape(line)}", highlight=False)
+    _print_declared(cfg)
+
+
+def _print_declared(cfg) -> None:
+    """What the paths' engines cannot be made to do alike with this config."""
+    from dualpath.sampling import config_differences
+
+    console.print(f"  thinking: {cfg.sampling.thinking} (the same on every path)")
+    for d in config_differences(cfg):
+        console.print(f"  [yellow]declared difference:[/yellow] {escape(d)}")
 
 
 @app.command()

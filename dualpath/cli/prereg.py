@@ -94,7 +94,8 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
                   f"{_fmt(planned_power(p))} at δ={p.primary.margin:g})")
     for why in testability(p):
         console.print(f"[red]cannot test:[/red] {why}; freezing it needs --force --reason")
-    plan.write_text(plan_toml(p))
+    from dualpath.sampling import config_differences
+    plan.write_text(plan_toml(p, config_differences(cfg)))
     console.print(f"wrote {plan} (sha256 {p.sha256()[:12]}); review the hypotheses, then "
                   f"`dualpath prereg freeze {plan} -c {config}`")
 

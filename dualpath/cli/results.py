@@ -212,13 +212,16 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
         if evidence:
             frames["evidence"], frames["hosts"] = server_evidence(con), run_hosts(con)
         warnings = run_warnings(con)
+    from dualpath.sampling import config_differences
+    declared = config_differences(cfg)
     frames = {k: f[list(specs[k].columns)] for k, f in frames.items()}
     from dualpath.cli.ui import night_links
 
     runs, cols, viewer = night_links(cfg, frames["runs"], list(frames["runs"].columns), fmt)
     frames["runs"] = runs[cols]     # csv and json: a ui_url column with [ui] base_url
     if fmt == "json":
-        emit_json({**{k: records(f) for k, f in frames.items()}, "warnings": warnings})
+        emit_json({**{k: records(f) for k, f in frames.items()}, "warnings": warnings,
+                   "declared_differences": declared})
         return
     for key, frame in frames.items():
         if fmt == "csv":
@@ -230,6 +233,8 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
                 console.print(viewer, markup=False, highlight=False)
     for w in warnings:
         err_console.print(f"warning: {w}", markup=False, highlight=False)
+    for d in declared:
+        err_console.print(f"declared difference: {d}", markup=False, highlight=False)
 
 
 def print_plan(cfg, tickers: int | None, draws: int | None, paths: list[str] | None,

@@ -67,3 +67,5 @@ class ReportData:
     ui_url: str | None = None             # `dualpath ui`'s base URL: nights link to their pages
     verdict: object = None                # evals.verdict.PrimaryVerdict
     headline: object = None               # evals.headline.Headline: the first screen
+    # what the paths' engines cannot do alike with the config (dualpath.sampling)
+    declared: list[str] = field(default_factory=list)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from evals.format import cell
 from evals.registry import registered
+from evals.thinking import thinking_share
 from evals.weekly import ReportData, figures
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("evals.weekly", "templates"),
@@ -175,6 +176,7 @@ def context(d: ReportData) -> dict:
                                "slot_latency_s", "status_detail"]),
         "excluded": table(not_complete, ["night", "path", "status", "status_detail"]),
         "sessions": table(d.sessions), "deviations": table(d.deviations),
+        "thinking": table(thinking_share(d.calls)), "declared": list(d.declared),
         "sweeps": sweeps(d), "notes": list(getattr(m, "notes", [])),
         "figs": figs(d, span, nights),
     }
