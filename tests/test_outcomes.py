@@ -117,7 +117,9 @@ def test_simulated_vllm_speaks_vllm(sim_server):
         # cached tokens only with --enable-prompt-tokens-details (the profile's setting)
         assert "prompt_tokens_details" not in ok["usage"]
         bad = http.post("/v1/chat/completions", json={**body, "model": "other"})
-        assert bad.status_code == 404 and "does not exist" in bad.json()["message"]
+        # vLLM 0.33's ErrorResponse (see tests/test_contract_vllm.py)
+        assert bad.status_code == 404 and bad.json()["error"]["type"] == "NotFoundError"
+        assert "does not exist" in bad.json()["error"]["message"]
 
 
 def _scored(cfg, night, url, path="main"):

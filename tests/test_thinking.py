@@ -148,3 +148,57 @@ async def test_first_token_time_is_the_first_thinking_token_in_both_dialects(fie
     assert rec.ok and rec.output_text == "FINAL GRADE: 4 (BUY)"
     assert rec.reasoning_text == "weigh it"
     assert sent["thinking"] <= rec.first_token_mono < sent["answer"]
+
+
+def test_thinking_share_per_path_counts_what_the_engine_reports():
+    import pandas as pd
+
+    from evals.thinking import thinking_share
+
+    calls = pd.DataFrame({
+        "path": ["main", "main", "backup", "backup", "backup"],
+        "completion_tokens": pd.array([100, 300, 200, 200, None], dtype="Int64"),
+        "reasoning_tokens": pd.array([40, 0, 50, None, None], dtype="Int64"),
+        "reasoning_tokens_basis": ["server", "server", "chars", None, None]})
+    t = thinking_share(calls).set_index("path")
+    # main: 40 of 400 generated tokens; backup: 50 of 400 (the call without usage left out)
+    assert t.loc["main", "thinking_share"] == 0.1 and t.loc["main", "basis"] == "server"
+    assert t.loc["backup", "thinking_share"] == 0.125 and t.loc["backup", "basis"] == "chars"
+    assert (t.loc["backup", "calls"], t.loc["backup", "thinking_calls"]) == (3, 1)
+
+
+def test_the_report_shows_each_paths_thinking_share(tmp_path):
+    """A night on the simulated pair with a thinking model, through the warehouse to the
+    weekly report: the thinking is stored apart (texts, by reasoning_hash) and the report's
+    hygiene section shows its share per path."""
+    from dualpath.config import load_config
+    from flows.weekly import write_report
+    from tests.helpers import SimFleet, ingest, make_project, score_night_plain
+    from warehouse.db import reader
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    text = cfg_path.read_text().replace("[sampling]\n", '[sampling]\nthinking = "on"\n')
+    for path in ("main", "backup"):
+        text = text.replace(f"[paths.{path}.sim]\n", f"[paths.{path}.sim]\nthinks = true\n")
+    cfg_path.write_text(text)
+    cfg = load_config(cfg_path)
+    with SimFleet(cfg) as fleet:
+        ingest(cfg, score_night_plain(cfg, nights[0], fleet.urls))
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        rows = con.execute("""SELECT c.path, count(*), count(t.text), min(c.reasoning_tokens),
+                                     any_value(c.reasoning_tokens_basis),
+                                     bool_or(strpos(o.text, ?) > 0)
+                              FROM calls c LEFT JOIN texts t ON t.hash = c.reasoning_hash
+                              JOIN texts o ON o.hash = c.output_hash
+                              GROUP BY 1 ORDER BY 1""", [THINKING_LINE]).fetchall()
+        grades = con.execute("SELECT count(grade) FROM units").fetchone()[0]
+    assert rows == [("backup", 34, 34, rows[0][3], "chars", False),
+                    ("main", 34, 34, rows[1][3], "server", False)]
+    assert rows[0][3] > 0 and rows[1][3] > 0 and grades == 4
+    _, md, _ = write_report(cfg, tmp_path / "out")
+    report = md.read_text()
+    section = report[report.index("### Sampling and thinking"):]
+    assert "declared difference: presence_penalty 1.5" in section
+    backup = next(line for line in section.splitlines() if line.startswith("| backup |"))
+    main = next(line for line in section.splitlines() if line.startswith("| main |"))
+    assert backup.endswith("| chars |") and main.endswith("| server |")
