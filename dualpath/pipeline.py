@@ -52,7 +52,9 @@ class LLM(Protocol):
 
     async def __call__(self, agent: str, messages: list[dict[str, str]], *,
                        json_schema: dict[str, Any] | None = None) -> str:
-        """Make one call as `agent`; returns the answer text or raises `CallFailed`."""
+        """Make one call as `agent`; returns the answer text or raises `CallFailed`. The
+        answer only: a thinking model's thinking is kept apart by the harness, so quoting
+        an answer into a later prompt never quotes the thinking."""
         ...
 
 

@@ -88,3 +88,34 @@ def test_a_night_records_what_both_paths_applied_and_compares_them(tmp_path):
     assert sent[0]["samplers"] == list(VLLM_ORDER)
     [declared] = config_differences(cfg)           # the demo keeps presence_penalty 1.5
     assert declared.startswith("presence_penalty 1.5")
+
+
+def test_check_runs_and_the_drafted_plan_name_the_declared_difference(tmp_path):
+    """The demo config keeps presence_penalty 1.5: `check`, `runs` and `prereg draft` each
+    name what that does differently on the two engines."""
+    import subprocess
+    import sys
+
+    def dualpath(*args):
+        return subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
+                              text=True, timeout=120)
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    [declared] = config_differences(cfg)
+    check = dualpath("check", "-c", str(cfg_path))
+    assert check.returncode == 0
+    flat = " ".join((check.stdout + check.stderr).split())
+    assert "thinking: off (the same on every path)" in flat
+    assert f"declared difference: {declared}" in flat
+    with SimFleet(cfg) as fleet:
+        ingest(cfg, score_night_plain(cfg, nights[0], fleet.urls))
+    runs = dualpath("runs", "-c", str(cfg_path))
+    assert runs.returncode == 0 and "declared difference: presence_penalty 1.5" in " ".join(
+        (runs.stdout + runs.stderr).split())
+    plan = tmp_path / "plan.toml"
+    draft = dualpath("prereg", "draft", str(plan), "-c", str(cfg_path), "--first-night",
+                     nights[0].isoformat(), "--nights", "10")
+    assert draft.returncode == 0, draft.stderr
+    assert f"# declared difference: {declared}\n" in plan.read_text()
+    from dualpath.prereg import load_plan
+    assert load_plan(plan).experiment == cfg.experiment.name     # the comments are only that
