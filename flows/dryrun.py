@@ -53,6 +53,14 @@ def _grade_check(cfg: Config, name: str, rec: CallRecord) -> Check:
     return Check(f"{name}: grade call", True, f"grade {parsed.grade}; {base.detail}")
 
 
+def _differs(sent, applied) -> bool:
+    """A value applied otherwise than sent: numbers beyond float32 noise; the sampler chain
+    and the reasoning format as they are."""
+    if isinstance(sent, (int, float)) and isinstance(applied, (int, float)):
+        return abs(float(sent) - float(applied)) > 1e-6 * max(1.0, abs(float(applied)))
+    return sent != applied
+
+
 async def _sampling_check(name: str, dialect: str, http: httpx.AsyncClient, url: str,
                           sent: dict) -> Check:
     if dialect != "llama.cpp":
@@ -64,7 +72,7 @@ async def _sampling_check(name: str, dialect: str, http: httpx.AsyncClient, url:
         return Check(f"{name}: sampling applied", False, "the server reports no applied "
                      "sampling (/slots is off)", "add --slots to the launch argv")
     off = [f"{k}: sent {sent[k]}, applied {v}" for k, v in applied.items()
-           if k in sent and abs(float(sent[k]) - float(v)) > 1e-6 * max(1.0, abs(float(v)))]
+           if k in sent and _differs(sent[k], v)]
     return Check(f"{name}: sampling applied", not off, "; ".join(off) or
                  "as sent: " + ", ".join(f"{k}={v}" for k, v in applied.items()),
                  "the server overrode what was sent; check its launch flags")
