@@ -166,3 +166,52 @@ def test_a_rerun_shows_a_finished_path_as_finished_and_counts_earlier_units():
 def test_help_texts_keep_their_brackets():
     out = dualpath("verify", "--help").stdout
     assert "[paths.X.measured]" in " ".join(out.split())
+
+
+PLAN = """\
+ 100 tickers × 2 draws per night (throughput basis: seconds per unit = run wall clock ÷ ticker-draws;  
+                             complete one-segment runs at the same slots)                              
+┏━━━━━━━━┳━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━┓
+┃ path   ┃ slots ┃ source                      ┃ s_per_unit (range)  ┃ hours (range) ┃ draws_that_fit ┃
+┡━━━━━━━━╇━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━┩
+│ main   │     8 │ measured (10 runs, p10–p90) │ 30.5 (30–31)        │ 1.7 (1.7–1.7) │ 5              │
+│ backup │     4 │ measured (9 runs, p10–p90)  │ 173.5 (172.5–175.5) │ 9.6 (9.6–9.8) │ 1              │
+└────────┴───────┴─────────────────────────────┴─────────────────────┴───────────────┴────────────────┘
+a night of 100 tickers × 2 draws takes main 1.7 h (fits), backup 9.6 h (does not fit); the window given, 5 h
+"""
+
+SCHEMA = """\
+                                           warehouse schema                                           
+┏━━━━━━━━┳━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃ table  ┃ kind  ┃ column    ┃ type    ┃ unit and meaning                                            ┃
+┡━━━━━━━━╇━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
+│ prices │ table │ ticker    │ VARCHAR │ symbol                                                      │
+│ prices │ table │ date      │ DATE    │ date — session                                              │
+│ prices │ table │ close     │ DOUBLE  │ currency — raw close                                        │
+│ prices │ table │ adj_close │ DOUBLE  │ currency — split/dividend-adjusted close (returns use this) │
+└────────┴───────┴───────────┴─────────┴─────────────────────────────────────────────────────────────┘
+"""
+
+
+def test_plan_whole_against_a_window(seeded):
+    out = dualpath("plan", "-c", str(seeded), "--tickers", "100", "--window-hours", "5").stdout
+    assert out == PLAN
+
+
+def test_plan_says_unknown_where_nothing_is_measured(tmp_path):
+    from tests.helpers import make_project
+
+    cfg_path = make_project(tmp_path, tickers=2, draws=1, nights=1)[0]
+    text = cfg_path.read_text().replace(
+        'engine = "sim"', 'engine = "llama.cpp"\nbase_url = "http://127.0.0.1:9"', 1)
+    cfg_path.write_text(text + '\n[schedule]\ndeadline = "07:00"\n')
+    out = " ".join(dualpath("plan", "-c", str(cfg_path)).stdout.split())
+    assert "unknown (nothing measured yet)" in out and "draws_that_fit" in out
+    assert "the configured window, 18:30 to 07:00 market time (12.5 h)" in out
+
+
+def test_schema_and_prereg_status_whole(seeded):
+    assert dualpath("schema", "-c", str(seeded), "--table", "prices").stdout == SCHEMA
+    assert dualpath("prereg", "status", "-c", str(seeded)).stdout == (
+        "no frozen plan: results are exploratory (`dualpath prereg draft`, then `dualpath "
+        "prereg freeze`)\n")

@@ -160,7 +160,10 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
     console.print("[dim]throughput basis = run wall clock ÷ tickers, or ÷ units (ticker × draw) "
                   "(sets how long a night takes); slot-latency basis = one unit's first call to "
                   "last call (what one ticker-draw waits, ≈ throughput per unit × slots). Never "
-                  "compare across bases.[/dim]")
+                  "compare across bases. queue+HTTP share = the part of a call's client time "
+                  "that the server's own timings do not cover: mostly waiting in the server's "
+                  "queue, where requests wait by design to keep the slots full; not overhead "
+                  "lost.[/dim]")
     for line in result.not_complete:
         err_console.print(f"[red]not complete:[/red] {escape(line)}")
     for line in result.notes:
