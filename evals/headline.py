@@ -18,6 +18,7 @@ interval is given.
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,7 +115,9 @@ def quality_lines(v) -> list[str]:
         return ["Quality: no second path to compare (one path configured)"]
     head = f"Quality — is {v.candidate} as good as {v.baseline}?  {v.verdict}"
     label = f"  [{v.label_text}]"
-    lines = [head + label] if len(head) + len(label) <= WIDTH else [head, f"  {v.label_text}"]
+    # a long label (a forced freeze's reason) wraps rather than losing its end
+    lines = [head + label] if len(head) + len(label) <= WIDTH else \
+        [head, *textwrap.wrap(v.label_text, WIDTH, initial_indent="  ", subsequent_indent="  ")]
     if math.isnan(v.estimate):
         value = "not estimated yet"
     elif math.isnan(v.ci_low):
