@@ -19,15 +19,10 @@ from dualpath.errors import UserError
 from evals.format import cell
 
 
-# rich_markup_mode=None: help texts print as written, so "[paths.X.measured]" is not eaten
-# as rich markup
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  rich_markup_mode=None)
-prices_app = typer.Typer(no_args_is_help=True, help="Price data in the warehouse.",
-                         rich_markup_mode=None)
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
+prices_app = typer.Typer(no_args_is_help=True, help="Price data in the warehouse.")
 app.add_typer(prices_app, name="prices")
-prereg_app = typer.Typer(no_args_is_help=True, help="The preregistered comparison plan.",
-                         rich_markup_mode=None)
+prereg_app = typer.Typer(no_args_is_help=True, help="The preregistered comparison plan.")
 app.add_typer(prereg_app, name="prereg")
 # a pipe gets 160 columns unless COLUMNS says otherwise (tests read at 100)
 console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
