@@ -130,10 +130,10 @@ def prices_import(file: Path, config: Path = CONFIG_OPT,
                   strict: bool = typer.Option(False, help="Treat every warning as an error: "
                                               "nothing is imported."),
                   encoding: Optional[str] = typer.Option(None, help="The CSV's text encoding, "
-                                                         "e.g. cp949 (default: [market] "
+                                                         "e.g. cp949 (default: \\[market] "
                                                          "encoding, utf-8)."),
                   thousands: Optional[str] = typer.Option(None, help="Thousands separator in "
-                                                          "prices, e.g. , (default: [market] "
+                                                          "prices, e.g. , (default: \\[market] "
                                                           "thousands).")) -> None:
     """Validate and import a CSV/Parquet price file (ticker, date, adj_close[, close])."""
     from rich.markup import escape

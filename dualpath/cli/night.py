@@ -211,7 +211,7 @@ def plan_cmd(config: Path = CONFIG_OPT,
                                                           help="Hours available: "
                                                           "how many draws fit.")) -> None:
     """Expected night duration per path, with an interval, from the speeds measured so far,
-    against the configured window ([schedule] deadline) or --window-hours."""
+    against the configured window (\\[schedule] deadline) or --window-hours."""
     from dualpath.cli.results import print_plan
 
     print_plan(load_config(config), tickers, draws, path, window_hours)
