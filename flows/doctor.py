@@ -74,7 +74,8 @@ async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> li
 
 def _warehouse_checks(cfg: Config) -> tuple[list[Check], dict[str, int]]:
     from warehouse.db import reader
-    from warehouse.migrations import MIGRATIONS
+    from warehouse.experiment import largest_prompts, last_night_statuses
+    from warehouse.migrations import MIGRATIONS, applied as applied_migrations
 
     path = cfg.resolve(cfg.warehouse.path)
     folder = path.parent if path.parent.exists() else cfg.base_dir
@@ -85,12 +86,9 @@ def _warehouse_checks(cfg: Config) -> tuple[list[Check], dict[str, int]]:
         return out + [Check("warehouse", True, f"{path} does not exist yet (made by the first "
                             "night)")], {}
     with reader(path) as con:
-        applied = {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()}
-        last = con.execute("SELECT night, string_agg(path || ' ' || status, ', ') FROM runs "
-                           "WHERE experiment = ? GROUP BY night ORDER BY night DESC LIMIT 1",
-                           [cfg.experiment.name]).fetchone()
-        largest = dict(con.execute("SELECT path, max(prompt_tokens) FROM calls GROUP BY 1")
-                       .fetchall())
+        applied = applied_migrations(con)
+        last = last_night_statuses(con, cfg.experiment.name)
+        largest = largest_prompts(con)
     pending = [n for n, _ in MIGRATIONS if n not in applied]
     out += _price_and_parity_checks(cfg, path)
     out.append(Check("warehouse: migrations", not pending,

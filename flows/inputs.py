@@ -9,7 +9,7 @@ from dualpath.config import Config
 from dualpath.errors import UserError
 from dualpath.night import PriceHistory, missing_inputs
 from warehouse.db import reader, writer
-from warehouse.prices import load_prices
+from warehouse.prices import load_prices, price_rows
 
 
 def ensure_prices(cfg: Config) -> None:
@@ -20,7 +20,7 @@ def ensure_prices(cfg: Config) -> None:
     if cfg.market.synthetic_seed is None:
         return
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
-        if con.execute("SELECT count(*) FROM prices").fetchall()[0][0]:
+        if price_rows(con):
             return
         raw = SyntheticMarket(cfg.market.synthetic_seed, start=cfg.market.synthetic_start,
                               n_days=400).prices()

@@ -109,14 +109,11 @@ def metadata(cfg: Config, since: date | None = None) -> dict:
     from datetime import datetime, timezone
 
     from warehouse import plans
+    from warehouse.experiment import config_hashes, night_span
 
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
-        first, last = con.execute("SELECT min(night), max(night) FROM runs WHERE experiment = ?"
-                                  " AND night >= coalesce(?, night)",
-                                  [cfg.experiment.name, since]).fetchone()
-        hashes = [r[0] for r in con.execute(
-            "SELECT DISTINCT config_hash FROM runs WHERE experiment = ? ORDER BY 1",
-            [cfg.experiment.name]).fetchall()]
+        first, last = night_span(con, cfg.experiment.name, since)
+        hashes = config_hashes(con, cfg.experiment.name)
         frozen = plans.current(con, cfg.experiment.name)
     q = question(cfg, frozen.plan if frozen else None)
     return {"experiment": cfg.experiment.name, "first_night": first, "last_night": last,

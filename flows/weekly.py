@@ -26,6 +26,7 @@ from flows import metrics
 from warehouse.db import reader
 from evals.headline import headline
 from evals.speed import with_speed
+from warehouse.experiment import config_hashes, server_sessions
 from warehouse.queries import run_summaries
 
 
@@ -79,11 +80,10 @@ def _failed_nights(summary: pd.DataFrame) -> pd.DataFrame:
 def _sweeps(cfg: Config) -> list[dict]:
     """The latest sweep of each name on this experiment's paths (retuning evidence)."""
     from flows.sweep import sweep_report
+    from warehouse.sweeps import latest_sweep_ids
 
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
-        ids = [r[0] for r in con.execute(
-            "SELECT arg_max(sweep_id, started_at) FROM sweeps WHERE experiment = ? "
-            "GROUP BY name ORDER BY name", [cfg.experiment.name]).fetchall()]
+        ids = latest_sweep_ids(con, cfg.experiment.name)
     out = []
     for sweep_id in ids:
         sweep, table, _ = sweep_report(cfg, sweep_id)
@@ -120,14 +120,8 @@ def gather(cfg: Config, since: date | None, until: date | None,
         summary = summary[summary["run_id"].str.startswith(f"{exp}/")
                           & (pd.to_datetime(summary["night"]) >= pd.Timestamp(lo))
                           & (pd.to_datetime(summary["night"]) <= pd.Timestamp(hi))]
-        sessions = con.execute(
-            "SELECT r.night, s.path, s.dialect, s.how, s.model, s.build, s.slots, "
-            "s.identity_problem FROM server_sessions s JOIN runs r USING (run_id) "
-            "WHERE r.experiment = ? AND r.night BETWEEN ? AND ? ORDER BY r.night, s.path",
-            [exp, lo, hi]).df()
-        hashes = [r[0] for r in con.execute(
-            "SELECT DISTINCT config_hash FROM runs WHERE experiment = ? AND night BETWEEN ? "
-            "AND ? ORDER BY 1", [exp, lo, hi]).fetchall()]
+        sessions = server_sessions(con, exp, lo, hi)
+        hashes = config_hashes(con, exp, lo, hi)
         fresh = _freshness(con, cfg, hi)
     devs = pd.concat([frames["deviations"], _failed_nights(summary)], ignore_index=True)
     keep = lambda df: df[pd.to_datetime(df["night"]).dt.date.isin(set(st.nights))]

@@ -66,11 +66,11 @@ def writer(path: Path, wait_s: float = 120.0) -> Iterator[duckdb.DuckDBPyConnect
 def _bring_up_to_date(path: Path) -> None:
     """Apply migrations a warehouse written by an older dualpath lacks, so read-only commands
     see today's views; skipped (the old schema is read as it is) while a writer holds it."""
-    from warehouse.migrations import MIGRATIONS
+    from warehouse.migrations import MIGRATIONS, applied
 
     con = _open(path, read_only=True, wait_s=10.0)
     try:
-        done = {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()}
+        done = applied(con)
     except duckdb.Error:
         done = set()
     finally:
@@ -112,8 +112,9 @@ def sandboxed_reader(path: Path, wait_s: float = 60.0) -> Iterator[duckdb.DuckDB
 
 @contextlib.contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Statements that must land together (a forced plan and its deviation): committed at
-    the end, rolled back if anything in between raises or the process is killed."""
+    """Statements that must land together (a migration and its record, an ingest, a forced
+    plan and its deviation): committed at the end, rolled back if anything in between
+    raises or the process is killed. The one place dualpath writes BEGIN/COMMIT/ROLLBACK."""
     con.execute("BEGIN TRANSACTION")
     try:
         yield con
@@ -121,3 +122,22 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
+
+
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the warehouse has this table or view (a read-only connection to a warehouse
+    written by an older dualpath may lack a later migration's tables)."""
+    return con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                       [name]).fetchone()[0] > 0
+
+
+def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    """Whether the table has this column (the same: older warehouses lack later columns)."""
+    return con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = ? "
+                       "AND column_name = ?", [table, column]).fetchone()[0] > 0
+
+
+def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every table and view of the warehouse, by name."""
+    return [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                      "WHERE table_schema = 'main' ORDER BY 1").fetchall()]

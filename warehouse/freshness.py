@@ -21,6 +21,7 @@ import duckdb
 import pandas as pd
 
 from dualpath.calendar import SYNTHETIC, MarketCalendar
+from warehouse.db import has_table
 
 SHOWN = 5
 
@@ -74,7 +75,6 @@ def _last_priced(con: duckdb.DuckDBPyConnection, tickers: list[str], night: date
 
 
 def _halted(con: duckdb.DuckDBPyConnection, night: date) -> set[str]:
-    from warehouse.prices import has_table
     if not has_table(con, "price_gaps"):
         return set()
     return {r[0] for r in con.execute("SELECT ticker FROM price_gaps WHERE date = ?",

@@ -31,6 +31,7 @@ import pandas as pd
 
 from dualpath.errors import DataError
 from dualpath.records import MEASURED, CallRecord
+from warehouse.db import transaction
 from warehouse.journal import JournalContents, read_journal, snapshot
 
 _SQL_TYPE = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE"}
@@ -340,58 +341,11 @@ def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
         frames["units_df"] = pd.concat(units)
     if sessions:
         frames["sessions_df"] = pd.concat(sessions)
-    any_calls = any(jc.call_lines for jc in contents)
-    con.execute("BEGIN")
     try:
         for name, frame in frames.items():
             con.register(name, frame)
-        con.execute("INSERT OR REPLACE INTO runs BY NAME SELECT * FROM run_rows")
-        if len(frames["segs"]):
-            con.execute("INSERT OR REPLACE INTO run_segments BY NAME SELECT * FROM segs")
-        if "sessions_df" in frames:
-            con.execute("INSERT OR REPLACE INTO server_sessions BY NAME SELECT * FROM sessions_df")
-        texts = []
-        if any_calls:
-            _stage_calls(con, contents)
-            _stage_prompts(con, contents)
-            texts += [("stage_parts", "hash", "text"),
-                      # a journal written before parts: whole prompts, stored whole
-                      ("stage_calls", "prompt_hash", "prompt_text", "prompt_parts IS NULL"),
-                      ("stage_calls", "output_hash", "output_text"),
-                      ("stage_calls", "reasoning_hash", "reasoning_text",
-                       "reasoning_hash IS NOT NULL"),
-                      ("stage_calls", "request_hash", "request_json")]
-        new_units: dict[str, int] = {}
-        if "units_df" in frames:
-            # Upsert: an outcome can change after a unit was first stored (a later identity
-            # check contaminates it; an attempt seen running is later abandoned).
-            con.execute("""CREATE OR REPLACE TEMP TABLE stage_units AS
-                           SELECT * EXCLUDE (final_text), hash(final_text) AS final_hash,
-                                  final_text, NOT EXISTS (
-                               SELECT 1 FROM units x WHERE x.run_id = u.run_id AND
-                               x.ticker = u.ticker AND x.draw = u.draw AND
-                               x.unit_attempt = u.unit_attempt) AS is_new
-                           FROM units_df u""")
-            texts.append(("stage_units", "final_hash", "final_text"))
-            new_units = dict(con.execute("SELECT run_id, count(*) FROM stage_units WHERE is_new "
-                                         "GROUP BY 1").fetchall())
-            con.execute("INSERT OR REPLACE INTO units BY NAME SELECT * EXCLUDE (final_text, "
-                        "is_new) FROM stage_units")
-        for args in texts:
-            _insert_texts(con, *args)
-        if any_calls:
-            _check_quotes(con, contents)
-        new_calls: dict[str, int] = {}
-        if any_calls:
-            new_calls = dict(con.execute("SELECT run_id, count(*) FROM stage_calls GROUP BY 1").fetchall())
-            # the night joins here, where no text is carried along
-            con.execute("INSERT INTO calls BY NAME SELECT s.* EXCLUDE (prompt_text, output_text, "
-                        "reasoning_text, request_json, prompt_parts), r.night FROM stage_calls s "
-                        "JOIN stage_runs r USING (run_id)")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+        with transaction(con):
+            new_units, new_calls = _store(con, frames, contents)
     finally:
         for name in frames:
             con.unregister(name)
@@ -401,3 +355,54 @@ def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
     for st in stats:
         st.new_calls, st.new_units = new_calls.get(st.run_id, 0), new_units.get(st.run_id, 0)
     return stats
+
+
+def _store(con: duckdb.DuckDBPyConnection, frames: dict[str, pd.DataFrame],
+           contents: list[JournalContents]) -> tuple[dict[str, int], dict[str, int]]:
+    """Write the staged frames of `_ingest` (registered under their names); returns the
+    new units and new calls of each run. Runs inside `_ingest`'s transaction."""
+    any_calls = any(jc.call_lines for jc in contents)
+    con.execute("INSERT OR REPLACE INTO runs BY NAME SELECT * FROM run_rows")
+    if len(frames["segs"]):
+        con.execute("INSERT OR REPLACE INTO run_segments BY NAME SELECT * FROM segs")
+    if "sessions_df" in frames:
+        con.execute("INSERT OR REPLACE INTO server_sessions BY NAME SELECT * FROM sessions_df")
+    texts = []
+    if any_calls:
+        _stage_calls(con, contents)
+        _stage_prompts(con, contents)
+        texts += [("stage_parts", "hash", "text"),
+                  # a journal written before parts: whole prompts, stored whole
+                  ("stage_calls", "prompt_hash", "prompt_text", "prompt_parts IS NULL"),
+                  ("stage_calls", "output_hash", "output_text"),
+                  ("stage_calls", "reasoning_hash", "reasoning_text",
+                   "reasoning_hash IS NOT NULL"),
+                  ("stage_calls", "request_hash", "request_json")]
+    new_units: dict[str, int] = {}
+    if "units_df" in frames:
+        # Upsert: an outcome can change after a unit was first stored (a later identity
+        # check contaminates it; an attempt seen running is later abandoned).
+        con.execute("""CREATE OR REPLACE TEMP TABLE stage_units AS
+                       SELECT * EXCLUDE (final_text), hash(final_text) AS final_hash,
+                              final_text, NOT EXISTS (
+                           SELECT 1 FROM units x WHERE x.run_id = u.run_id AND
+                           x.ticker = u.ticker AND x.draw = u.draw AND
+                           x.unit_attempt = u.unit_attempt) AS is_new
+                       FROM units_df u""")
+        texts.append(("stage_units", "final_hash", "final_text"))
+        new_units = dict(con.execute("SELECT run_id, count(*) FROM stage_units WHERE is_new "
+                                     "GROUP BY 1").fetchall())
+        con.execute("INSERT OR REPLACE INTO units BY NAME SELECT * EXCLUDE (final_text, "
+                    "is_new) FROM stage_units")
+    for args in texts:
+        _insert_texts(con, *args)
+    if any_calls:
+        _check_quotes(con, contents)
+    new_calls: dict[str, int] = {}
+    if any_calls:
+        new_calls = dict(con.execute("SELECT run_id, count(*) FROM stage_calls GROUP BY 1").fetchall())
+        # the night joins here, where no text is carried along
+        con.execute("INSERT INTO calls BY NAME SELECT s.* EXCLUDE (prompt_text, output_text, "
+                    "reasoning_text, request_json, prompt_parts), r.night FROM stage_calls s "
+                    "JOIN stage_runs r USING (run_id)")
+    return new_units, new_calls

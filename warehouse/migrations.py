@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import duckdb
 
+from warehouse.db import transaction
+
 M001_INITIAL = """
 CREATE TABLE runs (
     run_id VARCHAR PRIMARY KEY, experiment VARCHAR NOT NULL, night DATE NOT NULL,
@@ -390,22 +392,22 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
+def applied(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The names of the migrations this warehouse has had applied."""
+    return {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()}
+
+
 def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Apply every migration not yet applied, each in its own transaction; returns their names."""
     con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                 "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ DEFAULT now())")
-    done = {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()}
-    applied = []
+    done = applied(con)
+    applied_now = []
     for name, sql in MIGRATIONS:
         if name in done:
             continue
-        con.execute("BEGIN")
-        try:
+        with transaction(con):
             con.execute(sql)
             con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [name])
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-        applied.append(name)
-    return applied
+        applied_now.append(name)
+    return applied_now

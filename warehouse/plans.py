@@ -11,6 +11,7 @@ import pandas as pd
 
 from dualpath.errors import UserError
 from dualpath.prereg import Plan
+from warehouse.db import has_column, has_table
 
 
 @dataclass(frozen=True)
@@ -78,20 +79,12 @@ def freeze(con: duckdb.DuckDBPyConnection, plan: Plan, plan_path: str,
     return current(con, plan.experiment)
 
 
-def _has_tables(con: duckdb.DuckDBPyConnection) -> bool:
-    # a read-only connection to a warehouse written before m005 has no plan tables yet
-    return con.execute("SELECT count(*) FROM information_schema.tables "
-                       "WHERE table_name = 'plans'").fetchone()[0] > 0
-
-
 def current(con: duckdb.DuckDBPyConnection, experiment: str) -> FrozenPlan | None:
     """The experiment's latest frozen plan, if any."""
-    if not _has_tables(con):
+    if not has_table(con, "plans"):   # a warehouse before m005
         return None
     # a read-only connection to a warehouse written before m018 has no provenance columns
-    new = con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = "
-                      "'plans' AND column_name = 'force_reason'").fetchone()[0]
-    extra = "plan_relpath, force_reason" if new else "NULL, NULL"
+    extra = "plan_relpath, force_reason" if has_column(con, "plans", "force_reason") else "NULL, NULL"
     row = con.execute("SELECT plan_json, plan_hash, frozen_at, forced, nights_before_freeze, "
                       f"plan_path, {extra} FROM plans WHERE experiment = ? "
                       "ORDER BY frozen_at DESC LIMIT 1", [experiment]).fetchone()
@@ -114,7 +107,7 @@ def record_deviation(con: duckdb.DuckDBPyConnection, experiment: str, night: dat
 
 def deviation_log(con: duckdb.DuckDBPyConnection, experiment: str):
     """Every logged deviation, oldest first, as a frame."""
-    if not _has_tables(con):
+    if not has_table(con, "plans"):   # a warehouse before m005
         return pd.DataFrame(columns=["night", "kind", "detail", "recorded_at"])
     return con.execute("SELECT night, kind, detail, recorded_at FROM deviations WHERE "
                        "experiment = ? ORDER BY recorded_at", [experiment]).df()

@@ -27,8 +27,9 @@ import pandas as pd
 from dualpath.calendar import MarketCalendar
 from dualpath.config import MarketSettings
 from dualpath.errors import DataError, DualpathError
+from warehouse.db import has_table
 from warehouse.freshness import Freshness, freshness
-from warehouse.prices import (TARGETS, has_table, import_prices, move_warnings, new_rows,
+from warehouse.prices import (TARGETS, import_prices, move_warnings, new_rows,
                               prior_prices, read_prices_file, validate_prices)
 
 SUFFIXES = (".csv", ".parquet", ".pq")

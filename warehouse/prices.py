@@ -29,6 +29,7 @@ import pandas as pd
 from dualpath.calendar import MarketCalendar
 from dualpath.errors import DataError, UserError
 from warehouse.price_text import as_utf8, check_text, is_utf8
+from warehouse.db import has_table, transaction
 from warehouse.freshness import Freshness, coverage, freshness  # noqa: F401  (re-exported)
 from warehouse.price_checks import (MAX_ABS_LOG_RETURN, TARGETS, gaps, move_warnings,  # noqa: F401
                                     moves, off_session)
@@ -331,20 +332,16 @@ def import_prices(con: duckdb.DuckDBPyConnection, prices: pd.DataFrame) -> int:
     frame["date"] = pd.to_datetime(frame["date"]).dt.date
     con.register("prices_df", frame)
     try:
-        con.execute("BEGIN")
-        con.execute("INSERT OR REPLACE INTO prices BY NAME SELECT * FROM prices_df")
-        if has_table(con, "price_gaps"):
-            # a price for a day once recorded as a halt ends that halt
-            con.execute("DELETE FROM price_gaps g USING prices_df p "
-                        "WHERE g.ticker = p.ticker AND g.date = p.date")
-            for t, d in prices.attrs.get("halts", []):
-                con.execute("INSERT OR REPLACE INTO price_gaps (ticker, date, reason) "
-                            "SELECT ?, ?, 'halt' WHERE NOT EXISTS (SELECT 1 FROM prices "
-                            "WHERE ticker = ? AND date = ?)", [t, d, t, d])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+        with transaction(con):
+            con.execute("INSERT OR REPLACE INTO prices BY NAME SELECT * FROM prices_df")
+            if has_table(con, "price_gaps"):
+                # a price for a day once recorded as a halt ends that halt
+                con.execute("DELETE FROM price_gaps g USING prices_df p "
+                            "WHERE g.ticker = p.ticker AND g.date = p.date")
+                for t, d in prices.attrs.get("halts", []):
+                    con.execute("INSERT OR REPLACE INTO price_gaps (ticker, date, reason) "
+                                "SELECT ?, ?, 'halt' WHERE NOT EXISTS (SELECT 1 FROM prices "
+                                "WHERE ticker = ? AND date = ?)", [t, d, t, d])
     finally:
         con.unregister("prices_df")
     return len(frame)
@@ -362,9 +359,9 @@ CREATE TABLE IF NOT EXISTS price_gaps (
 """
 
 
-def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                            [name]).fetchall()[0][0])
+def price_rows(con: duckdb.DuckDBPyConnection) -> int:
+    """How many price rows the warehouse holds."""
+    return con.execute("SELECT count(*) FROM prices").fetchone()[0]
 
 
 def load_prices(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

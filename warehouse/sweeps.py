@@ -19,6 +19,7 @@ import pandas as pd
 
 from dualpath.errors import DataError, UserError
 from dualpath.replay import REPLAY_COLUMNS, check_replay_set, dag_stages, replay_hash
+from warehouse.db import transaction
 from warehouse.prompts import prompt_texts
 
 FINAL_STATUSES = ("ready", "failed to start")
@@ -163,17 +164,14 @@ def attempts(con, sweep_id: str) -> dict[tuple[str, int], tuple[int, str]]:
 def record_point(con, row: dict, calls: pd.DataFrame) -> None:
     """One point attempt and its calls, in one transaction."""
     point = pd.DataFrame([row])
-    con.execute("BEGIN")
     try:
         con.register("_point", point)
-        con.execute("INSERT INTO sweep_points BY NAME SELECT * FROM _point")
         if len(calls):
             con.register("_calls", calls)
-            con.execute("INSERT INTO sweep_calls BY NAME SELECT * FROM _calls")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+        with transaction(con):
+            con.execute("INSERT INTO sweep_points BY NAME SELECT * FROM _point")
+            if len(calls):
+                con.execute("INSERT INTO sweep_calls BY NAME SELECT * FROM _calls")
     finally:
         con.unregister("_point")
         if len(calls):
@@ -185,6 +183,13 @@ def point_repeats(con, sweep_id: str) -> pd.DataFrame:
     return con.execute("""SELECT * FROM sweep_points WHERE sweep_id = ?
                           QUALIFY attempt = max(attempt) OVER (PARTITION BY point_key, repeat)
                           ORDER BY slots, point_key, repeat""", [sweep_id]).df()
+
+
+def latest_sweep_ids(con, experiment: str) -> list[str]:
+    """The id of the latest sweep of each name on the experiment, by name."""
+    return [r[0] for r in con.execute(
+        "SELECT arg_max(sweep_id, started_at) FROM sweeps WHERE experiment = ? "
+        "GROUP BY name ORDER BY name", [experiment]).fetchall()]
 
 
 def find_sweep(con, which: str | None) -> dict:

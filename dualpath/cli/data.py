@@ -21,10 +21,7 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
             db: Optional[Path] = typer.Option(None, help="Warehouse file (instead of --config).")) -> None:
     """Ad-hoc SQL over the warehouse (read-only; works while a night is running). It reads
     the warehouse and nothing else: no files, no COPY TO / EXPORT, no extensions."""
-    import duckdb
-
-    from warehouse.db import sandboxed_reader
-    from warehouse.queries import sql
+    from warehouse.adhoc import user_sql
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format {fmt!r}: use table, csv or json")
@@ -35,17 +32,7 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
         path = cfg.resolve(cfg.warehouse.path)
     else:
         path = _warehouse_file(db, "--db")
-    with sandboxed_reader(path) as con:
-        try:
-            frame = sql(con, query)
-        except duckdb.PermissionException as e:
-            raise UserError(f"query refused: {str(e).splitlines()[0][:300]}. `dualpath sql` "
-                            "reads the warehouse only (no files, COPY TO, EXPORT, ATTACH or "
-                            "extensions); use `dualpath export` to write files") from None
-        except duckdb.Error as e:
-            # DuckDB's whole message: its "Did you mean" hints are on the lines after the first
-            raise UserError(f"query failed: {str(e)[:1500]}") from None
-    print_frame(frame, fmt)
+    print_frame(user_sql(path, query), fmt)
 
 
 def _warehouse_file(path: Path, option: str) -> Path:
@@ -71,21 +58,11 @@ def _warehouse_file(path: Path, option: str) -> Path:
 def schema(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
            table: Optional[str] = typer.Option(None, "--table", help="Only this table or view.")) -> None:
     """Every table and view of the warehouse, each column with its type, unit and meaning."""
-    import duckdb
-
-    from warehouse.dictionary import TABLES, dictionary
-    from warehouse.migrations import migrate
+    from warehouse.adhoc import schema_frame
+    from warehouse.dictionary import TABLES
 
     cfg = load_config(config)
-    path = cfg.resolve(cfg.warehouse.path)
-    if path.exists():
-        from warehouse.db import reader
-        with reader(path) as con:
-            frame = dictionary(con)
-    else:   # the schema a new warehouse will have
-        with duckdb.connect() as con:
-            migrate(con)
-            frame = dictionary(con)
+    frame = schema_frame(cfg.resolve(cfg.warehouse.path))
     if table:
         if table not in set(frame["table"]):
             raise UserError(f"no table or view {table!r}; tables: {sorted(set(frame['table']))}")
@@ -102,20 +79,14 @@ def export(config: Path = CONFIG_OPT,
            fmt: str = typer.Option("parquet", "--format", "-f", help="parquet | csv")) -> None:
     """Write every table and view of the warehouse to files (the way to get data out:
     `dualpath sql` cannot write files)."""
-    from warehouse.db import reader
+    from warehouse.adhoc import export_tables
 
     if fmt not in ("parquet", "csv"):
         raise UserError(f"--format {fmt!r}: use parquet or csv")
     cfg = load_config(config)
     output_dir(out, "--out")
-    with reader(cfg.resolve(cfg.warehouse.path)) as con:
-        names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
-                                           "WHERE table_schema = 'main' ORDER BY 1").fetchall()]
-        for name in names:
-            target = (out / f"{name}.{fmt}").resolve()
-            opts = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER, DELIMITER ',')"
-            con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{target}' {opts}")
-    console.print(f"wrote {len(names)} tables and views to {out} as {fmt}")
+    n = export_tables(cfg.resolve(cfg.warehouse.path), out, fmt)
+    console.print(f"wrote {n} tables and views to {out} as {fmt}")
 
 
 @prices_app.command("import")

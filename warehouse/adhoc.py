@@ -1,0 +1,53 @@
+"""What a person asks of the warehouse directly: SQL they type (sandboxed), the schema of a
+warehouse or of a new one, an export of every table. The queries behind `dualpath sql`,
+`dualpath schema` and `dualpath export`, so that the CLI holds no SQL and no duckdb."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from dualpath.errors import UserError
+from warehouse.db import reader, sandboxed_reader, table_names
+from warehouse.dictionary import dictionary
+from warehouse.migrations import migrate
+from warehouse.queries import sql
+
+
+def user_sql(path: Path, query: str) -> pd.DataFrame:
+    """A person's read-only query over the warehouse file and nothing else; a refused or
+    failed query is a UserError saying why."""
+    with sandboxed_reader(path) as con:
+        try:
+            return sql(con, query)
+        except duckdb.PermissionException as e:
+            raise UserError(f"query refused: {str(e).splitlines()[0][:300]}. `dualpath sql` "
+                            "reads the warehouse only (no files, COPY TO, EXPORT, ATTACH or "
+                            "extensions); use `dualpath export` to write files") from None
+        except duckdb.Error as e:
+            # DuckDB's whole message: its "Did you mean" hints are on the lines after the first
+            raise UserError(f"query failed: {str(e)[:1500]}") from None
+
+
+def schema_frame(path: Path) -> pd.DataFrame:
+    """The data dictionary of the warehouse at `path`, or of a new one where none is yet."""
+    if path.exists():
+        with reader(path) as con:
+            return dictionary(con)
+    with duckdb.connect() as con:   # the schema a new warehouse will have
+        migrate(con)
+        return dictionary(con)
+
+
+def export_tables(path: Path, out: Path, fmt: str) -> int:
+    """Every table and view of the warehouse written to `out` as one parquet or csv file
+    each; returns how many."""
+    opts = "(FORMAT parquet)" if fmt == "parquet" else "(HEADER, DELIMITER ',')"
+    with reader(path) as con:
+        names = table_names(con)
+        for name in names:
+            target = (out / f"{name}.{fmt}").resolve()
+            con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{target}' {opts}")
+    return len(names)
