@@ -5,6 +5,7 @@
     │   │                      resource); the CLI prints its message without a traceback and
     │   │                      exits 2
     │   ├── ConfigError        dualpath.toml is missing, malformed or invalid
+    │   ├── SweepSpecError     a sweep spec file is missing, malformed or invalid
     │   ├── DataError          a universe, price or journal file is malformed
     │   ├── NotASession        the night asked for is not a session of the market's calendar
     │   ├── EndpointBusy       another dualpath run holds the server's endpoint lock
@@ -40,6 +41,10 @@ class UserError(DualpathError):
 
 class ConfigError(UserError):
     """The configuration file is missing, malformed or fails validation."""
+
+
+class SweepSpecError(UserError):
+    """A sweep spec file is missing, malformed or invalid."""
 
 
 class DataError(UserError):

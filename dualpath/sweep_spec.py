@@ -39,13 +39,9 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dualpath.config import ExpectedIdentity, format_validation_error
-from dualpath.errors import UserError
+from dualpath.errors import SweepSpecError
 
 SLOT_FLAGS = ("-np", "--parallel")
-
-
-class SweepSpecError(UserError):
-    """A sweep spec file is missing, malformed or invalid."""
 
 
 AxisValue = str | int | float | bool

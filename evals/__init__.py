@@ -1,6 +1,6 @@
 """Pure statistics over pandas frames: forward returns, RankIC, agreement, speed, comparison.
 
-This package never imports duckdb, httpx or prefect; `warehouse.views` produces its inputs.
+This package never imports duckdb, httpx or prefect; `warehouse.frames` produces its inputs.
 Every function documents which of these frames it takes (extra columns are ignored):
 
 ``calls``  one row per LLM call
@@ -22,8 +22,11 @@ Every function documents which of these frames it takes (extra columns are ignor
 ``runs``   one row per path-run
     run_id, path, night, status ('complete' | 'partial' | 'running' | 'failed'),
     wall_s float (first unit start to last unit end, this run's own clock), units int,
-    slots int, time_scale float (1.0 for real servers), disturbed str|None (optional: why a
-    run's server was not its own — restarted, stalled, shared; such a run is no speed result)
+    slots int, time_scale float (1.0 for real servers), segments int (1 unless the run was
+    resumed; only one-segment runs are speed results), tickers_planned int (optional:
+    per-ticker seconds divide by it, else by the unit count), disturbed str|None (optional:
+    why a run's server was not its own — restarted, stalled, shared; such a run is no
+    speed result)
 
 ``prices`` one row per ticker x trading day
     ticker str, date datetime64[ns], adj_close float > 0

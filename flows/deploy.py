@@ -25,7 +25,7 @@ from prefect.schedules import Cron
 
 from dualpath.config import Config
 from dualpath.errors import UserError
-from flows.remote import ensure_share_deployment, pooled, prepare
+from flows.remote import ensure_share_deployment, pooled, prepare_pools
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 NIGHTLY_CRON = "30 18 * * 1-5"     # after the close, on weekdays; holidays: see the calendar
@@ -149,7 +149,7 @@ async def deploy(cfg: Config, config_path: Path, pool: str,
         names.append(f"{flow.name}/{spec['name']}")
     shipped = pooled(cfg)
     if shipped:     # each pool's worker scores its paths' shares of the night
-        await prepare(cfg, shipped)
+        await prepare_pools(cfg, shipped)
         for pool in sorted({cfg.paths[n].work_pool for n in shipped}):
             names.append(await ensure_share_deployment(pool, replace_existing=True))
     return names

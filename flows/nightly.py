@@ -47,7 +47,7 @@ async def score_share(cfg: Config, night: date, work: runner.PathWork, history,
                       missing: dict[str, str], deadline_mono: float | None = None,
                       max_draw: int | None = None) -> runner.PathOutcome:
     """The path's share scored by a worker of its work pool, on the path's host."""
-    return await remote.score_share(cfg, night, work, history, missing, deadline_mono,
+    return await remote.run_share_on_pool(cfg, night, work, history, missing, deadline_mono,
                                     max_draw)
 
 
@@ -123,7 +123,7 @@ async def _fetch_shipped(cfg: Config, night: date, paths: list[str] | None) -> l
     deployments checked, and what they shipped so far fetched here to plan the night."""
     shipped = remote.pooled(cfg, paths)
     if shipped:
-        await remote.prepare(cfg, shipped)
+        await remote.prepare_pools(cfg, shipped)
         for name in shipped:
             await asyncio.to_thread(remote.sync_journal, cfg, night, name)
     return shipped

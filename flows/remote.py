@@ -5,7 +5,7 @@ A path with `work_pool` is scored by the `dualpath-path-share` flow, deployed on
 host with dualpath installed) and triggered by the nightly flow with `run_deployment`:
 
     parent (nightly flow)                    worker's host (`prefect worker start --pool P`)
-    prepare: store, pool, deployment    ->
+    prepare_pools: store, pool, deployment  ->
     fetch the shipped journal, plan          path_share: journal seeded from the store when
     run_deployment(kit), wait        ---->     this host has an older one (or none); connect,
                                                lock, identify and score as a local path
@@ -205,7 +205,7 @@ def store_of(cfg: Config) -> JournalStore:
     return JournalStore(cfg.warehouse.journal_store, cfg.base_dir)
 
 
-async def prepare(cfg: Config, names: list[str], ship_every_s: float = SHIP_EVERY_S) -> None:
+async def prepare_pools(cfg: Config, names: list[str], ship_every_s: float = SHIP_EVERY_S) -> None:
     """Before a night with pooled paths: the store works, every pool exists, each pool has
     the share deployment and the server crashes shares whose heartbeats stop."""
     from prefect.client.orchestration import get_client
@@ -321,7 +321,7 @@ def sync_journal(cfg: Config, night: date, path: str) -> bool:
         return True
 
 
-async def score_share(cfg: Config, night: date, work: runner.PathWork, history: PriceHistory,
+async def run_share_on_pool(cfg: Config, night: date, work: runner.PathWork, history: PriceHistory,
                       missing: dict[str, str], deadline_mono: float | None = None,
                       max_draw: int | None = None,
                       start_timeout_s: float = START_TIMEOUT_S) -> runner.PathOutcome:

@@ -153,7 +153,7 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
             async with path_http(cfg, work.path, headers) as http:
                 ident = await check_identity(cfg, work.path, http, ep.base_url)
                 async with chat_transport(cfg, work.path, headers) as chat:
-                    return await score_path(cfg, night, work, ep, ident, history, missing,
+                    return await score_into_journal(cfg, night, work, ep, ident, history, missing,
                                             http, progress, deadline_mono, max_draw, chat=chat)
     except (PathUnavailable, UserError) as e:
         reason = f"{type(e).__name__}: {e}"
@@ -203,7 +203,7 @@ def _record_input_failures(w: JournalWriter, work: PathWork, units: list[Unit],
                            failure_detail=missing[u.ticker]))
 
 
-async def score_path(cfg: Config, night: date, work: PathWork, ep: Endpoint,
+async def score_into_journal(cfg: Config, night: date, work: PathWork, ep: Endpoint,
                      ident: ServerIdentity, history: PriceHistory, missing: Mapping[str, str],
                      http: httpx.AsyncClient, progress: Progress | None,
                      deadline_mono: float | None = None,

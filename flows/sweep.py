@@ -222,7 +222,7 @@ class SweepOutcome:
     kept: int
 
 
-def prepare(config: Path | str, spec_path: Path | str) -> SweepContext:
+def sweep_context(config: Path | str, spec_path: Path | str) -> SweepContext:
     """Load the config, the spec and the frozen set; checks the path and the set agree."""
     cfg = load_config(config)
     spec, replay_path = load_spec(spec_path)
@@ -320,7 +320,7 @@ def write_proposal(ctx: SweepContext, rows: pd.DataFrame) -> Path:
 @flow(name="dualpath-sweep", flow_run_name="sweep/{spec_path}")
 async def sweep_flow(config: str, spec_path: str) -> SweepOutcome:
     """The sweep as a Prefect flow: one task per point measured."""
-    ctx = prepare(config, spec_path)
+    ctx = sweep_context(config, spec_path)
 
     async def measure(c, point, repeat, attempt):
         return await point_task(c, point, repeat, attempt)
@@ -339,7 +339,7 @@ def ablation_table(ctx_spec: SweepSpec, reps: pd.DataFrame) -> pd.DataFrame:
 def run_sweep_flow(config: Path | str, spec_path: Path | str) -> SweepOutcome:
     """Run the flow from synchronous code (the CLI); a user mistake is raised here, before
     Prefect starts (a bad spec or set is one clean error, not a failed flow run)."""
-    prepare(config, spec_path)
+    sweep_context(config, spec_path)
 
     async def go():
         state = await sweep_flow(str(config), str(spec_path), return_state=True)

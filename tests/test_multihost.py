@@ -296,4 +296,4 @@ def test_an_unknown_pool_is_a_config_mistake_naming_the_fix(tmp_path, prefect_ap
                         pools={"backup": "no-such-pool"})
     with temporary_settings({PREFECT_API_URL: prefect_api}):
         with pytest.raises(ConfigError, match="prefect work-pool create no-such-pool"):
-            asyncio.run(remote.prepare(cfg, ["backup"]))
+            asyncio.run(remote.prepare_pools(cfg, ["backup"]))

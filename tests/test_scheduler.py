@@ -172,12 +172,36 @@ async def test_a_failing_user_pipeline_fails_its_unit_not_the_run(sim_server):
     assert run.calls == 3 and run.units_done == 3 and not run.complete
 
 
-async def test_server_errors_fail_the_unit_as_server_error(sim_server):
+async def test_a_context_overflow_fails_the_unit_unretried(sim_server):
     srv = sim_server(slots=2, context_tokens=10**6)   # every prompt exceeds the context
     run, records = await run_path(srv.url, [Unit("SYN000", 1)], slots=2)
     res = [r for r in records if isinstance(r, UnitResult)][0]
     assert res.outcome == "call_failed" and "exceed_context_size_error" in res.failure_detail
     assert run.calls == 1 and run.calls_failed == 1
+
+
+async def test_a_server_5xx_fails_the_unit_as_a_server_error(sim_server):
+    """A 500 from the server (through the fault proxy, on the unit's first call, with no
+    retry left) fails that unit as call_failed naming the HTTP 500; the run goes on."""
+    from dualpath.sim.proxy import FaultProxy
+
+    srv = sim_server(slots=1)
+    with FaultProxy(srv.url, every=1) as proxy:
+        proxy.inject("http500", 1)
+        path = ServingPath(engine="sim", base_url=proxy.url, model="m", slots=1, max_attempts=1)
+        records = []
+        async with httpx.AsyncClient() as http:
+            client = PathClient("backup", path, Sampling(), http, "t/run")
+            runner = PathRunner(client, builtin, NIGHT, slots=1, sink=records.append,
+                                inputs=inputs, base_seed=1)
+            run = await runner.run_units([Unit("SYN000", 1), Unit("SYN001", 1)])
+    assert proxy.injected["http500"] == 1
+    res = {r.ticker: r for r in records if isinstance(r, UnitResult)}
+    assert res["SYN000"].outcome == "call_failed" and "http_500" in res["SYN000"].failure_detail
+    assert res["SYN001"].outcome == "graded"
+    failed = [r for r in records if isinstance(r, CallRecord) and not r.ok]
+    assert [(r.http_status, r.error_kind) for r in failed] == [(500, "http_500")]
+    assert run.calls_failed == 1
 
 
 async def test_streamed_calls_reuse_their_connections(sim_server):

@@ -16,7 +16,8 @@ import pytest
 from dualpath.config import SimProfile, load_config
 from dualpath.errors import UserError
 from dualpath.replay import dag_stages, replay_hash
-from dualpath.sweep_spec import SweepSpecError, load_spec, points, set_flag
+from dualpath.errors import SweepSpecError
+from dualpath.sweep_spec import load_spec, points, set_flag
 from evals.sweep import ablation, chosen, point_metrics, verdicts
 from tests.helpers import ingest, make_project, score_night_plain
 
@@ -262,7 +263,7 @@ def test_freeze_names_an_unknown_night_and_path(sim_night):
 
 def test_a_slot_sweep_over_simulated_servers_finds_their_knee(sim_night, tmp_path):
     from flows.retune import freeze
-    from flows.sweep import prepare, run_sweep
+    from flows.sweep import run_sweep, sweep_context
     from warehouse.db import reader
 
     cfg_path, cfg, night = sim_night
@@ -270,7 +271,7 @@ def test_a_slot_sweep_over_simulated_servers_finds_their_knee(sim_night, tmp_pat
     # the simulated server slows a call by the busy slots at its start, so past its knee
     # aggregate decode still creeps up a few percent: judge the knee within 10%
     spec = sim_spec(tmp_path / "spec.toml", f.file, [1, 2, 4, 8], knee_share=0.10)
-    out = asyncio.run(run_sweep(prepare(cfg_path, spec)))
+    out = asyncio.run(run_sweep(sweep_context(cfg_path, spec)))
     t = out.table.set_index("slots")
     assert (t["status"] == "ready").all(), t[["status"]]
     assert out.chosen == t.loc[2, "point_key"]          # knee_slots = 2 in the time model
@@ -285,7 +286,7 @@ def test_a_slot_sweep_over_simulated_servers_finds_their_knee(sim_night, tmp_pat
                                         "sweep_calls WHERE sweep_id = ?", [out.sweep_id]).fetchone()
     assert (n_calls, n_points) == (4 * f.calls, 4)
     # a rerun of the same spec resumes: nothing measured again
-    again = asyncio.run(run_sweep(prepare(cfg_path, spec)))
+    again = asyncio.run(run_sweep(sweep_context(cfg_path, spec)))
     assert (again.measured_now, again.kept, again.chosen) == (0, 4, out.chosen)
     # the weekly report shows the sweep: its verdicts, the choice and the figure
     from flows.weekly import write_report
@@ -298,12 +299,12 @@ def test_a_slot_sweep_over_simulated_servers_finds_their_knee(sim_night, tmp_pat
 
 def test_stopped_and_failed_points_are_labelled_and_never_chosen(sim_night, tmp_path):
     from flows.retune import freeze
-    from flows.sweep import prepare, run_sweep
+    from flows.sweep import run_sweep, sweep_context
 
     cfg_path, cfg, night = sim_night
     f = freeze(cfg, night, 3, "backup", tmp_path / "three.parquet")
     spec = sim_spec(tmp_path / "spec.toml", f.file, [2], point_timeout_s=0.3)
-    out = asyncio.run(run_sweep(prepare(cfg_path, spec)))
+    out = asyncio.run(run_sweep(sweep_context(cfg_path, spec)))
     row = out.table.iloc[0]
     assert (row["status"], row["verdict"], bool(row["is_best"])) == \
         ("incomplete", "tentative", False)
@@ -311,7 +312,7 @@ def test_stopped_and_failed_points_are_labelled_and_never_chosen(sim_night, tmp_
     # the profile is not JSON: the simulated server exits before it is ready
     bad = sim_spec(tmp_path / "bad.toml", f.file, [2])
     bad.write_text(bad.read_text().replace('"--profile", "{', '"--profile", "{{'))
-    bad_out = asyncio.run(run_sweep(prepare(cfg_path, bad)))
+    bad_out = asyncio.run(run_sweep(sweep_context(cfg_path, bad)))
     assert bad_out.table.iloc[0]["verdict"] == "failed"
 
 
@@ -403,9 +404,9 @@ def test_a_lead_within_the_repeats_noise_does_not_buy_more_slots():
 
 def test_a_replay_set_named_by_the_hash_freeze_printed_is_found(sim_night, tmp_path):
     from flows.retune import freeze
-    from flows.sweep import prepare
+    from flows.sweep import sweep_context
 
     cfg_path, cfg, night = sim_night
     f = freeze(cfg, night, 2, "backup", tmp_path / "by-hash.parquet")
-    ctx = prepare(cfg_path, sim_spec(tmp_path / "spec.toml", f.replay_hash, [1]))
+    ctx = sweep_context(cfg_path, sim_spec(tmp_path / "spec.toml", f.replay_hash, [1]))
     assert ctx.replay_hash == f.replay_hash and len(ctx.frame) == f.calls

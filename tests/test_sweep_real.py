@@ -87,12 +87,12 @@ def test_np_sweep_of_the_real_server_finds_a_knee_with_every_point_ready(
 
 @needs_server
 def test_a_failed_launch_and_a_point_stopped_mid_replay_are_never_chosen(frozen, model, tmp_path):
-    from flows.sweep import prepare, run_sweep
+    from flows.sweep import run_sweep, sweep_context
 
     cfg_path, f = frozen
     s = spec(tmp_path / "bad.toml", f.file, model, mode="one-at-a-time", point_timeout_s=1.5,
              axes=[("-c", ["100000000"])])
-    out = asyncio.run(run_sweep(prepare(cfg_path, s)))
+    out = asyncio.run(run_sweep(sweep_context(cfg_path, s)))
     t = out.table.set_index("label")
     assert (t.loc["base", "status"], t.loc["base", "verdict"]) == ("incomplete", "tentative")
     assert (t.loc["-c=100000000", "status"], t.loc["-c=100000000", "verdict"]) == \

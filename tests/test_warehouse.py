@@ -119,9 +119,46 @@ def test_sql_from_another_process_waits_out_a_writer(tmp_path):
 
 
 def test_writer_waits_out_readers(tmp_path):
+    """A reader held open by another process keeps the writer out (a short wait gives up
+    with WarehouseBusy, a long one is still waiting); once that reader closes, the waiting
+    writer proceeds."""
+    import threading
+
+    import pytest
+
+    from dualpath.errors import WarehouseBusy
+
     cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
     db = cfg.resolve(cfg.warehouse.path)
-    with reader(db) as con:
-        assert con.execute("SELECT count(*) FROM prices").fetchone()[0] > 0
-    with writer(db, wait_s=5) as con:
-        con.execute("SELECT 1")
+    hold = ("import sys; from pathlib import Path; from warehouse.db import reader\n"
+            "with reader(Path(sys.argv[1])) as con:\n"
+            "    print(con.execute('SELECT count(*) FROM prices').fetchone()[0], flush=True)\n"
+            "    sys.stdin.readline()\n")
+    other = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert int(other.stdout.readline()) > 0          # the other process holds a reader
+        with pytest.raises(WarehouseBusy):
+            with writer(db, wait_s=0.5):
+                pass
+        entered, failed = threading.Event(), []
+
+        def write():
+            try:
+                with writer(db, wait_s=120) as con:
+                    con.execute("SELECT 1")
+                    entered.set()
+            except Exception as e:   # surfaced below
+                failed.append(e)
+
+        t = threading.Thread(target=write)
+        t.start()
+        assert not entered.wait(1.0) and not failed      # waiting while the reader is open
+        other.stdin.write("\n")
+        other.stdin.flush()
+        assert other.wait(30) == 0                       # the reader closed
+        t.join(120)
+        assert entered.is_set() and not failed           # and the writer went ahead
+    finally:
+        if other.poll() is None:
+            other.kill()

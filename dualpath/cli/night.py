@@ -13,7 +13,7 @@ from rich.markup import escape
 from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, PathBars, _parse_date, app, console,
                                   err_console, output_file, prefect_env, print_frame,
                                   progress_bars)
-from dualpath.cli.results import load_metrics, print_metrics
+from dualpath.cli.results import print_metrics
 from dualpath.config import load_config
 from dualpath.errors import UserError
 from dualpath.procs import start_reaper

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from datetime import date
 from pathlib import Path
 from typing import Optional
 
@@ -17,15 +16,6 @@ from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, cons
                                   records)
 from dualpath.config import load_config
 from dualpath.errors import UserError
-
-
-def load_metrics(cfg, paths: list[str] | None = None, since: date | None = None,
-                 until: date | None = None):
-    """All metric tables for an experiment, from the warehouse (see `flows.metrics`): under
-    a frozen plan, the nights the report analyses, the primary verdict first in the notes."""
-    from flows.metrics import load_metrics as load
-
-    return load(cfg, paths, since, until)
 
 
 def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None,
