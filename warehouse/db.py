@@ -128,13 +128,13 @@ def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether the warehouse has this table or view (a read-only connection to a warehouse
     written by an older dualpath may lack a later migration's tables)."""
     return con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                       [name]).fetchone()[0] > 0
+                       [name]).fetchall()[0][0] > 0
 
 
 def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
     """Whether the table has this column (the same: older warehouses lack later columns)."""
     return con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = ? "
-                       "AND column_name = ?", [table, column]).fetchone()[0] > 0
+                       "AND column_name = ?", [table, column]).fetchall()[0][0] > 0
 
 
 def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -361,7 +361,7 @@ CREATE TABLE IF NOT EXISTS price_gaps (
 
 def price_rows(con: duckdb.DuckDBPyConnection) -> int:
     """How many price rows the warehouse holds."""
-    return con.execute("SELECT count(*) FROM prices").fetchone()[0]
+    return con.execute("SELECT count(*) FROM prices").fetchall()[0][0]
 
 
 def load_prices(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
