@@ -342,9 +342,9 @@ def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
     if sessions:
         frames["sessions_df"] = pd.concat(sessions)
     try:
-        for name, frame in frames.items():
-            con.register(name, frame)
         with transaction(con):
+            for name, frame in frames.items():
+                con.register(name, frame)
             new_units, new_calls = _store(con, frames, contents)
     finally:
         for name in frames:

@@ -165,12 +165,11 @@ def record_point(con, row: dict, calls: pd.DataFrame) -> None:
     """One point attempt and its calls, in one transaction."""
     point = pd.DataFrame([row])
     try:
-        con.register("_point", point)
-        if len(calls):
-            con.register("_calls", calls)
         with transaction(con):
+            con.register("_point", point)
             con.execute("INSERT INTO sweep_points BY NAME SELECT * FROM _point")
             if len(calls):
+                con.register("_calls", calls)
                 con.execute("INSERT INTO sweep_calls BY NAME SELECT * FROM _calls")
     finally:
         con.unregister("_point")
