@@ -72,10 +72,12 @@ def api_key(cfg: Config, name: str) -> str | None:
     return key
 
 
-def missing_inputs(cfg: Config, history: PriceHistory, night: date) -> dict[str, str]:
-    """Tickers that cannot be scored tonight, with why (checked before any call is made)."""
+def missing_inputs(cfg: Config, history: PriceHistory, night: date,
+                   tickers: list[str] | None = None) -> dict[str, str]:
+    """Tickers (the config's unless given) that cannot be scored tonight, with why (checked
+    before any call is made)."""
     out = {}
-    for t in cfg.tickers():
+    for t in cfg.tickers() if tickers is None else tickers:
         try:
             history.closes(t, night, cfg.pipeline.history_days)
         except DataError as e:

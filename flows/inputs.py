@@ -12,34 +12,47 @@ from warehouse.db import reader, writer
 from warehouse.prices import load_prices, price_rows
 
 
-def ensure_prices(cfg: Config) -> None:
+def prepare_night(cfg: Config, night: date, calendar, tickers: list[str],
+                  log) -> tuple[PriceHistory, dict[str, str]]:
+    """Before any call, in one warehouse session: the synthetic market's prices imported
+    once, prices updated and gated (`update_and_gate`), the price history read. Returns
+    the history and the tickers the gate holds back, with why."""
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        ensure_prices(con, cfg, tickers)
+        gated = update_and_gate(con, cfg, night, calendar, tickers, log)
+        return history_of(con), gated
+
+
+def ensure_prices(con, cfg: Config, tickers: list[str]) -> None:
     """Profiles on the synthetic market import its prices once, before the first night."""
     from dualpath.market import SyntheticMarket
     from warehouse.prices import import_prices, validate_prices
 
-    if cfg.market.synthetic_seed is None:
+    if cfg.market.synthetic_seed is None or price_rows(con):
         return
-    with writer(cfg.resolve(cfg.warehouse.path)) as con:
-        if price_rows(con):
-            return
-        raw = SyntheticMarket(cfg.market.synthetic_seed, start=cfg.market.synthetic_start,
-                              n_days=400).prices()
-        raw = raw[raw["ticker"].isin(cfg.tickers())]
-        import_prices(con, validate_prices(raw, cfg.tickers(), "synthetic market")[0])
+    raw = SyntheticMarket(cfg.market.synthetic_seed, start=cfg.market.synthetic_start,
+                          n_days=400).prices()
+    raw = raw[raw["ticker"].isin(tickers)]
+    import_prices(con, validate_prices(raw, tickers, "synthetic market")[0])
+
+
+def history_of(con) -> PriceHistory:
+    """The warehouse's prices for the prompts (only days up to each night are used)."""
+    prices = load_prices(con)
+    if prices.empty:
+        raise UserError("the warehouse has no prices; import them with "
+                        "`dualpath prices import FILE`")
+    return PriceHistory(prices)
 
 
 def price_history(cfg: Config) -> PriceHistory:
-    """Prices from the warehouse for the prompts (only days up to each night are used)."""
+    """Prices from the warehouse for the prompts, read outside a night (tests, benches)."""
     path = cfg.resolve(cfg.warehouse.path)
     if not path.exists():
         raise UserError(f"no warehouse at {path}; import prices first with "
                         "`dualpath prices import FILE`")
     with reader(path) as con:
-        prices = load_prices(con)
-    if prices.empty:
-        raise UserError("the warehouse has no prices; import them with "
-                        "`dualpath prices import FILE`")
-    return PriceHistory(prices)
+        return history_of(con)
 
 
 def describe_missing(missing: dict[str, str], night: date, limit: int = 5) -> str:
@@ -71,26 +84,24 @@ def _sources_configured(cfg: Config) -> bool:
     return bool(m.prices_file or m.prices_dir or m.source != "files")
 
 
-def update_and_gate(cfg: Config, night: date, log) -> dict[str, str]:
+def update_and_gate(con, cfg: Config, night: date, cal, tickers: list[str],
+                    log) -> dict[str, str]:
     """Before any call: update prices from the configured sources (a failing source is
     reported, scoring still runs), then the freshness gate. Returns the tickers that cannot
     be scored tonight, with why: missing, stale (no close for the night's session) or halted."""
     from warehouse.freshness import freshness
     from warehouse.price_sources import update_prices
 
-    cal = calendar_of(cfg)
     cal.require_session(night)
-    tickers = cfg.tickers()
     horizon = max(cfg.experiment.horizons)
-    with writer(cfg.resolve(cfg.warehouse.path)) as con:
-        if _sources_configured(cfg):
-            report = update_prices(con, cfg.market, cfg.base_dir, cal, tickers, night,
-                                   max_horizon=horizon)
-            for line in report.lines():
-                log.info("prices: %s", line)
-            for s in report.failed:
-                log.warning("price source %s failed: %s (scoring goes on)", s.name, s.error)
-        fresh = freshness(con, tickers, night, cal, cfg.market, horizon)
+    if _sources_configured(cfg):
+        report = update_prices(con, cfg.market, cfg.base_dir, cal, tickers, night,
+                               max_horizon=horizon)
+        for line in report.lines():
+            log.info("prices: %s", line)
+        for s in report.failed:
+            log.warning("price source %s failed: %s (scoring goes on)", s.name, s.error)
+    fresh = freshness(con, tickers, night, cal, cfg.market, horizon)
     for msg in fresh.messages:
         (log.info if fresh.ok else log.warning)("prices: %s", msg)
     out = {t: f"no price for {t} on or before {night}" for t in fresh.missing}
@@ -100,5 +111,5 @@ def update_and_gate(cfg: Config, night: date, log) -> dict[str, str]:
     return out
 
 
-__all__ = ["ensure_prices", "price_history", "missing_inputs", "describe_missing",
+__all__ = ["prepare_night", "ensure_prices", "history_of", "price_history", "missing_inputs", "describe_missing",
            "scheduled_night", "update_and_gate", "calendar_of"]

@@ -176,16 +176,15 @@ async def score_night(config_path: str, night: date | None = None,
     log = get_run_logger()
     cfg = load_config(config_path)
     preflight(cfg)
-    night = night_of(night) or inputs.calendar_of(cfg).default_night(datetime.now(timezone.utc))
-    inputs.calendar_of(cfg).require_session(night)
-    inputs.ensure_prices(cfg)
+    calendar, tickers = inputs.calendar_of(cfg), cfg.tickers()   # built once, passed down
+    night = night_of(night) or calendar.default_night(datetime.now(timezone.utc))
+    calendar.require_session(night)
     off_plan = hold_night_to_plan(cfg, night)
     if off_plan:
         log.warning("tonight deviates from the frozen plan (logged; left out of the "
                     "confirmatory result): %s", "; ".join(off_plan))
-    gated = inputs.update_and_gate(cfg, night, log)
-    history = inputs.price_history(cfg)
-    missing = {**gated, **inputs.missing_inputs(cfg, history, night)}
+    history, gated = inputs.prepare_night(cfg, night, calendar, tickers, log)
+    missing = {**gated, **inputs.missing_inputs(cfg, history, night, tickers)}
     if missing:
         log.warning(inputs.describe_missing(missing, night))
     shipped = await _fetch_shipped(cfg, night, paths)
