@@ -268,9 +268,10 @@ def test_a_slot_sweep_over_simulated_servers_finds_their_knee(sim_night, tmp_pat
 
     cfg_path, cfg, night = sim_night
     f = freeze(cfg, night, 6, "backup", tmp_path / "six.parquet")
-    # the simulated server slows a call by the busy slots at its start, so past its knee
-    # aggregate decode still creeps up a few percent: judge the knee within 10%
-    spec = sim_spec(tmp_path / "spec.toml", f.file, [1, 2, 4, 8], knee_share=0.10)
+    # the simulated server slows a call by the busy slots at its start and charges each
+    # request its intake (reading and tokenizing it), so past its knee aggregate decode still
+    # creeps up (1/2/4/8 slots read 36.5/68.9/73.9/77.1 tok/s once): judge the knee within 15%
+    spec = sim_spec(tmp_path / "spec.toml", f.file, [1, 2, 4, 8], knee_share=0.15)
     out = asyncio.run(run_sweep(sweep_context(cfg_path, spec)))
     t = out.table.set_index("slots")
     assert (t["status"] == "ready").all(), t[["status"]]
