@@ -83,9 +83,12 @@ def _identity_checks(cfg: Config, name: str, seen: ServerIdentity) -> list[Check
     diffs = differences(seen, sp.expect)
     files = (f"; binary_sha256 = \"{seen.binary_sha256}\""
              if seen.binary_sha256 and sp.engine == "llama.cpp" else "")
+    # a field the engine does not report (vLLM: no slot count) reads as such, not "None"
+    shown = ", ".join(f"{k} {'not reported' if v is None else v}" for k, v in (
+        ("model", seen.model), ("build", seen.build), ("slots", seen.slots),
+        ("n_ctx_per_slot", seen.n_ctx_per_slot)))
     return [Check(f"{name}: identity", not diffs, "; ".join(diffs) or
-                  f"matches expect (model {seen.model}, build {seen.build}, slots "
-                  f"{seen.slots}, n_ctx_per_slot {seen.n_ctx_per_slot}{files})",
+                  f"matches expect ({shown}{files})",
                   f"fix the server or [paths.{name}.expect] as each line says")]
 
 

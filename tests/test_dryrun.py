@@ -35,3 +35,19 @@ def test_a_path_that_cannot_grade_fails_the_rehearsal(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr
     assert "✗ backup: grade call: no readable grade (no 'FINAL GRADE:' line)" in r.stdout
     assert "✓ main: grade call" in r.stdout
+
+
+def test_identity_line_names_a_field_the_engine_does_not_report(tmp_path):
+    """vLLM reports no slot count: the rehearsal said 'slots None' (a Python repr)."""
+    from dualpath.config import load_config
+    from dualpath.records import ServerIdentity
+    from flows.dryrun import _identity_checks
+    cfg_path = tmp_path / "dualpath.toml"
+    assert dualpath("init", "--demo", str(cfg_path)).returncode == 0
+    cfg = load_config(cfg_path)
+    seen = ServerIdentity(base_url="http://127.0.0.1:1", engine="vllm",
+                          model=cfg.paths["main"].model, build="vllm-0.11.0", slots=None,
+                          n_ctx_per_slot=16384)
+    (check,) = _identity_checks(cfg, "main", seen)
+    assert "None" not in check.detail, check.detail
+    assert "slots not reported" in check.detail and "n_ctx_per_slot 16384" in check.detail
