@@ -188,7 +188,7 @@ async def score_night(config_path: str, night: date | None = None,
     if missing:
         log.warning(inputs.describe_missing(missing, night))
     shipped = await _fetch_shipped(cfg, night, paths)
-    works = runner.plan_night(cfg, night, paths)
+    works = runner.plan_night(cfg, night, paths, tickers)
     # model files assembled once, before any path launches (two at once raced)
     await asyncio.to_thread(prepare_launches, cfg, [w.path for w in works])
     progress = LoggedProgress(log, every_s=30.0, forward=progress)

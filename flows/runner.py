@@ -74,8 +74,10 @@ def journal_path(cfg: Config, night: date, path: str) -> Path:
     return runs_dir / cfg.experiment.name / night.isoformat() / path / "journal.jsonl"
 
 
-def plan_path(cfg: Config, night: date, name: str) -> PathWork:
-    """The units of `name` not yet measured tonight; refuses to mix two configs in a run."""
+def plan_path(cfg: Config, night: date, name: str,
+              tickers: list[str] | None = None) -> PathWork:
+    """The units of `name` not yet measured tonight (over `tickers`, the config's unless
+    given); refuses to mix two configs in a run."""
     if name not in cfg.paths:
         raise UserError(f"no path named '{name}' in the config; paths: {list(cfg.paths)}")
     jp = journal_path(cfg, night, name)
@@ -87,18 +89,21 @@ def plan_path(cfg: Config, night: date, name: str) -> PathWork:
             f"two configs must not mix in one run. Score another night, use another "
             f"experiment name, or move {jp.parent} aside.")
     done = jc.measured_units()
-    all_units = units_for(cfg)
+    tickers = cfg.tickers() if tickers is None else tickers
+    all_units = units_for(cfg, tickers)
     attempts = {Unit(t, d): n for (t, d), n in jc.attempts().items()}
     return PathWork(
         path=name, run_id=run_id_for(cfg.experiment.name, night, name), journal=jp,
         units=tuple(u for u in all_units if (u.ticker, u.draw) not in done),
         attempts=MappingProxyType(attempts), segment=len(jc.begins) + 1,
-        units_planned=len(all_units), tickers_planned=len(cfg.tickers()))
+        units_planned=len(all_units), tickers_planned=len(tickers))
 
 
-def plan_night(cfg: Config, night: date, paths: list[str] | None = None) -> list[PathWork]:
-    """Every path's work tonight (or only `paths`)."""
-    return [plan_path(cfg, night, name) for name in paths or list(cfg.paths)]
+def plan_night(cfg: Config, night: date, paths: list[str] | None = None,
+               tickers: list[str] | None = None) -> list[PathWork]:
+    """Every path's work tonight (or only `paths`), over `tickers` read once."""
+    tickers = cfg.tickers() if tickers is None else tickers
+    return [plan_path(cfg, night, name, tickers) for name in paths or list(cfg.paths)]
 
 
 async def check_identity(cfg: Config, path: str, http: httpx.AsyncClient,
