@@ -612,7 +612,12 @@ class Config(_Model):
         return read_universe(self.resolve(self.experiment.universe_file))
 
     def fingerprint(self) -> str:
-        """Hash of everything that changes what a night measures (not where files live)."""
+        """Hash of everything that changes what a night measures (not where files live).
+
+        "The same config", defined once: the resume guard, each run's `config_hash` and the
+        preregistration all compare this. The universe counts by its tickers
+        (`universe_sha256`), never by the path of the file that lists them: a universe file
+        edited between two segments of a night is another config."""
         # How results are analysed (comparison) and where files live do not change a night.
         # Nor do where prices come from and how files are read: only which market it is.
         price_io = {"prices_file", "prices_dir", "columns", "ticker_from_filename",
@@ -623,9 +628,17 @@ class Config(_Model):
                                                      "comparison": True, "schedule": True,
                                                      "ui": True,     # the viewer's address
                                                      "market": price_io,
+                                                     "experiment": {"universe",
+                                                                    "universe_file"},
                                                      "paths": {"__all__": {"work_pool",
                                                                            "measured"}}})
+        data["experiment"]["universe_sha256"] = universe_sha256(self.tickers())
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def universe_sha256(tickers: list[str]) -> str:
+    """The universe's identity: SHA-256 of its tickers, one per line, in order."""
+    return hashlib.sha256("\n".join(tickers).encode()).hexdigest()
 
 
 MAX_TICKER_LEN = 32

@@ -24,7 +24,7 @@ from typing import Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from dualpath.config import Config, dump_toml, format_validation_error
+from dualpath.config import Config, dump_toml, format_validation_error, universe_sha256
 from dualpath.errors import ConfigError
 from evals import power as pw
 
@@ -139,10 +139,6 @@ class Plan(_Model):
         if data.get("design") is None:      # plans frozen before the field hash as they did
             data.pop("design", None)
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def universe_sha256(tickers: list[str]) -> str:
-    return hashlib.sha256("\n".join(tickers).encode()).hexdigest()
 
 
 def path_fingerprint(cfg: Config, name: str) -> PathFingerprint:

@@ -99,7 +99,10 @@ def host_dir() -> Path:
 
 def kit_config(kit: ShareKit, home: Path) -> ShippedConfig:
     """The config to score with on this host; refuses a dualpath that measures differently."""
-    original = Config.model_validate({**kit.config, "base_dir": str(home)})
+    # the universe as the parent read it (this host may lack its file); the fingerprint
+    # counts tickers, not the file that lists them, so it is the parent's unchanged
+    original = Config.model_validate({**kit.config, "base_dir": str(home), "experiment": {
+        **kit.config["experiment"], "universe": kit.tickers, "universe_file": None}})
     if original.fingerprint() != kit.config_hash:
         raise ConfigError(f"this host's dualpath reads the config as {original.fingerprint()}, "
                           f"the parent's as {kit.config_hash}: install the same dualpath "
