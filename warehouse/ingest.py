@@ -32,7 +32,8 @@ import pandas as pd
 from dualpath.errors import DataError
 from dualpath.records import MEASURED, CallRecord
 from warehouse.db import transaction
-from warehouse.journal import JournalContents, read_journal, snapshot
+from warehouse.journal import JournalContents, read_journal, repair_hint, snapshot
+from warehouse.line_limit import DEFAULT_OBJECT_BYTES, READ_OBJECT_BYTES
 
 _SQL_TYPE = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE"}
 _UNIT_COLUMNS = ("run_id", "path", "night", "ticker", "draw", "unit_attempt", "start_wall",
@@ -133,25 +134,29 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]
                     [[jc.begins[-1]["run_id"], jc.begins[-1]["night"], jc.call_lines]
                      for jc in contents if jc.call_lines])
     # a call line with parts brings its prompt's hash; an older one its whole prompt
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE stage_calls AS
-        SELECT * EXCLUDE (k, prompt_hash),
-               CASE WHEN prompt_parts IS NULL THEN hash(prompt_text) ELSE prompt_hash END
-                   AS prompt_hash,
-               hash(output_text) AS output_hash, hash(request_json) AS request_hash,
-               -- the thinking, stored apart from the answer (m015); none: NULL
-               CASE WHEN reasoning_text <> '' THEN hash(reasoning_text) END AS reasoning_hash,
-               end_mono - start_mono AS latency_s, first_token_mono - start_mono AS ttft_s
-        FROM read_json(?, format = 'newline_delimited', columns = {_COLUMNS_SQL},
-                       ignore_errors = true)
-        WHERE k = 'call'""", [files])
+    for i, (group, size) in enumerate(_json_reads(contents, files)):
+        con.execute(("CREATE OR REPLACE TEMP TABLE stage_calls AS" if i == 0 else
+                     "INSERT INTO stage_calls") + f"""
+            SELECT * EXCLUDE (k, prompt_hash),
+                   CASE WHEN prompt_parts IS NULL THEN hash(prompt_text) ELSE prompt_hash END
+                       AS prompt_hash,
+                   hash(output_text) AS output_hash, hash(request_json) AS request_hash,
+                   -- the thinking, stored apart from the answer (m015); none: NULL
+                   CASE WHEN reasoning_text <> '' THEN hash(reasoning_text) END
+                       AS reasoning_hash,
+                   end_mono - start_mono AS latency_s, first_token_mono - start_mono AS ttft_s
+            FROM read_json(?, format = 'newline_delimited', columns = {_COLUMNS_SQL},
+                           ignore_errors = true, maximum_object_size = {size})
+            WHERE k = 'call'""", [group])
     short = con.execute("""SELECT r.run_id, r.lines, count(s.call_id) FROM stage_runs r
                            LEFT JOIN stage_calls s USING (run_id) GROUP BY ALL
                            HAVING count(s.call_id) <> r.lines""").fetchall()
     if short:
         run_id, lines, read = short[0]
-        raise DataError(f"journal of run {run_id}: {lines} call lines but {read} readable; "
-                        "a damaged line in the middle of the journal")
+        path = next(jc.path for jc in contents if jc.begins[-1]["run_id"] == run_id)
+        raise DataError(f"journal {path} of run {run_id}: {lines} call lines but {read} "
+                        f"readable; a damaged line in the middle of the journal: "
+                        f"{repair_hint(path)}")
     con.execute("DELETE FROM stage_calls WHERE call_id IN (SELECT call_id FROM calls "
                 "WHERE run_id IN (SELECT run_id FROM stage_runs))")
     for jc in contents:
@@ -162,6 +167,22 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]
                 con.execute(f"UPDATE {table} SET contaminated = ? WHERE run_id = ? AND "
                             "contaminated IS NULL AND end_wall > ? AND end_wall <= ?",
                             [problem, jc.begins[-1]["run_id"], lo, hi])
+
+
+def _json_reads(contents: list[JournalContents], files: list[str]) -> list[tuple[list[str], int]]:
+    """How DuckDB reads these journals' lines: (files, maximum_object_size) per query.
+
+    DuckDB's JSON reader buffers twice `maximum_object_size` per file it reads at once
+    (seen: 2 journals at 256 MiB failed to allocate 512 MiB under the 1 GB cap), so journals
+    of ordinary lines are read together at DuckDB's default, and each one holding a long
+    line (a huge answer) alone, at a size just above that line."""
+    longest = {str(jc.path): jc.longest_line for jc in contents}
+    small = [f for f in files if longest.get(f, 0) < DEFAULT_OBJECT_BYTES]
+    out = [(small, DEFAULT_OBJECT_BYTES)] if small else []
+    for f in files:
+        if longest.get(f, 0) >= DEFAULT_OBJECT_BYTES:
+            out.append(([f], min(READ_OBJECT_BYTES, longest[f] + 2**20)))
+    return out
 
 
 def _stage_prompts(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]) -> None:
@@ -182,19 +203,21 @@ def _stage_prompts(con: duckdb.DuckDBPyConnection, contents: list[JournalContent
                 "(key BIGINT, hash UBIGINT, text VARCHAR, quote UBIGINT)")
     if files and con.execute("SELECT count(*) FROM stage_refs").fetchone()[0]:
         # a part that quotes an answer brings its own hash and the answer's, no text
-        con.execute("""
-            INSERT INTO stage_parts
-            SELECT key, CASE WHEN quote IS NULL THEN hash(text) ELSE hash END, text, quote
-            FROM read_json(?, format = 'newline_delimited', ignore_errors = true,
-                           columns = {'k': 'VARCHAR', 'key': 'BIGINT', 'text': 'VARCHAR',
-                                      'hash': 'UBIGINT', 'quote': 'UBIGINT'})
-            WHERE k = 'part' AND key IN (SELECT key FROM stage_refs)""", [files])
+        for group, size in _json_reads(contents, files):
+            con.execute("""
+                INSERT INTO stage_parts
+                SELECT key, CASE WHEN quote IS NULL THEN hash(text) ELSE hash END, text, quote
+                FROM read_json(?, format = 'newline_delimited', ignore_errors = true,
+                               maximum_object_size = """ + str(size) + """,
+                               columns = {'k': 'VARCHAR', 'key': 'BIGINT', 'text': 'VARCHAR',
+                                          'hash': 'UBIGINT', 'quote': 'UBIGINT'})
+                WHERE k = 'part' AND key IN (SELECT key FROM stage_refs)""", [group])
     missing = con.execute("SELECT count(*) FROM stage_refs WHERE key NOT IN "
                           "(SELECT key FROM stage_parts)").fetchone()[0]
     if missing:
         raise DataError(f"journals {', '.join(str(jc.path) for jc in contents)}: {missing} "
                         "prompt part(s) referred to but not readable; a damaged line in the "
-                        "middle of a journal")
+                        f"middle of a journal: {repair_hint('JOURNAL')}")
     con.execute("""
         INSERT INTO prompts
         SELECT r.prompt_hash, list(m.hash ORDER BY r.seq) FROM stage_refs r
@@ -216,7 +239,8 @@ def _check_quotes(con: duckdb.DuckDBPyConnection, contents: list[JournalContents
             SELECT hash FROM texts WHERE hash IN (SELECT quote FROM q))""").fetchone()[0]
     if missing:
         raise DataError(f"journals {', '.join(str(jc.path) for jc in contents)}: {missing} "
-                        "quoted answer(s) not found; a damaged line in the middle of a journal")
+                        "quoted answer(s) not found; a damaged line in the middle of a journal: "
+                        f"{repair_hint('JOURNAL')}")
 
 
 def _insert_texts(con: duckdb.DuckDBPyConnection, table: str, hash_col: str, text_col: str,
@@ -236,8 +260,9 @@ def _insert_texts(con: duckdb.DuckDBPyConnection, table: str, hash_col: str, tex
 
 
 def ingest_journal(con: duckdb.DuckDBPyConnection, journal: Path, *, running: bool = False) -> IngestStats:
-    """Ingest one run's journal; safe to repeat."""
-    return ingest_journals(con, [journal], running=running)[0]
+    """Ingest one run's journal; safe to repeat (None: nothing was ever synced to it)."""
+    stats = ingest_journals(con, [journal], running=running)
+    return stats[0] if stats else None
 
 
 def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
@@ -246,16 +271,43 @@ def ingest_journals(con: duckdb.DuckDBPyConnection, journals: list[Path], *,
     stays flat however many there are); safe to repeat. Each run's identity comes from its
     begin record. With `running`, the journals are still being written: their runs are
     stored as `running`, from snapshots, and unfinished units are not yet abandoned."""
-    out = []
+    out: list[IngestStats] = []
+    failed: list[DataError] = []
     with _memory_capped(con):
         for batch in _batches(journals):
-            if running:
-                with tempfile.TemporaryDirectory() as tmp:
-                    out += _ingest(con, [snapshot(j, Path(tmp) / f"{i}-{j.name}")
-                                         for i, j in enumerate(batch)], running)
-            else:
-                out += _ingest(con, batch, running)
+            try:
+                out += _ingest_batch(con, batch, running)
+            except DataError as e:
+                if len(batch) == 1:
+                    failed.append(e)
+                    continue
+                # one damaged journal must not roll back the others: each alone
+                for j in batch:
+                    try:
+                        out += _ingest_batch(con, [j], running)
+                    except DataError as e1:
+                        failed.append(e1)
+    if failed:
+        e = DataError("; ".join(str(f) for f in failed))
+        e.ingested = out      # what was stored in spite of it
+        raise e
     return out
+
+
+def _ingest_batch(con: duckdb.DuckDBPyConnection, batch: list[Path],
+                  running: bool) -> list[IngestStats]:
+    try:
+        if not running:
+            return _ingest(con, batch, running)
+        with tempfile.TemporaryDirectory() as tmp:
+            return _ingest(con, [snapshot(j, Path(tmp) / f"{i}-{j.name}")
+                                 for i, j in enumerate(batch)], running)
+    except (duckdb.InvalidInputException, duckdb.ConversionException) as e:
+        # DuckDB's JSON reader refused a line (one longer than READ_OBJECT_BYTES, written
+        # before the writer bounded lines)
+        where = ", ".join(str(j) for j in batch)
+        raise DataError(f"journal {where} cannot be read: {str(e).splitlines()[0][:300]}; "
+                        f"{repair_hint(batch[0] if len(batch) == 1 else 'JOURNAL')}") from None
 
 
 @contextlib.contextmanager
@@ -309,10 +361,15 @@ def _run_of(journal: Path) -> str | None:
 
 def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
             running: bool) -> list[IngestStats]:
-    contents = [read_journal(j, skip_calls=True) for j in journals]
-    for jc in contents:
-        if not jc.begins:
-            raise DataError(f"journal {jc.path} has no begin record")
+    contents = []
+    for jc in (read_journal(j, skip_calls=True) for j in journals):
+        if jc.begins:
+            contents.append(jc)
+        elif jc.call_lines or jc.part_lines or jc.units or jc.ustarts or jc.ends:
+            raise DataError(f"journal {jc.path} has no begin record; {repair_hint(jc.path)}")
+        # else: nothing was ever synced (an empty file, or one torn line): nothing to store
+    if not contents:
+        return []
     runs, segs, units, sessions, stats = [], [], [], [], []
     for jc in contents:
         meta = jc.begins[-1]
@@ -326,8 +383,9 @@ def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
             u["night"] = date.fromisoformat(meta["night"])
             if "end_mono" in u:
                 u["seconds"] = u["end_mono"] - u["start_mono"]
-            keep = [c for c in _UNIT_COLUMNS if c in u]
-            units.append(u[keep])
+            # every column, whatever the journal holds so far (started units alone have no
+            # result columns: a journal cut there failed the whole batch's transaction)
+            units.append(u.reindex(columns=list(_UNIT_COLUMNS)))
         if jc.sessions:
             # a session is recorded at its start and completed at its end: merge by id
             merged: dict[str, dict] = {}

@@ -52,6 +52,7 @@ import orjson
 from dualpath.errors import DataError
 from dualpath.records import (MEASURED, CallRecord, RunBegin, RunEnd, ServerSession,
                               SessionEnd, UnitResult, UnitStart)
+from warehouse.line_limit import bound_call, bound_unit
 from warehouse.prompts import QUOTE_MIN_BYTES, cut_quoted, part_key, prompt_parts
 
 __all__ = ["JournalWriter", "read_journal", "snapshot", "prompt_parts", "part_key"]
@@ -107,6 +108,7 @@ class JournalWriter:
         self._same_chars: set[str] = set()
         self._per_char = True
         self._error: BaseException | None = None
+        self._too_large: dict[tuple, str] = {}    # unit -> why one of its calls failed
         self._thread = threading.Thread(target=self._run, name=f"journal:{path.name}", daemon=True)
         self._thread.start()
 
@@ -118,9 +120,19 @@ class JournalWriter:
             # the texts travel beside the line; the writer thread cuts the prompt
             line = encode(dataclasses.replace(record, prompt_text="")
                           if record.prompt_text else record)
+            bounded = bound_call(record, len(line))      # see warehouse.line_limit
+            if bounded is not None:
+                self._too_large[_unit_of(record)] = bounded.error_detail
+                record, line = bounded, encode(dataclasses.replace(bounded, prompt_text=""))
             self._q.put((line, False, record))
         else:
-            self._q.put((encode(record), type(record) in _URGENT,
+            line = encode(record)
+            if type(record) is UnitResult:
+                bounded = bound_unit(record, len(line), self._too_large.pop(_unit_of(record),
+                                                                            None))
+                if bounded is not None:
+                    record, line = bounded, encode(bounded)
+            self._q.put((line, type(record) in _URGENT,
                          record if type(record) is UnitResult else None))
 
     def _sql(self, query: str, args) -> tuple:
@@ -318,6 +330,10 @@ class JournalWriter:
         self.close()
 
 
+def _unit_of(r) -> tuple:
+    return (r.run_id, r.ticker, r.draw, r.unit_attempt)
+
+
 def complete_end(f, size: int) -> int:
     """The end of the last complete line of an open binary file of `size` bytes, found by
     reading backwards from the end (a journal can be gigabytes; a torn line is short)."""
@@ -372,6 +388,7 @@ class JournalContents:
     call_lines: int = 0
     part_lines: int = 0
     torn_tail: bool = False
+    longest_line: int = 0          # bytes, of the call and part lines (DuckDB reads those)
 
     def unit_results(self, running: bool = False) -> list[dict]:
         """Every unit attempt with its outcome: the recorded results, plus each started
@@ -455,9 +472,16 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
             yield n, prev, True
 
 
+def repair_hint(path: Path | str) -> str:
+    """What to do with a damaged journal. Moving it aside (the old advice) left the calls
+    already ingested from it in the warehouse: the rerun stored them again, and lost what
+    was never ingested."""
+    return (f"quarantine it and re-ingest exactly what is readable with "
+            f"`dualpath repair {path} -c CONFIG`, then rerun the night")
+
+
 def _damaged(path: Path, n: int, line: bytes) -> DataError:
-    return DataError(f"journal {path} line {n} is damaged: {line[:120]!r}; "
-                     "move the file aside to rerun the night from scratch")
+    return DataError(f"journal {path} line {n} is damaged: {line[:120]!r}; {repair_hint(path)}")
 
 
 def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
@@ -478,9 +502,11 @@ def read_journal(path: Path, skip_calls: bool = False) -> JournalContents:
             break
         if skip_calls and line.startswith(_CALL_PREFIX):
             out.call_lines += 1
+            out.longest_line = max(out.longest_line, len(line))
             continue
         if line.startswith(_PART_PREFIX):
             out.part_lines += 1
+            out.longest_line = max(out.longest_line, len(line))
             if not skip_calls:
                 try:
                     obj = orjson.loads(line)
