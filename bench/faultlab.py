@@ -235,7 +235,15 @@ class Lab:
                                 text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-def score_night(cfg: Config, night: date, urls: dict[str, str], during=None) -> list:
+def score_night(cfg: Config, night: date, urls: dict[str, str], during=None,
+                config_path: Path | None = None) -> list:
+    """Score the night as the flow does: its lock held and the night claimed first."""
+    with runner.hold_night(cfg, night):
+        runner.claim_night(cfg, night, config_path)
+        return _score_held(cfg, night, urls, during)
+
+
+def _score_held(cfg: Config, night: date, urls: dict[str, str], during=None) -> list:
     works = runner.plan_night(cfg, night)
     history = inputs.price_history(cfg)
     missing = inputs.missing_inputs(cfg, history, night)
@@ -257,13 +265,14 @@ def child_main(cfg_path: str, night: str, main_url: str, backup_url: str, ingest
     """The harness in a child process: prints 'scoring', 'ingesting', 'done' as it goes."""
     cfg = load_config(cfg_path)
     when = date.fromisoformat(night)
-    print("scoring", flush=True)
-    score_night(cfg, when, {"main": main_url, "backup": backup_url})
-    if ingest == "1":
-        print("ingesting", flush=True)
-        journals = [runner.journal_path(cfg, when, p) for p in cfg.paths]
-        with writer(cfg.resolve(cfg.warehouse.path)) as con:
-            ingest_journals(con, [j for j in journals if j.exists()])
+    with runner.hold_night(cfg, when):           # held through the ingest, as the flow does
+        print("scoring", flush=True)
+        score_night(cfg, when, {"main": main_url, "backup": backup_url})
+        if ingest == "1":
+            print("ingesting", flush=True)
+            journals = [runner.journal_path(cfg, when, p) for p in cfg.paths]
+            with writer(cfg.resolve(cfg.warehouse.path)) as con:
+                ingest_journals(con, [j for j in journals if j.exists()])
     print("done", flush=True)
 
 

@@ -9,6 +9,7 @@
     │   ├── DataError          a universe, price or journal file is malformed
     │   ├── NotASession        the night asked for is not a session of the market's calendar
     │   ├── EndpointBusy       another dualpath run holds the server's endpoint lock
+    │   ├── NightBusy          another process is scoring this night of the experiment
     │   └── WarehouseBusy      another process held the warehouse longer than the wait allowed
     ├── PathUnavailable        a path could not be scored at all tonight (recorded as failed)
     │   ├── ServerStartError   a launched server exited or did not become ready
@@ -57,6 +58,10 @@ class NotASession(UserError):
 
 class EndpointBusy(UserError):
     """Another dualpath run holds this endpoint."""
+
+
+class NightBusy(UserError):
+    """Another process (on this host or another sharing the warehouse) scores this night."""
 
 
 class WarehouseBusy(UserError):

@@ -173,12 +173,22 @@ async def score_night(config_path: str, night: date | None = None,
                       progress: Progress | None = None):
     """The body of both flows: plan, score every path concurrently, ingest, summarise; a
     `Failed` state (after ingest and the artifact) when any run is not complete."""
-    log = get_run_logger()
     cfg = load_config(config_path)
     preflight(cfg)
     calendar, tickers = inputs.calendar_of(cfg), cfg.tickers()   # built once, passed down
     night = night_of(night) or calendar.default_night(datetime.now(timezone.utc))
     calendar.require_session(night)
+    # one writer per night: refused here, naming the holder, before anything is written
+    with runner.hold_night(cfg, night):
+        runner.claim_night(cfg, night, config_path)
+        return await _score_held_night(cfg, night, calendar, tickers, endpoints, paths,
+                                       progress)
+
+
+async def _score_held_night(cfg: Config, night: date, calendar, tickers: list[str],
+                            endpoints: dict[str, str] | None, paths: list[str] | None,
+                            progress: Progress | None):
+    log = get_run_logger()
     off_plan = hold_night_to_plan(cfg, night)
     if off_plan:
         log.warning("tonight deviates from the frozen plan (logged; left out of the "

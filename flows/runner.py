@@ -14,6 +14,7 @@ import functools
 import logging
 import socket
 import ssl
+import sys
 import time
 from dataclasses import dataclass
 from datetime import date
@@ -28,6 +29,7 @@ import orjson
 from dualpath.config import Config
 from dualpath.errors import HarnessError, IdentityError, PathUnavailable, UserError
 from dualpath.identity import auth_headers, differences, read_identity
+from dualpath.locks import night_holder, night_lock
 from dualpath.night import PriceHistory, api_key, run_id_for, units_for
 from dualpath.records import INPUT_FAILED, RunBegin, RunEnd, ServerIdentity, ServerSession
 from dualpath.records import UnitResult, UnitStart
@@ -72,6 +74,39 @@ class PathOutcome:
 def journal_path(cfg: Config, night: date, path: str) -> Path:
     runs_dir = cfg.resolve(cfg.warehouse.runs_dir)
     return runs_dir / cfg.experiment.name / night.isoformat() / path / "journal.jsonl"
+
+
+def night_lock_path(cfg: Config, night: date) -> Path:
+    """The night's lock, beside the warehouse: every host that shares the warehouse sees it."""
+    wh = cfg.resolve(cfg.warehouse.path)
+    return wh.with_name(wh.name + ".locks") / f"{cfg.experiment.name}@{night.isoformat()}.lock"
+
+
+def hold_night(cfg: Config, night: date):
+    """One process scores a night (`dualpath.locks.night_lock`); raises `NightBusy` naming
+    the holder (host, pid, since) before any journal or the warehouse is touched."""
+    what = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:200] or "dualpath"
+    return night_lock(night_lock_path(cfg, night), what,
+                      f"night {night} of experiment '{cfg.experiment.name}'")
+
+
+def night_live(cfg: Config, night: date) -> bool:
+    """Whether a live process holds the night (a run shown `running` without one was
+    interrupted: killed, or its host crashed)."""
+    return night_holder(night_lock_path(cfg, night)) is not None
+
+
+def claim_night(cfg: Config, night: date, config_path: Path | str | None) -> None:
+    """Under the night's lock, the first write: the experiment bound to this runs folder,
+    and the night to this config (`warehouse.experiments`)."""
+    from warehouse.db import writer
+    from warehouse.experiments import bind, check_night_config
+
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        bind(con, cfg.experiment.name, str(cfg.resolve(cfg.warehouse.runs_dir)),
+             str(Path(config_path).resolve()) if config_path else "(a config in memory)",
+             socket.gethostname())
+        check_night_config(con, cfg.experiment.name, night, cfg.fingerprint())
 
 
 def plan_path(cfg: Config, night: date, name: str,

@@ -370,6 +370,16 @@ ALTER TABLE calls ADD COLUMN IF NOT EXISTS reasoning_tokens INTEGER;
 ALTER TABLE calls ADD COLUMN IF NOT EXISTS reasoning_tokens_basis VARCHAR;
 """
 
+M017_EXPERIMENTS = """
+-- Each experiment is bound to the runs folder its journals live in, by its first night:
+-- the same experiment name scored into a second folder overwrote its runs and stored their
+-- calls twice (408 duplicated). A config with another folder is refused by name.
+CREATE TABLE experiments (
+    experiment VARCHAR PRIMARY KEY, runs_dir VARCHAR NOT NULL, config_path VARCHAR,
+    host VARCHAR, bound_at TIMESTAMPTZ
+);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
@@ -389,6 +399,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m021_server_files", M021_SERVER_FILES),
     ("m023_unanswered", M023_UNANSWERED),
     ("m015_thinking", M015_THINKING),
+    ("m017_experiments", M017_EXPERIMENTS),
 ]
 
 

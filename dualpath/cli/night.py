@@ -93,14 +93,18 @@ def nightly(config: Path = CONFIG_OPT,
     prefect_env(cfg.resolve(Path(".dualpath/prefect")))
     start_reaper()
     from flows.nightly import run_nightly
-    from flows.runner import plan_night
+    from flows.runner import claim_night, hold_night, plan_night
 
-    with progress_bars() as bars:
-        pb = PathBars(bars)
-        works = plan_night(cfg, when)
-        pb.reset(str(when), list(cfg.paths), {p.path: p.units_planned for p in works},
-                 {p.path: p.units_planned - len(p.units) for p in works})
-        complete, result = run_nightly(config, when, progress=pb)
+    # refused here, in one line, before Prefect starts: another process scores this night,
+    # or the experiment belongs to another runs folder (the flow checks both again)
+    with hold_night(cfg, when):
+        claim_night(cfg, when, config)
+        with progress_bars() as bars:
+            pb = PathBars(bars)
+            works = plan_night(cfg, when)
+            pb.reset(str(when), list(cfg.paths), {p.path: p.units_planned for p in works},
+                     {p.path: p.units_planned - len(p.units) for p in works})
+            complete, result = run_nightly(config, when, progress=pb)
     _print_night(result)
     if not complete:   # a scheduler or a shell loop must see that tonight is not a result
         for r in result["runs"]:
