@@ -10,7 +10,10 @@
     │   ├── NotASession        the night asked for is not a session of the market's calendar
     │   ├── EndpointBusy       another dualpath run holds the server's endpoint lock
     │   ├── NightBusy          another process is scoring this night of the experiment
-    │   └── WarehouseBusy      another process held the warehouse longer than the wait allowed
+    │   ├── WarehouseBusy      another process held the warehouse longer than the wait allowed
+    │   ├── WarehouseDamaged   the warehouse file cannot be read (truncated, zero bytes, not
+    │   │                      DuckDB's); `dualpath rebuild` makes it again from the journals
+    │   └── DiskFull           the disk holding the warehouse or a journal has no space left
     ├── PathUnavailable        a path could not be scored at all tonight (recorded as failed)
     │   ├── ServerStartError   a launched server exited or did not become ready
     │   ├── ServerUnreachable  a server did not answer its identity endpoints
@@ -66,6 +69,14 @@ class NightBusy(UserError):
 
 class WarehouseBusy(UserError):
     """The warehouse stayed locked by another process for longer than the wait allowed."""
+
+
+class WarehouseDamaged(UserError):
+    """The warehouse file is damaged; the journals can rebuild it."""
+
+
+class DiskFull(UserError):
+    """No space left where dualpath writes (the warehouse, a journal)."""
 
 
 class PathUnavailable(DualpathError):

@@ -73,6 +73,7 @@ async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> li
 
 
 def _warehouse_checks(cfg: Config) -> tuple[list[Check], dict[str, int]]:
+    from dualpath.errors import DiskFull, WarehouseDamaged
     from warehouse.db import reader
     from warehouse.experiment import largest_prompts, last_night_statuses
     from warehouse.migrations import MIGRATIONS, applied as applied_migrations
@@ -85,10 +86,15 @@ def _warehouse_checks(cfg: Config) -> tuple[list[Check], dict[str, int]]:
     if not path.exists():
         return out + [Check("warehouse", True, f"{path} does not exist yet (made by the first "
                             "night)")], {}
-    with reader(path) as con:
-        applied = applied_migrations(con)
-        last = last_night_statuses(con, cfg.experiment.name)
-        largest = largest_prompts(con)
+    try:
+        with reader(path) as con:
+            applied = applied_migrations(con)
+            last = last_night_statuses(con, cfg.experiment.name)
+            largest = largest_prompts(con)
+    except (WarehouseDamaged, DiskFull) as e:    # diagnosed, not crashed on
+        fix = ("free space on that disk" if isinstance(e, DiskFull) else
+               "dualpath rebuild -c CONFIG (from the journals; the damaged file is kept)")
+        return out + [Check("warehouse", False, str(e).split("; ")[0], fix)], {}
     pending = [n for n, _ in MIGRATIONS if n not in applied]
     out += _price_and_parity_checks(cfg, path)
     out.append(Check("warehouse: migrations", not pending,

@@ -15,9 +15,43 @@ from typing import Iterator
 
 import duckdb
 
-from dualpath.errors import UserError, WarehouseBusy
+from dualpath.errors import DiskFull, UserError, WarehouseBusy, WarehouseDamaged
 
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
+_FULL_MARKERS = ("No space left on device", "Disk quota exceeded")
+# what DuckDB says of a file cut short, emptied or overwritten (seen on 2.0: a zero-byte or
+# foreign file "is not a valid DuckDB database file", a truncated one "Could not read enough
+# bytes", at connect or at the first query that reaches a lost block)
+_DAMAGE_MARKERS = ("not a valid DuckDB database", "Could not read enough bytes", "Corrupt",
+                   "checksum", "Checksum", "database file is damaged", "Failed to load")
+
+
+def diagnosis(path: Path, e: BaseException) -> UserError | None:
+    """One line for a disk that is full or a warehouse that is damaged (None: neither).
+    Disk full: every call is in the journals, so a rerun once space is freed is exact."""
+    text = f"{e} {getattr(e, 'strerror', '') or ''}"
+    first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    if any(m in text for m in _FULL_MARKERS) or getattr(e, "errno", None) == 28:
+        return DiskFull(f"the disk holding {path} is full ({first}); free space there and "
+                        "rerun the night: the journals keep every call and the rerun "
+                        "ingests them exactly")
+    if isinstance(e, duckdb.Error) and any(m in text for m in _DAMAGE_MARKERS):
+        return WarehouseDamaged(f"warehouse {path} is damaged ({first}); the journals hold "
+                                "every call: rebuild it with `dualpath rebuild -c CONFIG` "
+                                "(the damaged file is kept beside it)")
+    return None
+
+
+@contextlib.contextmanager
+def diagnosed(path: Path) -> Iterator[None]:
+    """Turn a full disk or a damaged file into its one-line error, anything else as it is."""
+    try:
+        yield
+    except (duckdb.Error, OSError) as e:
+        found = diagnosis(path, e)
+        if found is None:
+            raise
+        raise found from None
 
 
 # For SQL typed by a person: the warehouse file and nothing else. External access off
@@ -38,7 +72,7 @@ def _open(path: Path, read_only: bool, wait_s: float,
             return duckdb.connect(str(path), read_only=read_only, config=config or {})
         except duckdb.IOException as e:
             if not any(m in str(e) for m in _LOCK_MARKERS):
-                raise
+                raise diagnosis(path, e) or e
             if time.monotonic() > deadline:
                 raise WarehouseBusy(f"warehouse {path} is locked by another process "
                                     f"for more than {wait_s:.0f} s ({e}); wait for that "
@@ -55,12 +89,13 @@ def writer(path: Path, wait_s: float = 120.0) -> Iterator[duckdb.DuckDBPyConnect
     from warehouse.migrations import migrate
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = _open(path, read_only=False, wait_s=wait_s)
-    try:
-        migrate(con)
-        yield con
-    finally:
-        con.close()
+    with diagnosed(path):
+        con = _open(path, read_only=False, wait_s=wait_s)
+        try:
+            migrate(con)
+            yield con
+        finally:
+            con.close()
 
 
 def _bring_up_to_date(path: Path) -> None:
@@ -89,12 +124,13 @@ def reader(path: Path, wait_s: float = 60.0) -> Iterator[duckdb.DuckDBPyConnecti
     """A read-only connection; waits while a writer ingests."""
     if not path.exists():
         raise UserError(f"no warehouse at {path}; run `dualpath nightly` or `dualpath demo` first")
-    _bring_up_to_date(path)
-    con = _open(path, read_only=True, wait_s=wait_s)
-    try:
-        yield con
-    finally:
-        con.close()
+    with diagnosed(path):
+        _bring_up_to_date(path)
+        con = _open(path, read_only=True, wait_s=wait_s)
+        try:
+            yield con
+        finally:
+            con.close()
 
 
 @contextlib.contextmanager
@@ -103,7 +139,8 @@ def sandboxed_reader(path: Path, wait_s: float = 60.0) -> Iterator[duckdb.DuckDB
     a user types (`dualpath sql`), which must not read or write the machine's files."""
     if not path.exists():
         raise UserError(f"no warehouse at {path}; run `dualpath nightly` or `dualpath demo` first")
-    con = _open(path, read_only=True, wait_s=wait_s, config=SANDBOX)
+    with diagnosed(path):
+        con = _open(path, read_only=True, wait_s=wait_s, config=SANDBOX)
     try:
         yield con
     finally:

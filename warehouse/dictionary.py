@@ -178,6 +178,11 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "experiment": "name", "night": "date (NULL: not tied to a night)",
         "kind": "config differs from plan | night refused | plan replaced",
         "detail": "text", "plan_hash": "hash", "recorded_at": "timestamp"}),
+    "experiments": ("each experiment's runs folder, bound by its first night (since m017): "
+                    "a config of the same name with another folder is refused", {
+        "experiment": "name", "runs_dir": "path — where its journals live",
+        "config_path": "path — the config that bound it", "host": "where it was bound",
+        "bound_at": "timestamp"}),
     "schema_migrations": ("applied schema migrations", {"name": "migration", "applied_at": "timestamp"}),
     "replay_sets": ("a frozen replay set: N tickers' recorded requests (`dualpath freeze`)", {
         "replay_hash": "SHA-256 (16 hex) of what the set sends", "experiment": "name",

@@ -193,3 +193,75 @@ def prices_status(config: Path = CONFIG_OPT,
     _fresh_table(fresh, fmt)
     if not fresh.ok:
         raise typer.Exit(1)
+
+
+@app.command("repair")
+def repair_cmd(journal: Path = typer.Argument(..., help="The damaged journal "
+                                              "(<runs_dir>/<experiment>/<night>/<path>/journal.jsonl)."),
+               config: Path = CONFIG_OPT) -> None:
+    """Quarantine a damaged journal and re-ingest exactly what can still be read (its run's
+    rows replaced by those of the repaired journal); then rerun the night to resume it."""
+    from datetime import date
+
+    from dualpath.night import run_id_for
+    from flows.runner import hold_night
+    from warehouse.db import writer
+    from warehouse.rebuild import repair_journal
+
+    cfg = load_config(config)
+    journal = journal.resolve()
+    if not journal.is_file():
+        raise UserError(f"no journal at {journal}")
+    try:
+        path, night = journal.parent.name, date.fromisoformat(journal.parent.parent.name)
+        experiment = journal.parent.parent.parent.name
+    except ValueError:
+        raise UserError(f"{journal} is not a run journal (<runs_dir>/<experiment>/<night>/"
+                        "<path>/journal.jsonl)") from None
+    if experiment != cfg.experiment.name:
+        raise UserError(f"{journal} is a journal of experiment '{experiment}'; give its "
+                        f"config (this one runs '{cfg.experiment.name}')")
+    with hold_night(cfg, night), writer(cfg.resolve(cfg.warehouse.path)) as con:
+        r = repair_journal(con, journal, run_id_for(experiment, night, path))
+    console.print(f"quarantined the damaged journal as {r.quarantined}")
+    for n, why in r.dropped:
+        err_console.print(f"  line {n} left out: {why}")
+    console.print(f"kept {r.kept_lines:,} readable lines; run {r.run_id} re-ingested from them "
+                  f"({sum(s.calls for s in r.stats):,} calls, {sum(s.units for s in r.stats):,} "
+                  f"unit attempts). Rerun the night to score what is missing: dualpath "
+                  f"nightly -c {config} --date {night}")
+
+
+@app.command("rebuild")
+def rebuild_cmd(config: Path = CONFIG_OPT) -> None:
+    """Make the warehouse again from the journals under runs_dir (a damaged or lost file);
+    prices, plans and sweeps are copied from the old file when it can still be read."""
+    from dualpath.locks import night_holder
+    from warehouse.rebuild import rebuild_warehouse
+
+    cfg = load_config(config)
+    path = cfg.resolve(cfg.warehouse.path)
+    locks = path.with_name(path.name + ".locks")
+    live = [h for f in sorted(locks.glob("*.lock")) if (h := night_holder(f)) is not None]
+    if live:
+        raise UserError(f"a night is being scored ({live[0].describe()}); rebuild once it "
+                        "has ended")
+    r = rebuild_warehouse(path, cfg.resolve(cfg.warehouse.runs_dir))
+    if r.kept_old:
+        console.print(f"the old warehouse is kept as {r.kept_old}")
+    console.print(f"rebuilt {r.path} from {len(r.stats)} journal(s): "
+                  f"{sum(s.calls for s in r.stats):,} calls, {len(r.stats)} runs")
+    if r.copied:
+        console.print(f"copied from the old file: {', '.join(r.copied)}")
+    for t in r.not_recovered:
+        err_console.print(f"[yellow]not recovered:[/yellow] {t} (prices: `dualpath prices "
+                          "update` or `prices import`; a plan: `dualpath prereg freeze`)")
+    for d in r.damaged_journals:
+        err_console.print(f"[red]not ingested:[/red] {escape_text(d)}")
+    if r.damaged_journals:
+        raise typer.Exit(1)
+
+
+def escape_text(text: str) -> str:
+    from rich.markup import escape
+    return escape(text)

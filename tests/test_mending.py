@@ -1,0 +1,93 @@
+"""A damaged journal repaired exactly, a damaged warehouse diagnosed in one line and rebuilt
+from the journals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dualpath.errors import DataError, WarehouseDamaged
+from flows.doctor import _warehouse_checks
+from tests.helpers import SimFleet, ingest, make_project, score_night_plain
+from warehouse.db import reader, writer
+from warehouse.ingest import ingest_journals
+
+DUALPATH = str(Path(sys.executable).with_name("dualpath"))
+
+
+def cli(*args, cwd):
+    return subprocess.run([DUALPATH, *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def counts(cfg):
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        return con.execute("""SELECT count(*), count(DISTINCT call_id),
+            (SELECT count(*) FROM v_units WHERE is_final AND measured),
+            (SELECT count(*) FROM (SELECT 1 FROM v_units WHERE measured
+                                   GROUP BY run_id, ticker, draw HAVING count(*) > 1))
+            FROM calls""").fetchone()
+
+
+def test_a_damaged_journal_is_repaired_and_the_rerun_is_exact(tmp_path):
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=3, draws=2, nights=1)
+    with SimFleet(cfg) as fleet:
+        works = score_night_plain(cfg, nights[0], fleet.urls, stop_after_units=5)
+        ingest(cfg, works)                 # some of its calls are in the warehouse already
+        j = works[1].journal
+        lines = j.read_bytes().splitlines(keepends=True)
+        calls = [i for i, ln in enumerate(lines) if ln.startswith(b'{"k":"call"')]
+        lines[calls[len(calls) // 2]] = b'{"k":"call","call_id":"x\x00\n'     # a bad block
+        j.write_bytes(b"".join(lines))
+        with pytest.raises(DataError, match="dualpath repair"):
+            ingest(cfg, works)
+        r = cli("repair", str(j), "-c", str(cfg_path), cwd=tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "quarantined the damaged journal as" in r.stdout and "left out: not JSON" in r.stderr
+        assert list(j.parent.glob("journal.damaged-*.jsonl"))
+        ingest(cfg, score_night_plain(cfg, nights[0], fleet.urls))      # the rerun
+    total, distinct, measured, twice = counts(cfg)
+    assert total == distinct and twice == 0
+    assert measured == 2 * 3 * 2                       # every unit, once
+    ids = {ln for ln in j.read_bytes().splitlines() if ln.startswith(b'{"k":"call"')}
+    assert total == sum(len(w.journal.read_bytes().split(b'{"k":"call"')) - 1
+                        for w in works)
+    assert ids
+
+
+def test_a_damaged_warehouse_is_one_line_everywhere_and_rebuilt_from_the_journals(tmp_path):
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    with SimFleet(cfg) as fleet:
+        ingest(cfg, score_night_plain(cfg, nights[0], fleet.urls))
+    before = counts(cfg)
+    wh = cfg.resolve(cfg.warehouse.path)
+    for damage in (lambda b: b[:len(b) // 3], lambda b: b""):
+        wh.write_bytes(damage(wh.read_bytes()))
+        r = cli("runs", "-c", str(cfg_path), cwd=tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr, r.stderr
+        assert f"warehouse {wh} is damaged" in r.stderr and "dualpath rebuild" in r.stderr
+        assert len(r.stderr.strip().splitlines()) <= 3          # one message, wrapped
+        with pytest.raises(WarehouseDamaged):          # what nightly's ingest meets
+            with writer(wh) as con:
+                ingest_journals(con, [w for w in cfg.resolve(cfg.warehouse.runs_dir)
+                                      .rglob("journal.jsonl")])
+        checks, _ = _warehouse_checks(cfg)                      # doctor diagnoses it
+        bad = [c for c in checks if not c.ok]
+        assert [c.name for c in bad] == ["warehouse"] and "rebuild" in bad[0].fix
+        r = cli("rebuild", "-c", str(cfg_path), cwd=tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "the old warehouse is kept as" in r.stdout
+        assert counts(cfg) == before
+        # prices are in no journal: copied when the old file still reads, else named
+        if "not recovered: prices" in r.stderr:
+            with writer(wh) as con:
+                from dualpath.demo import demo_market
+                from warehouse.prices import import_prices, validate_prices
+                raw = demo_market(cfg, 1).prices()
+                raw = raw[raw["ticker"].isin(cfg.tickers())]
+                import_prices(con, validate_prices(raw, cfg.tickers())[0])
+        else:
+            assert "prices" in r.stdout.split("copied from the old file:")[1]
