@@ -96,6 +96,31 @@ def night_live(cfg: Config, night: date) -> bool:
     return night_holder(night_lock_path(cfg, night)) is not None
 
 
+def live_nights(cfg: Config) -> set[tuple[str, str]]:
+    """(experiment, night) of every night a live process holds, on any host."""
+    folder = night_lock_path(cfg, date(2000, 1, 1)).parent
+    return {tuple(f.stem.split("@", 1)) for f in folder.glob("*@*.lock")
+            if night_holder(f) is not None}
+
+
+INTERRUPTED_DETAIL = ("interrupted: no process is scoring it any more (stopped, killed, or "
+                      "its host crashed); rerun the night to resume")
+
+
+def label_interrupted(cfg: Config, runs: Any) -> Any:
+    """A run stored as `running` that no live process holds reads `interrupted` (a frame
+    with run_id, status and status_detail): kill -9 and a crashed host leave no ingest."""
+    if not len(runs) or not (runs["status"] == "running").any():
+        return runs
+    live = live_nights(cfg)
+    key = runs["run_id"].str.rsplit("/", n=1).str[0].str.split("/", n=1)
+    dead = (runs["status"] == "running") & ~key.map(lambda k: tuple(k) in live)
+    runs = runs.copy()
+    runs.loc[dead, "status"] = "interrupted"
+    runs.loc[dead, "status_detail"] = INTERRUPTED_DETAIL
+    return runs
+
+
 def claim_night(cfg: Config, night: date, config_path: Path | str | None) -> None:
     """Under the night's lock, the first write: the experiment bound to this runs folder,
     and the night to this config (`warehouse.experiments`)."""

@@ -108,3 +108,26 @@ def test_localhost_and_its_address_are_one_server():
         with pytest.raises(EndpointBusy, match="in use by dualpath pid"):
             with endpoint_lock(f"http://127.0.0.1:{port}", "run B"):
                 pass
+
+
+def test_a_run_left_running_reads_interrupted_once_no_process_holds_its_night(tmp_path):
+    from warehouse.db import reader, writer
+    from warehouse.ingest import ingest_journals
+    from warehouse.queries import run_summaries
+    from tests.helpers import SimFleet, score_night_plain
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    with SimFleet(cfg) as fleet:
+        works = score_night_plain(cfg, nights[0], fleet.urls, stop_after_units=1)
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:   # the mid-night ingest, then kill -9
+        ingest_journals(con, [w.journal for w in works], running=True)
+
+    def statuses():
+        with reader(cfg.resolve(cfg.warehouse.path)) as con:
+            return set(runner.label_interrupted(cfg, run_summaries(con))["status"])
+    p = holder_process(cfg_path, nights[0])
+    try:
+        assert statuses() == {"running"}             # someone still scores it
+    finally:
+        p.kill()
+        p.wait()
+    assert statuses() == {"interrupted"}

@@ -10,25 +10,25 @@ import duckdb
 import pandas as pd
 
 from dualpath.errors import UserError
-from warehouse.db import reader, sandboxed_reader, table_names
+from warehouse.db import bounded_query, reader, table_names
 from warehouse.dictionary import dictionary
 from warehouse.migrations import migrate
 from warehouse.queries import sql
 
 
-def user_sql(path: Path, query: str) -> pd.DataFrame:
-    """A person's read-only query over the warehouse file and nothing else; a refused or
-    failed query is a UserError saying why."""
-    with sandboxed_reader(path) as con:
-        try:
-            return sql(con, query)
-        except duckdb.PermissionException as e:
-            raise UserError(f"query refused: {str(e).splitlines()[0][:300]}. `dualpath sql` "
-                            "reads the warehouse only (no files, COPY TO, EXPORT, ATTACH or "
-                            "extensions); use `dualpath export` to write files") from None
-        except duckdb.Error as e:
-            # DuckDB's whole message: its "Did you mean" hints are on the lines after the first
-            raise UserError(f"query failed: {str(e)[:1500]}") from None
+def user_sql(path: Path, query: str, timeout_s: float = 60.0) -> pd.DataFrame:
+    """A person's read-only query over the warehouse file and nothing else, stopped after
+    `timeout_s` and never keeping a night's ingest out (`warehouse.db.bounded_query`); a
+    refused, failed or stopped query is a UserError saying why."""
+    try:
+        return bounded_query(path, lambda con: sql(con, query), timeout_s)
+    except duckdb.PermissionException as e:
+        raise UserError(f"query refused: {str(e).splitlines()[0][:300]}. `dualpath sql` "
+                        "reads the warehouse only (no files, COPY TO, EXPORT, ATTACH or "
+                        "extensions); use `dualpath export` to write files") from None
+    except duckdb.Error as e:
+        # DuckDB's whole message: its "Did you mean" hints are on the lines after the first
+        raise UserError(f"query failed: {str(e)[:1500]}") from None
 
 
 def schema_frame(path: Path) -> pd.DataFrame:

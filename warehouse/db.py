@@ -178,3 +178,68 @@ def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Every table and view of the warehouse, by name."""
     return [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
                                       "WHERE table_schema = 'main' ORDER BY 1").fetchall()]
+
+
+# how long `bounded_query` keeps the warehouse's read lock before it moves to a snapshot
+LOCK_BUDGET_S = 5.0
+
+
+class QueryTimeout(UserError):
+    """A query typed by a person ran past its time limit."""
+
+
+def _within(con: duckdb.DuckDBPyConnection, run, seconds: float):
+    """run(con) stopped by `con.interrupt()` after `seconds`; raises InterruptException."""
+    import threading
+
+    timer = threading.Timer(max(seconds, 0.0), con.interrupt)
+    timer.start()
+    try:
+        return run(con)
+    finally:
+        timer.cancel()
+
+
+def _copy_warehouse(path: Path, folder: Path) -> Path:
+    """A copy of the warehouse (and its WAL) taken while a read lock holds writers off."""
+    import shutil
+
+    copy = folder / path.name
+    shutil.copyfile(path, copy)
+    wal = path.with_name(path.name + ".wal")
+    if wal.exists():
+        shutil.copyfile(wal, copy.with_name(copy.name + ".wal"))
+    return copy
+
+
+def bounded_query(path: Path, run, timeout_s: float, lock_s: float = LOCK_BUDGET_S):
+    """run(con) on a sandboxed read-only connection, stopped after `timeout_s`, holding the
+    warehouse's read lock for `lock_s` at most: a query still running then is started again
+    on a snapshot, so that a night's ingest (a writer, which waits 120 s for readers) is
+    never kept out. A read lock held by a long `dualpath sql` made a night fail."""
+    import tempfile
+
+    began = time.monotonic()
+    with sandboxed_reader(path) as con:
+        try:
+            return _within(con, run, min(timeout_s, lock_s))
+        except duckdb.InterruptException:
+            if timeout_s <= lock_s:
+                raise QueryTimeout(f"query stopped after {timeout_s:g} s (--timeout); narrow "
+                                   "it (a WHERE on night, a LIMIT) or allow more") from None
+        tmp = tempfile.TemporaryDirectory(prefix=".sql-snapshot-", dir=path.parent)
+        try:
+            copy = _copy_warehouse(path, Path(tmp.name))
+        except BaseException:
+            tmp.cleanup()
+            raise
+    with tmp:
+        with diagnosed(path):
+            snap = duckdb.connect(str(copy), read_only=True, config=SANDBOX)
+        try:
+            return _within(snap, run, timeout_s - (time.monotonic() - began))
+        except duckdb.InterruptException:
+            raise QueryTimeout(f"query stopped after {timeout_s:g} s (--timeout); narrow it "
+                               "(a WHERE on night, a LIMIT) or allow more") from None
+        finally:
+            snap.close()

@@ -18,9 +18,14 @@ from dualpath.errors import UserError
 @app.command("sql")
 def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
             config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
-            db: Optional[Path] = typer.Option(None, help="Warehouse file (instead of --config).")) -> None:
-    """Ad-hoc SQL over the warehouse (read-only; works while a night is running). It reads
-    the warehouse and nothing else: no files, no COPY TO / EXPORT, no extensions."""
+            db: Optional[Path] = typer.Option(None, help="Warehouse file (instead of --config)."),
+            timeout: float = typer.Option(60.0, "--timeout", min=0.1, max=86400.0,
+                                          help="Stop the query after this many seconds.")
+            ) -> None:
+    """Ad-hoc SQL over the warehouse (read-only; works while a night is running, and never
+    keeps its ingest out: a query still running after a few seconds continues on a
+    snapshot). It reads the warehouse and nothing else: no files, no COPY TO / EXPORT, no
+    extensions."""
     from warehouse.adhoc import user_sql
 
     if fmt not in ("table", "csv", "json"):
@@ -32,7 +37,7 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
         path = cfg.resolve(cfg.warehouse.path)
     else:
         path = _warehouse_file(db, "--db")
-    print_frame(user_sql(path, query), fmt)
+    print_frame(user_sql(path, query, timeout), fmt)
 
 
 def _warehouse_file(path: Path, option: str) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Optional
@@ -97,9 +98,11 @@ def nightly(config: Path = CONFIG_OPT,
 
     # refused here, in one line, before Prefect starts: another process scores this night,
     # or the experiment belongs to another runs folder (the flow checks both again)
-    with hold_night(cfg, when):
+    from flows.prefect_api import temporary_api
+
+    with hold_night(cfg, when), sigterm_as_interrupt():
         claim_night(cfg, when, config)
-        with progress_bars() as bars:
+        with temporary_api(cfg), progress_bars() as bars:
             pb = PathBars(bars)
             works = plan_night(cfg, when)
             pb.reset(str(when), list(cfg.paths), {p.path: p.units_planned for p in works},
@@ -114,6 +117,28 @@ def nightly(config: Path = CONFIG_OPT,
         err_console.print("not complete: these runs are not results and are kept out of every "
                           "metric; fix the cause and rerun the night to resume it")
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM (what a worker or `kill` sends) ends the night as Ctrl-C does: the journals
+    closed, exit 130 and "interrupted; rerun the night to resume". It exited 1 with Prefect's
+    `TerminationSignal` traceback: Prefect's flow engine turns SIGTERM into that exception
+    while a flow runs, and installs its own handler for that time."""
+    import signal
+
+    from prefect.exceptions import TerminationSignal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    except TerminationSignal:
+        raise KeyboardInterrupt from None
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _print_night(result: dict) -> None:

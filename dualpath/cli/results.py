@@ -191,6 +191,7 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
     JSON document with -f json."""
     from evals.speed import with_speed
     from flows.report import run_warnings
+    from flows.runner import label_interrupted
     from warehouse.db import reader
     from warehouse.queries import run_hosts, run_summaries, server_evidence
 
@@ -198,7 +199,8 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
         raise UserError(f"--format {fmt!r}: use table, csv or json")
     specs = _listings()
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
-        frames = {"runs": with_speed(run_summaries(con))}
+        # a run stored `running` that no live process holds (killed, its host crashed)
+        frames = {"runs": with_speed(label_interrupted(cfg, run_summaries(con)))}
         if evidence:
             frames["evidence"], frames["hosts"] = server_evidence(con), run_hosts(con)
         warnings = run_warnings(con)

@@ -1,0 +1,84 @@
+"""A temporary Prefect API for one `dualpath nightly` without a server, in its own session.
+
+Without `PREFECT_API_URL` a flow starts Prefect's temporary server as a child in dualpath's
+process group, so Ctrl-C in the terminal reached it too: it died at once, and the flow spent
+161 s reporting its crash to a server that was gone (pages of `httpx.ConnectError`
+tracebacks, exit 1, the night left `running`). Against a dedicated server the same Ctrl-C
+took ~1 s and exited 130. So the CLI starts the same server (Prefect's own uvicorn command)
+in a session of its own, where the terminal's signals do not reach, on a port the kernel
+picks away from 8000-8999 and the paths' ports (Prefect's pick is random in 8000-8999, where
+vLLM and llama-server listen), and points the flow at it; it still dies with dualpath
+(`dualpath.procs.spawn`), even on SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import time
+from typing import Iterator
+from urllib.parse import urlsplit
+
+import httpx
+
+from dualpath.config import Config
+from dualpath.errors import HarnessError
+from dualpath.procs import spawn, stop_process
+
+
+def _free_port(avoid: set[int]) -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in avoid:
+            return port
+    raise HarnessError("no free port for Prefect's temporary server")
+
+
+def _wait_healthy(url: str, proc, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise HarnessError(f"Prefect's temporary server exited ({proc.returncode}) "
+                                   "while starting; set PREFECT_API_URL to a running server")
+            try:
+                if client.get(f"{url}/health").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+    raise HarnessError(f"Prefect's temporary server did not start in {timeout_s:.0f} s; "
+                       "start one (`prefect server start`) and set PREFECT_API_URL")
+
+
+@contextlib.contextmanager
+def temporary_api(cfg: Config) -> Iterator[str | None]:
+    """Prefect's API for the block: the configured one, else a temporary server detached
+    from the terminal's signals (yields its URL; None when one is configured)."""
+    import prefect
+    from prefect.settings import (PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+                                  get_current_settings, temporary_settings)
+
+    if PREFECT_API_URL.value():
+        yield None
+        return
+    avoid = {urlsplit(p.base_url).port for p in cfg.paths.values() if p.base_url}
+    port = _free_port(avoid | set(range(8000, 9000)))
+    argv = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
+            "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
+            "--port", str(port), "--log-level", "error", "--lifespan", "on"]
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+           "PREFECT__SERVER_FINAL": "1",
+           **get_current_settings().to_environment_variables(exclude_unset=True)}
+    proc = spawn(argv, env=env, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}/api"
+        _wait_healthy(url, proc, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
+        with temporary_settings({PREFECT_API_URL: url}):
+            yield url
+    finally:
+        stop_process(proc, timeout_s=5.0)
