@@ -113,6 +113,13 @@ async def _ingest_while_running(cfg: Config, works: list, stop: asyncio.Event,
             log.warning("mid-night ingest skipped: %s: %s", type(e).__name__, e)
 
 
+def ingest_night(cfg: Config, night: date) -> list[IngestStats]:
+    """Ingest the night's journals as they are (after an interrupt: their segments ended)."""
+    journals = [runner.journal_path(cfg, night, p) for p in cfg.paths]
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        return ingest_journals(con, [j for j in journals if j.exists()])
+
+
 def _ingest_running(cfg: Config, journals: list[Path]) -> None:
     with writer(cfg.resolve(cfg.warehouse.path), wait_s=10.0) as con:
         ingest_journals(con, journals, running=True)

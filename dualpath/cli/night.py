@@ -98,6 +98,9 @@ def nightly(config: Path = CONFIG_OPT,
 
     # refused here, in one line, before Prefect starts: another process scores this night,
     # or the experiment belongs to another runs folder (the flow checks both again)
+    from prefect.exceptions import TerminationSignal
+
+    from flows.nightly import ingest_night
     from flows.prefect_api import temporary_api
 
     with hold_night(cfg, when), sigterm_as_interrupt():
@@ -107,7 +110,13 @@ def nightly(config: Path = CONFIG_OPT,
             works = plan_night(cfg, when)
             pb.reset(str(when), list(cfg.paths), {p.path: p.units_planned for p in works},
                      {p.path: p.units_planned - len(p.units) for p in works})
-            complete, result = run_nightly(config, when, progress=pb)
+            try:
+                complete, result = run_nightly(config, when, progress=pb)
+            except (KeyboardInterrupt, TerminationSignal):
+                # the journals are closed (each segment's end record says interrupted):
+                # store them, so the runs read partial, not running, and say why
+                ingest_night(cfg, when)
+                raise KeyboardInterrupt from None
     _print_night(result)
     if not complete:   # a scheduler or a shell loop must see that tonight is not a result
         for r in result["runs"]:
