@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
@@ -262,4 +262,65 @@ def run_nightly(config_path: Path, night: date | None = None,
         if isinstance(data, BaseException):
             raise data
         return state.is_completed(), data
-    return asyncio.run(go())
+    return run_cancellable(go)
+
+
+def run_cancellable(main: Callable[[], Any]) -> Any:
+    """asyncio.run(main()) where Ctrl-C and SIGTERM both cancel it, then raise
+    KeyboardInterrupt once it has unwound (journals closed, the flow run's state sent).
+
+    The loop runs in a thread, in this context (Prefect's settings live in context
+    variables): Prefect's flow engine turns SIGTERM into a `TerminationSignal` raised
+    wherever the main thread happens to be, which once landed inside a scheduler callback
+    (a task's "exception never retrieved" traceback, and the night went on). In a thread it
+    installs no handler, and the signals reach only this one, which cancels the main task
+    as asyncio itself does for Ctrl-C. A second signal gives up waiting."""
+    import contextvars
+    import signal
+    import threading
+
+    box: dict[str, Any] = {}
+    started = threading.Event()
+
+    async def wrapped():
+        box["task"] = asyncio.current_task()
+        started.set()
+        return await main()
+
+    def target():
+        try:
+            with asyncio.Runner() as r:
+                box["loop"] = r.get_loop()
+                box["result"] = r.run(wrapped())
+        except BaseException as e:       # re-raised in the caller's thread
+            box["error"] = e
+        finally:
+            started.set()
+
+    def cancel(signum, frame):
+        if box.get("signal") is not None:
+            raise KeyboardInterrupt
+        box["signal"] = signum
+        if "task" in box:
+            box["loop"].call_soon_threadsafe(box["task"].cancel)
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(target,),
+                              name="nightly-flow", daemon=True)
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = {sig: signal.signal(sig, cancel) for sig in (signal.SIGINT, signal.SIGTERM)
+              } if main_thread else {}
+    try:
+        thread.start()
+        started.wait()
+        if box.get("signal") is not None and "task" in box:
+            box["loop"].call_soon_threadsafe(box["task"].cancel)
+        while thread.is_alive():
+            thread.join(0.2)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    if box.get("signal") is not None:
+        raise KeyboardInterrupt
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
