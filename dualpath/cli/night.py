@@ -96,13 +96,13 @@ def nightly(config: Path = CONFIG_OPT,
     from flows.nightly import run_nightly
     from flows.runner import claim_night, hold_night, plan_night
 
-    # refused here, in one line, before Prefect starts: another process scores this night,
-    # or the experiment belongs to another runs folder (the flow checks both again)
     from prefect.exceptions import TerminationSignal
 
     from flows.nightly import ingest_night
     from flows.prefect_api import temporary_api
 
+    # refused here, in one line, before Prefect starts: another process scores this night,
+    # or the experiment belongs to another runs folder (the flow checks both again)
     with hold_night(cfg, when), sigterm_as_interrupt():
         claim_night(cfg, when, config)
         with temporary_api(cfg), progress_bars() as bars:
