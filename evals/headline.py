@@ -132,8 +132,21 @@ def quality_lines(v) -> list[str]:
     if not math.isnan(v.power):
         lines.append(f"  power {v.power:.2f} {v.power_text}".rstrip())
     if not v.decided:
-        lines.append("  before it can decide: " + (v.note or "more nights (power too low)"))
+        lines.append("  before it can decide: " + (v.note or _why_undecided(v)))
     return [_fit(x) for x in lines]
+
+
+def _why_undecided(v) -> str:
+    """Why a test with an interval did not decide, in the terms of its own rule (power is
+    printed on its own line: an inconclusive study can be well powered)."""
+    if math.isnan(v.ci_low):
+        return "more nights (no interval yet)"
+    lo, hi, d = _num(v.ci_low, True), _num(v.ci_high, True), v.margin
+    if v.test == "non-inferiority":
+        return f"the interval's lower end {lo} < −δ = {-d:+.3f}: a loss of δ is not ruled out"
+    if v.test == "equivalence":
+        return f"the interval [{lo}, {hi}] is not inside ±δ = ±{d:.3f}"
+    return f"the interval [{lo}, {hi}] contains 0"
 
 
 def speed_lines(s: Slowdown | None, v) -> list[str]:

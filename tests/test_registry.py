@@ -104,3 +104,23 @@ def test_a_decided_verdict_prints_its_interval_and_power_within_100_columns():
         "  (90% two-sided t interval on 20 non-overlapping nights, df=19)",
         "  power 0.83 to show non-inferiority if ΔIC = 0"]
     assert all(len(line) <= 100 for line in quality_lines(v))
+
+
+def test_an_inconclusive_verdict_says_which_end_of_its_interval_kept_it_open():
+    """A well-powered study can be inconclusive: the reason is the interval against the
+    margin, not "power too low" (power 0.82 sat beside that claim)."""
+    from dataclasses import replace
+
+    from evals.headline import quality_lines
+    from evals.verdict import PrimaryVerdict
+
+    v = PrimaryVerdict(
+        label="confirmatory", label_text="confirmatory", reasons=(), baseline="main",
+        candidate="backup", horizon=1, test="non-inferiority", margin=0.06, alpha=0.05,
+        verdict="inconclusive", decided=False, estimate=-0.0445, ci_low=-0.0855,
+        ci_high=-0.0035, ci_level=0.90, ci_text="", power=0.82, power_text="",
+        n_independent=20, nights_analysed=20, window_nights=20, note="")
+    assert quality_lines(v)[-1] == ("  before it can decide: the interval's lower end -0.086 < "
+                                    "−δ = -0.060: a loss of δ is not ruled out")
+    assert quality_lines(replace(v, test="difference"))[-1] == (
+        "  before it can decide: the interval [-0.086, -0.004] contains 0")

@@ -115,3 +115,20 @@ def test_metrics_json_carries_metadata_and_csv_writes_one_file_per_table(tmp_pat
     assert {"rank_ic.csv", "comparison.csv", "speed.csv"} <= {p.name for p in (tmp_path / "csv").iterdir()}
     bad = CliRunner().invoke(app, ["metrics", "-c", str(cfg_path), "--since", "May 3"])
     assert bad.exit_code != 0 and "--since 'May 3' is not a date" in str(bad.exception)
+
+
+def test_untrusted_text_in_the_html_report_is_escaped(tmp_path):
+    """A run's status detail holds a server's error text: in the HTML it is text, never markup
+    (the *.html.j2 templates were not autoescaped, and such a string ran as script)."""
+    from warehouse.db import writer
+    from evals.weekly.render import _ENV
+
+    cfg, plan = study(tmp_path, cut_last=True)
+    evil = "<script>document.title='XSS'</script>"
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        con.execute("UPDATE runs SET status_detail = ? WHERE status <> 'complete'", [evil])
+    html, md, data = report(cfg, tmp_path)
+    assert "&lt;script&gt;document.title=" in html and evil not in html
+    assert evil in md                                  # Markdown is text: left as written
+    assert _ENV.autoescape("report.html.j2") and not _ENV.autoescape("report.md.j2")
+    assert html.count("data:image/png;base64,") >= 4   # figures are still images

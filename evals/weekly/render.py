@@ -20,7 +20,10 @@ from evals.thinking import thinking_share
 from evals.weekly import ReportData, figures
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("evals.weekly", "templates"),
-                          autoescape=jinja2.select_autoescape(["html"]),
+                          # the templates are named *.html.j2: select_autoescape matches a
+                          # name's ending, and ["html"] alone left every HTML template raw
+                          # (a freeze reason, a server's error text or alias ran as script)
+                          autoescape=jinja2.select_autoescape(["html", "html.j2"]),
                           trim_blocks=True, lstrip_blocks=True)
 
 fmt = cell   # the one formatter, under the name the templates and older callers use
