@@ -133,7 +133,7 @@ def quality_lines(v) -> list[str]:
         lines.append(f"  power {v.power:.2f} {v.power_text}".rstrip())
     if not v.decided:
         lines.append("  before it can decide: " + (v.note or _why_undecided(v)))
-    return [_fit(x) for x in lines]
+    return [part for x in lines for part in _fit(x)]
 
 
 def _why_undecided(v) -> str:
@@ -161,16 +161,22 @@ def speed_lines(s: Slowdown | None, v) -> list[str]:
     lo, hi = (s.lo, s.hi) if s.ratio >= 1 else (1 / s.hi, 1 / s.lo)
     ci = (f"{s.level:.0%} CI {lo:.1f}×–{hi:.1f}×, {s.nights} paired nights" if s.nights >= 2
           else f"no interval: {s.nights} paired night(s)")
-    return [_fit(x) for x in (
+    return [part for x in (
         f"Speed — how much slower is {s.candidate}?  {r:.1f}× {word} than {s.baseline} ({ci})",
         f"  throughput basis (run wall clock ÷ tickers): {s.candidate} "
         f"{cell(s.candidate_s)} s/ticker, {s.baseline} {cell(s.baseline_s)} s/ticker (medians)",
         f"  a night of {s.tickers} tickers × {s.draws} draws: {s.candidate} "
-        f"{s.hours_at[s.candidate]:.1f} h, {s.baseline} {s.hours_at[s.baseline]:.1f} h")]
+        f"{s.hours_at[s.candidate]:.1f} h, {s.baseline} {s.hours_at[s.baseline]:.1f} h")
+        for part in _fit(x)]
 
 
-def _fit(line: str) -> str:
-    return line if len(line) <= WIDTH else line[:WIDTH - 1] + "…"
+def _fit(line: str) -> list[str]:
+    """A line as lines of at most WIDTH columns: wrapped at spaces under its own indent plus
+    two, never cut (a cut lost the nights a note named and the basis of the sd)."""
+    if len(line) <= WIDTH:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    return textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
 
 
 @table("headline", "The answer at a glance: the primary verdict and the slowdown",
