@@ -21,3 +21,15 @@ def test_doctor_names_each_failing_check_and_its_fix(tmp_path, sim_server):
                and "fix the server or [paths.backup.expect]" in ln for ln in lines)
     assert any(ln.startswith("✓ warehouse: migrations: current") for ln in lines)
     assert any(ln.startswith("✗ prefect: API") for ln in lines)
+
+
+def test_the_demo_market_prices_pass_whatever_todays_date(tmp_path):
+    """The synthetic market's dates are its own (2027): today's date found none of its
+    prices, so `dualpath doctor` failed right after `make demo`."""
+    from flows.doctor import _price_and_parity_checks
+    from tests.helpers import make_project
+
+    _, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    assert cfg.market.synthetic_seed is not None
+    fresh, _parity = _price_and_parity_checks(cfg, cfg.resolve(cfg.warehouse.path))
+    assert fresh.ok and "synthetic market" in fresh.detail
