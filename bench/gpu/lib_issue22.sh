@@ -1,11 +1,5 @@
 #!/bin/bash
-# Issue 22 on the device: the helpers of run_issue22.sh and run_more.sh (bench/gpu/README.md): real prompt size (20 KB documents per ticker,
-# 16 tickers x 17 calls, 192 output tokens), each run on a freshly started CUDA llama-server
-# whose log gives server-side occupancy and idle gaps (--log-prefix --log-timestamps).
-# Per round: dualpath's default config (prefix affinity on); the bare-client replay of that
-# run's requests at slots and slots + 1 in flight (id_slot dropped, one FIFO); prefix affinity
-# off. Round 2 alternates the order of the two replays. $G/skip_extra skips the affinity-off
-# run of round 2. Everything lands in $G/res; $G/all.done marks the end.
+# Issue 22 on the device: the helpers of run_issue22.sh and run_more.sh (bench/gpu/README.md).
 G=${G:-/tmp/gpu}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
