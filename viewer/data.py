@@ -12,6 +12,7 @@ import pandas as pd
 from dualpath.config import Config
 from dualpath.errors import UserError
 from evals.returns import forward_returns
+from evals.speed import seconds
 from viewer import pages
 from warehouse import viewer as wv
 
@@ -35,7 +36,7 @@ def overview(cfg: Config, warehouse: Path) -> tuple[list[NightSummary], tuple]:
     """The nights, newest first, and a key that changes when any run or plan does."""
     baseline, candidate, _ = question(cfg)
     with wv.viewer_connection(warehouse) as con:
-        runs = wv.nights(con, cfg.experiment.name)
+        runs = _with_speed(wv.nights(con, cfg.experiment.name))
         means = wv.mean_grades(con, cfg.experiment.name)
         key = wv.state_key(con, cfg.experiment.name)
     apart = pages.disagreements(means, baseline, candidate)
@@ -90,7 +91,7 @@ def night(cfg: Config, warehouse: Path, night: date, sort: str, q: str, only_dis
     """Every ticker of the night on every path; None when the night has no runs."""
     baseline, candidate, horizon = question(cfg)
     with wv.viewer_connection(warehouse) as con:
-        runs = wv.night_runs(con, cfg.experiment.name, night)
+        runs = _with_speed(wv.night_runs(con, cfg.experiment.name, night))
         if not len(runs):
             return None
         units = wv.night_units(con, list(runs["run_id"]))
@@ -148,7 +149,7 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
     """Both paths' draws of one ticker, then one draw's calls side by side; None when the
     ticker was not scored that night."""
     with wv.viewer_connection(warehouse) as con:
-        runs = wv.night_runs(con, cfg.experiment.name, night)
+        runs = _with_speed(wv.night_runs(con, cfg.experiment.name, night))
         ids = list(runs["run_id"])
         units = wv.ticker_units(con, ids, ticker) if ids else pd.DataFrame()
         if not len(units):
@@ -182,3 +183,10 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
                       neighbours[i - 1] if i > 0 else None,
                       neighbours[i + 1] if 0 <= i < len(neighbours) - 1 else None,
                       baseline, candidate)
+
+
+def _with_speed(runs: pd.DataFrame) -> pd.DataFrame:
+    """Throughput-basis real-scale seconds per ticker (evals.speed.seconds, the one
+    definition), only for complete one-segment runs: a resumed run's clock spans its gap."""
+    ok = (runs["status"] == "complete") & (runs["segments"] == 1)
+    return runs.assign(throughput_s=seconds(runs).where(ok))

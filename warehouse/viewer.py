@@ -39,13 +39,11 @@ def viewer_connection(path: Path, wait_s: float = 30.0) -> Iterator[duckdb.DuckD
         con.close()
 
 
-# Speed only from complete one-segment runs, real-scale (as `warehouse.queries.RUN_SUMMARY`)
+# The runs' own columns; their seconds per ticker come from evals.speed.seconds (viewer.data)
 _RUNS = """
     SELECT night, path, run_id, status, status_detail, units_planned, units_done,
-           units_measured, tickers_planned, segments, time_scale,
-           CASE WHEN status = 'complete' AND segments = 1 THEN
-               wall_s / nullif(coalesce(tickers_planned, units_planned), 0) / time_scale
-           END AS throughput_s
+           units_measured, tickers_planned, segments, time_scale, wall_s,
+           units_planned AS units
     FROM runs WHERE experiment = ? """
 
 
