@@ -67,7 +67,12 @@ async def _sampling_check(name: str, dialect: str, http: httpx.AsyncClient, url:
         return Check(f"{name}: sampling applied", True, f"{dialect} does not report the "
                      "sampling it applied; sent " + ", ".join(
                          f"{k}={v}" for k, v in sent.items() if k != "max_tokens"))
-    applied = await effective_sampling(http, url)
+    # llama-server answers /slots through its task queue: on a busy CPU one read can time
+    # out, which is not "/slots is off" (seen under load); read it up to three times
+    for _ in range(3):
+        if (applied := await effective_sampling(http, url)) is not None:
+            break
+        await asyncio.sleep(1.0)
     if applied is None:
         return Check(f"{name}: sampling applied", False, "the server reports no applied "
                      "sampling (/slots is off)", "add --slots to the launch argv")
