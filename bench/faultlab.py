@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Fast, bounded retries so that a trial takes seconds; a read timeout short enough that a
 # hung request is given up quickly, long against a simulated call (tens of ms).
 FAULT_PATH_SETTINGS = {"read_timeout_s": 1.0, "connect_timeout_s": 1.0, "backoff_s": 0.05,
-                       "backoff_max_s": 0.4, "retry_after_max_s": 1.0, "max_attempts": 6,
+                       "backoff_max_s": 0.4, "retry_after_max_s": 1.0, "max_attempts": 10,
                        "retry_budget_s": 30.0, "identity_poll_s": 0.1, "load_poll_s": 0.2}
 
 
