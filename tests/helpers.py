@@ -32,25 +32,33 @@ def make_project(root: Path, tickers: int = 6, draws: int = 2, nights: int = 2,
 
 
 def score_night_plain(cfg, night, urls, stop_after_units: int | None = None):
-    """Plan and score every path into its journal (optionally cut short); returns the works."""
+    """Plan and score every path into its journal; returns the works. With
+    `stop_after_units`, each path is cut (its task cancelled, as an interrupt does) once it
+    has measured that many more units, whatever the other paths have done: a cut on the
+    paths' total could leave the slower path with nothing measured, and such a run is
+    rightly `failed`, not `partial`; waiting for it instead let the faster path finish."""
     works = runner.plan_night(cfg, night)
     history = inputs.price_history(cfg)
     missing = inputs.missing_inputs(cfg, history, night)
 
+    def measured(w) -> int:
+        return len(read_journal(w.journal, skip_calls=True).measured_units())
+
     async def go():
-        tasks = [asyncio.create_task(runner.run_path(cfg, night, w, history, missing,
-                                                     override_url=urls[w.path]))
-                 for w in works]
+        before = {w.path: measured(w) for w in works}
+        tasks = {w.path: asyncio.create_task(runner.run_path(cfg, night, w, history, missing,
+                                                             override_url=urls[w.path]))
+                 for w in works}
         if stop_after_units is None:
-            return await asyncio.gather(*tasks)
-        while True:
+            return await asyncio.gather(*tasks.values())
+        going = list(works)
+        while going:
             await asyncio.sleep(0.005)
-            done = sum(len(read_journal(w.journal).units) for w in works)
-            if done >= stop_after_units:
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                return None
+            for w in list(going):
+                if tasks[w.path].done() or measured(w) - before[w.path] >= stop_after_units:
+                    tasks[w.path].cancel()
+                    going.remove(w)
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
 
     asyncio.run(go())
     return works

@@ -35,7 +35,7 @@ def counts(cfg):
 def test_a_damaged_journal_is_repaired_and_the_rerun_is_exact(tmp_path):
     cfg_path, cfg, nights = make_project(tmp_path, tickers=3, draws=2, nights=1)
     with SimFleet(cfg) as fleet:
-        works = score_night_plain(cfg, nights[0], fleet.urls, stop_after_units=5)
+        works = score_night_plain(cfg, nights[0], fleet.urls, stop_after_units=2)
         ingest(cfg, works)                 # some of its calls are in the warehouse already
         j = works[1].journal
         lines = j.read_bytes().splitlines(keepends=True)

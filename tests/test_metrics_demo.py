@@ -14,7 +14,7 @@ def test_metrics_from_a_warehouse_with_a_partial_run(tmp_path):
     with SimFleet(cfg) as fleet:
         for n in nights[:2]:
             ingest(cfg, score_night_plain(cfg, n, fleet.urls))
-        ingest(cfg, score_night_plain(cfg, nights[2], fleet.urls, stop_after_units=6))
+        ingest(cfg, score_night_plain(cfg, nights[2], fleet.urls, stop_after_units=3))
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         units = units_frame(con, cfg.experiment.name)
         calls = calls_frame(con, cfg.experiment.name)

@@ -20,7 +20,7 @@ def study(tmp_path, nights=4, window=4, cut_last=False, change_after=None):
                 cfg = load_config(cfg_path)
                 from flows.prereg import hold_night_to_plan
                 hold_night_to_plan(cfg, n)
-            stop = 5 if cut_last and i == len(all_nights) - 1 else None
+            stop = 3 if cut_last and i == len(all_nights) - 1 else None
             ingest(cfg, score_night_plain(cfg, n, fleet.urls, stop_after_units=stop))
     return cfg, plan
 

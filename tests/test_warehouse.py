@@ -50,7 +50,7 @@ def test_resume_a_half_finished_night(tmp_path):
     cfg_path, cfg, nights = make_project(tmp_path, tickers=6, draws=2, nights=1)
     night = nights[0]
     with SimFleet(cfg) as fleet:
-        plans = score_night_plain(cfg, night, fleet.urls, stop_after_units=8)
+        plans = score_night_plain(cfg, night, fleet.urls, stop_after_units=4)
         ingest(cfg, plans)
         with reader(cfg.resolve(cfg.warehouse.path)) as con:
             st = dict(con.execute("SELECT path, status FROM runs").fetchall())
