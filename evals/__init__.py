@@ -25,8 +25,8 @@ Every function documents which of these frames it takes (extra columns are ignor
     slots int, time_scale float (1.0 for real servers), segments int (1 unless the run was
     resumed; only one-segment runs are speed results), tickers_planned int (optional:
     per-ticker seconds divide by it, else by the unit count), disturbed str|None (optional:
-    why a run's server was not its own — restarted, stalled, shared; such a run is no
-    speed result)
+    why a run's server was not its own — restarted, stalled, shared — or the harness,
+    not the server, set its pace — starved; such a run is no speed result)
 
 ``prices`` one row per ticker x trading day
     ticker str, date datetime64[ns], adj_close float > 0

@@ -15,8 +15,9 @@ plots or plans a per-ticker second calls it (the warehouse's `run_summaries` inc
 `with_speed`). Speed is a result only for runs that are complete (every unit measured, no
 contaminated call), were scored in one segment and were not disturbed: a failed night
 finishes in an instant, a resumed run's interrupted segment has no trustworthy wall clock,
-and a run whose server restarted, stalled or served someone else too (`disturbed`, see
-`warehouse.disturbed`) waited on something other than its own work. Others are shown, never
+and a run whose server restarted, stalled or served someone else too, or whose harness
+starved it (`disturbed`, see `warehouse.disturbed`), waited on something other than its own
+work. Others are shown, never
 counted.
 
 Functions here take the ``units`` and ``runs`` frames described in `evals`.
@@ -132,7 +133,8 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
     out["runaway_s"] = out["runaway_s"].fillna(0.0) / scale
     out["busy_s"] = out["busy_s"] / scale
     complete = r["status"].eq("complete")
-    # a complete run whose server restarted, stalled or was shared is shown, not counted
+    # a complete run whose server restarted, stalled or was shared, or that its harness
+    # starved, is shown, not counted
     disturbed = r["disturbed"] if "disturbed" in r else pd.Series(None, index=r.index,
                                                                   dtype=object)
     per = lambda basis, unit: seconds(runs, basis, unit, units).set_axis(r.index)
@@ -177,7 +179,7 @@ SPEED_COLUMNS = ["path", "runs", "not_complete_excluded", "resumed_excluded",
        gloss={"not_complete_excluded": "runs left out: partial, failed or contaminated",
               "resumed_excluded": "complete runs left out: resumed, so no trustworthy clock",
               "disturbed_excluded": "complete runs left out: the server restarted, stalled "
-                                    "or served someone else too",
+                                    "or served someone else too, or the harness starved it",
               "per_call_decode_tps": "one call's decode rate from the server's timings, not "
                                      "the path's aggregate",
               "client_decode_tps": "generated tokens ÷ the run's wall clock: the aggregate",
@@ -187,7 +189,7 @@ SPEED_COLUMNS = ["path", "runs", "not_complete_excluded", "resumed_excluded",
 def path_speed(per_run: pd.DataFrame) -> pd.DataFrame:
     """Medians per path over the runs whose speed is a result, with counts of the runs left
     out: not complete (partial, failed, contaminated), complete but resumed, or complete in
-    one segment but disturbed (server restarted, stalled or shared)."""
+    one segment but disturbed (server restarted, stalled or shared; harness starved)."""
     ok = per_run[per_run["is_result"]]
     cols = [c for c in per_run.columns if c not in ("run_id", "path", "night", "status",
                                                     "resumed", "disturbed", "is_result",

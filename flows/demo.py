@@ -34,6 +34,8 @@ class DemoResult:
     not_complete: list[str] = field(default_factory=list)
     report: Path | None = None
     verdict: object = None                 # evals.verdict.PrimaryVerdict of the report
+    runs: int = 0
+    starved: list[str] = field(default_factory=list)   # run ids the harness starved
 
 
 MARKER = ".dualpath-demo"
@@ -101,8 +103,15 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
         not_complete = asyncio.run(all_nights())
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         summary = run_summaries(con)
-    totals = path_totals(with_speed(
-        summary[summary["run_id"].str.startswith(f"{cfg.experiment.name}/")]))
+    summary = summary[summary["run_id"].str.startswith(f"{cfg.experiment.name}/")]
+    totals = path_totals(with_speed(summary))
     html, _, data = write_report(cfg, root / "reports")
     return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals, warnings, not_complete,
-                      html, data.verdict)
+                      html, data.verdict, len(summary), starved_runs(summary))
+
+
+def starved_runs(summary: pd.DataFrame) -> list[str]:
+    """Run ids whose disturbance is the harness starving the server (`warehouse.disturbed`):
+    on the demo, its own machine was too busy for the compressed clock."""
+    why = summary["disturbed"].fillna("")
+    return list(summary.loc[why.str.contains(r"(?:^|; )starved: "), "run_id"])

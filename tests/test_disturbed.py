@@ -1,6 +1,7 @@
 """Speed only from undisturbed runs: a complete run whose server restarted, stalled (SIGSTOP)
-or served someone else too is flagged, shown with the reason, and kept out of every speed
-median, as runs that were not complete already are."""
+or served someone else too (or whose harness starved it: `tests/test_starved.py`) is
+flagged, shown with the reason, and kept out of every speed median, as runs that were not
+complete already are."""
 
 from __future__ import annotations
 
@@ -153,8 +154,13 @@ def test_a_server_restarted_on_the_same_port_is_flagged(tmp_path, sim_server):
 
 
 def test_an_undisturbed_night_is_a_result_on_both_paths(tmp_path):
+    """No server disturbance is read into a night nobody disturbed. (Whether the harness
+    kept up with the simulated clock depends on this machine's load: a busy machine may
+    starve it at any clock, which `tests/test_starved.py` tests on its own.)"""
     cfg, night = _project(tmp_path)
     t0 = time.monotonic()
     with SimFleet(cfg) as fleet:
         ingest(cfg, score_night_plain(cfg, night, fleet.urls))
-    assert _disturbance(cfg) == {"main": None, "backup": None}, time.monotonic() - t0
+    got = {p: why if why is None or not why.startswith("starved: ") else None
+           for p, why in _disturbance(cfg).items()}
+    assert got == {"main": None, "backup": None}, time.monotonic() - t0

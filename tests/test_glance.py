@@ -51,7 +51,7 @@ RUNS = """\
 └────────────┴────────┴──────────┴───────────────┴────────┴────────┴─────────┴──────────────┴────────────────┴───────────┴────────────────────────┘
   throughput_s: s/ticker, throughput basis: run wall clock ÷ tickers (all draws of a ticker)
   slot_latency_s: s/unit, slot-latency basis: one ticker-draw's first call start to last call end (≈ throughput per unit × slots)
-  disturbed: why a complete run's seconds are kept out of every median (server restarted, stalled or shared)
+  disturbed: why a complete run's seconds are kept out of every median (server restarted, stalled or shared; harness starved)
 """
 
 SPEED_TABLE = """\
@@ -67,7 +67,7 @@ SPEED_TABLE = """\
   slot_latency_s_per_unit: s/unit, slot-latency basis: one ticker-draw's first call start to last call end (≈ throughput per unit × slots)
   not_complete_excluded: runs left out: partial, failed or contaminated
   resumed_excluded: complete runs left out: resumed, so no trustworthy clock
-  disturbed_excluded: complete runs left out: the server restarted, stalled or served someone else too
+  disturbed_excluded: complete runs left out: the server restarted, stalled or served someone else too, or the harness starved it
   runaway_share: share of calls that stopped at max_tokens
 """
 

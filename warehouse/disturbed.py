@@ -17,6 +17,18 @@ and the run's own calls:
   server generate tokens the calls never received: up to twice the retried call's length
   each (a seeded retry repeats the answer; the run's longest answer for a call that never
   got one) is allowed, and 1% + 64 tokens of slack.
+* **starved** — the harness, not the server, set the pace: while units were still waiting
+  to start (the run's first call to its last unit's start; the scheduler admits a unit
+  whenever a slot would sit idle, so a fast enough harness keeps every slot busy there), the
+  calls' own server timings fill fewer than `STARVED_BELOW` of slots x that time. The server
+  sat idle more than it worked while dualpath held the work: the client's machine was too
+  slow to send, read and journal the calls (a loaded CPU, or a simulated path's compressed
+  clock, where each millisecond of harness delay reads as seconds). A real server idle
+  because the last units are finishing is not starved: that tail is outside the window.
+  Each call's service is counted in the window in proportion to the part of its client
+  interval inside it. Runs whose calls carry no server timings (an engine that reports none)
+  and runs whose window is under `STARVED_MIN_WINDOW` of the wall clock (too few units
+  for their slots to judge) are not judged.
 
 `DISTURBED` is a SELECT of (run_id, disturbed): the reasons in words, NULL for an undisturbed
 run (or one without the evidence). `warehouse.queries.RUN_SUMMARY` and
@@ -29,6 +41,14 @@ from __future__ import annotations
 STALL_S = 15.0          # longer than one poll's timeout (10 s): a slow answer is not a stall
 SHARED_SLACK = 0.01     # share of the run's generated tokens the server may count beyond it
 SHARED_SLACK_TOKENS = 64
+# Half: below it the slots spent more of the queued time idle than serving, so the harness
+# set the pace more than the server did. A real server whose slots are kept full reads
+# 0.94-0.99 (H200, llama-server's log). The demo's simulated paths at --clock 0.3 read
+# 0.40-0.66 (backup) and 0.48-0.77 (main) on 2 cores at a load of 4-5, their seconds 1.15-1.8x
+# the quiet figures (s/ticker x busy stayed ~257 backup, ~44 main: the pace was the harness's).
+STARVED_BELOW = 0.5
+STARVED_MIN_WINDOW = 0.25
+KEPT_FULL = 0.9         # client-side requests in flight per slot: "dualpath kept them full"
 
 
 def _counter(col: str, llama: str, vllm: str) -> str:
@@ -41,19 +61,54 @@ _PREDICTED = (f"({_counter('metrics_after_json', 'tokens_predicted_total', 'gene
 _PROMPT = (f"({_counter('metrics_after_json', 'prompt_tokens_total', 'prompt_tokens_total')}"
            f" - {_counter('metrics_before_json', 'prompt_tokens_total', 'prompt_tokens_total')})")
 
+# Per run, over the window in which units waited to start (first call to last unit start):
+# `busy` = the calls' server time there ÷ (slots × window), `in_flight` = the calls' client
+# time there ÷ the same. NULL where the run cannot be judged (see the module docstring).
+QUEUED = f"""
+SELECT run_id,
+       sum(service * share) / nullif(any_value(slots) * any_value(w1 - w0), 0) AS busy,
+       sum(inside) / nullif(any_value(slots) * any_value(w1 - w0), 0) AS in_flight
+FROM (
+    SELECT c.run_id, r.slots, a.w0, b.w1,
+           (c.prompt_ms + c.predicted_ms) / 1e3 * r.time_scale AS service,
+           greatest(0, least(c.end_wall, b.w1) - greatest(c.start_wall, a.w0)) AS inside,
+           CASE WHEN c.end_wall > c.start_wall THEN inside / (c.end_wall - c.start_wall)
+                ELSE (c.start_wall BETWEEN a.w0 AND b.w1)::INTEGER END AS share,
+           c.error_kind IS NULL AND (c.prompt_ms IS NULL OR c.predicted_ms IS NULL) AS untimed,
+           r.wall_s
+    FROM calls c JOIN runs r USING (run_id)
+    JOIN (SELECT run_id, min(start_wall) AS w0 FROM calls GROUP BY run_id) a USING (run_id)
+    JOIN (SELECT run_id, max(start_wall) AS w1 FROM units GROUP BY run_id) b USING (run_id)
+    WHERE r.slots > 0 AND r.time_scale > 0)
+GROUP BY run_id
+HAVING NOT bool_or(untimed) AND any_value(w1 - w0) >= {STARVED_MIN_WINDOW} * any_value(wall_s)
+"""
+
 DISTURBED = f"""
 SELECT run_id, nullif(concat_ws('; ',
-    CASE WHEN s.restarts > 0 OR s.went_down THEN 'restarted: the server''s counters reset '
-         || 'mid-run' END,
-    CASE WHEN s.unanswered_s >= {STALL_S} THEN 'stalled: the server answered nothing for '
+    CASE WHEN restarted THEN 'restarted: the server''s counters reset mid-run' END,
+    CASE WHEN stalled THEN 'stalled: the server answered nothing for '
          || round(s.unanswered_s)::BIGINT || ' s' END,
     CASE WHEN s.external_load_polls > 0 THEN 'shared: up to ' || s.external_load_max
          || ' request(s) on the server were not this run''s' END,
-    CASE WHEN NOT (s.restarts > 0 OR s.went_down)
-              AND s.server_predicted - c.predicted > {SHARED_SLACK} * c.predicted
-                  + {SHARED_SLACK_TOKENS} + c.allowance
-         THEN 'shared: the server generated ' || (s.server_predicted - c.predicted)::BIGINT
-              || ' tokens more than this run received' END), '') AS disturbed
+    CASE WHEN overcounted THEN 'shared: the server generated '
+         || (s.server_predicted - s.predicted)::BIGINT
+         || ' tokens more than this run received' END,
+    -- idle slots are the harness's doing only when nothing else explains them: a stopped,
+    -- restarted or shared server also leaves this run's calls' timings short of its wall
+    CASE WHEN q.busy < {STARVED_BELOW} AND NOT (restarted OR stalled OR overcounted
+                                              OR coalesce(s.external_load_polls, 0) > 0)
+         THEN 'starved: slots busy '
+         || floor(100 * q.busy)::BIGINT || '% of the time units waited to start, while '
+         || CASE WHEN q.in_flight >= {KEPT_FULL} THEN 'dualpath kept them full'
+                 ELSE 'dualpath held requests for ' || round(100 * q.in_flight)::BIGINT
+                      || '% of them' END
+         || ' — the harness''s machine, not the server, set the pace' END), '') AS disturbed
+FROM (SELECT *, s.restarts > 0 OR s.went_down AS restarted,
+             coalesce(s.unanswered_s >= {STALL_S}, false) AS stalled,
+             coalesce(NOT (s.restarts > 0 OR s.went_down)
+                      AND s.server_predicted - c.predicted > {SHARED_SLACK} * c.predicted
+                          + {SHARED_SLACK_TOKENS} + c.allowance, false) AS overcounted
 FROM (
     SELECT run_id,
            max(coalesce(json_extract(metrics_after_json,
@@ -71,5 +126,7 @@ JOIN (
            coalesce(sum((attempts - (error_kind IS NULL)::INTEGER)
                         * (2 * coalesce(completion_tokens, longest) + 64)), 0) AS allowance
     FROM (SELECT *, max(completion_tokens) OVER (PARTITION BY run_id) AS longest FROM calls)
-    GROUP BY run_id) c USING (run_id)
+    GROUP BY run_id) c USING (run_id)) s
+LEFT JOIN ({QUEUED}) q USING (run_id)
 """
+

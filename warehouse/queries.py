@@ -32,7 +32,8 @@ SELECT r.run_id, r.night, r.path, r.status, r.status_detail, r.units_planned, r.
        coalesce(c.retries, 0) AS retries, r.segments, r.slots, r.time_scale,
        -- Speed is measured only on complete runs scored in one segment: a failed night's
        -- instant "seconds", or a resumed run's missing wall clock, are not speeds.
-       -- Nor is a complete run's whose server restarted, stalled or was shared
+       -- Nor is a complete run's whose server restarted, stalled or was shared, or whose
+       -- harness starved it
        -- (`warehouse.disturbed`): shown with the reason, kept out of every median. The
        -- seconds themselves are computed in one place, `evals.speed.seconds` (via
        -- `with_speed`), from wall_s, the unit counts and unit_seconds.

@@ -227,6 +227,19 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
     console.print(f"  dualpath sql --config {result.config} \"SELECT path, grade, count(*) "
                   "FROM units GROUP BY ALL ORDER BY ALL\"")
     console.print(f"  dualpath runs --config {result.config}")
+    if result.starved:      # last, where it is read: the seconds above are not the servers'
+        err_console.print("[yellow]warning:[/yellow] "
+                          + escape(starved_warning(len(result.starved), result.runs, clock)))
+
+
+def starved_warning(starved: int, runs: int, clock: float) -> str:
+    """The demo's advice when its own machine set the pace of some runs."""
+    slower = f"--clock {min(100.0, max(1.0, clock * 3)):g}"
+    return (f"{starved} of {runs} runs were starved: this machine was too busy for the "
+            f"simulated clock (--clock {clock:g}), so their slots sat idle more than they "
+            "worked and their seconds read slow; they are shown in `dualpath runs` and kept out "
+            "of every speed median. Rerun on a quieter machine or with a slower clock "
+            f"(`dualpath demo {slower}`: each night takes longer, the seconds come out truer)")
 
 
 @app.command()

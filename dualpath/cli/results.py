@@ -166,7 +166,7 @@ def _listings():
              "throughput_s", "slot_latency_s", "disturbed", "status_detail"],
             basis={c: SPEED_LABELS[c] for c in ("throughput_s", "slot_latency_s")},
             gloss={"disturbed": "why a complete run's seconds are kept out of every median "
-                                "(server restarted, stalled or shared)"})
+                                "(server restarted, stalled or shared; harness starved)"})
     declare("evidence", "server evidence: the calls' tokens and seconds vs the server's own "
             "/metrics counters, its aggregate rates, and slot occupancy from the server's side",
             ["session_id", "path", "how", "slots", "calls_prompt_tokens", "server_prompt_tokens",
