@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from dualpath.config import Config, dump_toml, load_config
 from dualpath.demo import demo_config_data, demo_market
@@ -145,6 +146,39 @@ class SimServer(_Process):
         return self
 
 
+class LabProxy(FaultProxy):
+    """The fault proxy, plus `huge_answer`: the server's real answer with 50 MB of text
+    appended to its content (an unstreamed chat completion)."""
+
+    EXTRA = ("huge_answer",)
+    huge_bytes = 50_000_000
+
+    def inject(self, kind: str, n: int = 1) -> None:
+        if kind not in self.EXTRA:
+            return super().inject(kind, n)
+        with self._lock:
+            self._queue += [kind] * n
+
+    async def _spoil(self, kind: str, body: bytes, writer) -> None:
+        if kind != "huge_answer":
+            return await super()._spoil(kind, body, writer)
+        import orjson
+
+        from dualpath.sim.proxy import _reply
+        up = urlsplit(self.upstream)
+        r, w = await asyncio.open_connection(up.hostname, up.port)
+        w.write(b"POST /v1/chat/completions HTTP/1.1\r\nhost: %s:%d\r\ncontent-type: "
+                b"application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+                % (up.hostname.encode(), up.port, len(body)) + body)
+        await w.drain()
+        raw = await r.read()
+        w.close()
+        answer = orjson.loads(raw.partition(b"\r\n\r\n")[2])
+        answer["choices"][0]["message"]["content"] += "\n" + "x" * self.huge_bytes
+        writer.write(_reply("200 OK", orjson.dumps(answer)))
+        await writer.drain()
+
+
 class Lab:
     """Servers and proxies for both paths of a project; nights scored through the proxies."""
 
@@ -162,7 +196,7 @@ class Lab:
         for name in self.cfg.paths:
             self.servers[name] = (RealServer(*self.real) if self.real and name == "backup"
                                   else SimServer(self.cfg, name)).start()
-            self.proxies[name] = FaultProxy(self.servers[name].url).__enter__()
+            self.proxies[name] = LabProxy(self.servers[name].url).__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -220,7 +254,17 @@ class Lab:
 
     def score(self, night: date, during=None) -> list:
         """Score the night in this process; `during(lab)` runs in a thread meanwhile."""
-        return score_night(self.cfg, night, self.urls, during and (lambda: during(self)))
+        return score_night(self.cfg, night, self.urls, during and (lambda: during(self)),
+                           config_path=self.cfg_path)
+
+    def ensure_prices(self) -> None:
+        """The lab's prices again, when a rebuilt warehouse could not keep them."""
+        market = demo_market(self.cfg, len(self.nights))
+        raw = market.prices()
+        raw = raw[raw["ticker"].isin(self.cfg.tickers())]
+        with writer(self.cfg.resolve(self.cfg.warehouse.path)) as con:
+            if con.execute("SELECT count(*) FROM prices").fetchone()[0] == 0:
+                import_prices(con, validate_prices(raw, self.cfg.tickers())[0])
 
     def ingest(self, night: date) -> None:
         journals = [runner.journal_path(self.cfg, night, p) for p in self.cfg.paths]
@@ -263,11 +307,19 @@ def _score_held(cfg: Config, night: date, urls: dict[str, str], during=None) -> 
 
 def child_main(cfg_path: str, night: str, main_url: str, backup_url: str, ingest: str) -> None:
     """The harness in a child process: prints 'scoring', 'ingesting', 'done' as it goes."""
+    try:
+        _child(cfg_path, night, main_url, backup_url, ingest)
+    except KeyboardInterrupt:        # as `dualpath nightly` ends on Ctrl-C: one line, 130
+        print("interrupted; rerun the night to resume", file=sys.stderr, flush=True)
+        sys.exit(130)
+
+
+def _child(cfg_path: str, night: str, main_url: str, backup_url: str, ingest: str) -> None:
     cfg = load_config(cfg_path)
     when = date.fromisoformat(night)
     with runner.hold_night(cfg, when):           # held through the ingest, as the flow does
         print("scoring", flush=True)
-        score_night(cfg, when, {"main": main_url, "backup": backup_url})
+        score_night(cfg, when, {"main": main_url, "backup": backup_url}, config_path=cfg_path)
         if ingest == "1":
             print("ingesting", flush=True)
             journals = [runner.journal_path(cfg, when, p) for p in cfg.paths]

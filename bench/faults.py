@@ -10,7 +10,11 @@ After each, the night is rerun and the warehouse must show: every planned unit w
 outcome, every journaled call stored once, no unit measured twice, no contaminated call in
 a unit that metrics use, and every transient fault retried (the proxy saw the spoiled
 request again). Prints a table and, last, `faults=… lost=… duplicated=…
-contaminated_counted=… undetected_swaps=…` (goals: ≥ 12 kinds, zeros for the rest).
+contaminated_counted=… undetected_swaps=… mislabelled=… tracebacks=…
+distorted_speed_counted=…` (goals: ≥ 12 kinds, zeros for the rest). The trials of the night
+and the warehouse (two writers, an aliased server, a second config, a 50 MB answer, partial
+journals, a full disk, a damaged warehouse, SIGTERM, a Prefect cancel, a long `sql`) are in
+`bench/faults_night.py`.
 With --real, the trials a real llama-server can take are run again with one on the backup
 path (Gemma 3 270M, as `make test` builds it; several minutes on a CPU).
 """
@@ -29,6 +33,7 @@ if __package__ in (None, ""):      # run as a script: make the repository import
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.faultlab import ROOT, Lab, check_night, swap_detected  # noqa: E402
+from bench.faults_night import NIGHT_TRIALS, mislabelled, tracebacks  # noqa: E402
 from dualpath.sim.proxy import TRANSIENT, wait_until  # noqa: E402
 
 PROXY_FAULTS = {  # kind -> path it is tried on (cut JSON needs the unstreamed path)
@@ -39,7 +44,7 @@ SWAPS = {"swap_alias": {"model_alias": "another-model"},
          "swap_slots": {"slots": 8}}
 PROCESS_FAULTS = ("server_kill_x3", "server_restart_same_port", "harness_kill_scoring",
                   "harness_kill_ingest", "sigint")
-ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS)
+ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *NIGHT_TRIALS)
 
 
 @dataclass
@@ -53,6 +58,12 @@ class Trial:
     transient: int = 0          # injected faults that a client should retry
     retried: int = 0            # of those, retried (the proxy saw the request again)
     undetected_swap: int = 0
+    mislabelled: int = 0        # runs shown `running` that no process scores
+    tracebacks: int = 0         # tracebacks a person would have seen
+    distorted_speed_counted: int = 0   # disturbed runs whose seconds entered a median
+    detected: bool = True       # dualpath reacted as it must (refused, diagnosed, labelled)
+    detail: str = ""
+    rerun_done: bool = False    # the trial reran the night itself (through the CLI)
 
     @property
     def not_retried(self) -> int:
@@ -127,10 +138,12 @@ def run_harness_fault(lab: Lab, night, kind: str) -> Trial:
             child.send_signal(signal.SIGINT if kind == "sigint" else signal.SIGKILL)
             t.injected = 1
         child.wait(timeout=60)
+        t.tracebacks += tracebacks(child.stderr.read())
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
+    t.mislabelled += mislabelled(lab, night)
     return t
 
 
@@ -141,16 +154,21 @@ def run_one(lab: Lab, kind: str, nights: list, n: int) -> Trial:
         t = run_swap(lab, nights[0], kind)
     elif kind in ("server_kill_x3", "server_restart_same_port"):
         t = run_server_kill(lab, nights, kind == "server_restart_same_port")
+    elif kind in NIGHT_TRIALS:
+        t = Trial(kind, detected=False)
+        NIGHT_TRIALS[kind](lab, nights[0], t)
     else:
         t = run_harness_fault(lab, nights[0], kind)
     for night in nights:                  # the user reruns the night; ingest is the flow's
-        lab.score(night)
+        if not t.rerun_done:
+            lab.score(night)
         lab.ingest(night)
         c = check_night(lab.cfg, night)
         t.lost += c.lost
         t.duplicated += c.duplicated
         t.contaminated_counted += c.contaminated_counted
-        t.survived = (t.survived or night is nights[0]) and c.complete and c.lost == 0
+        t.survived = (t.survived or night is nights[0]) and c.complete and c.lost == 0 \
+            and t.detected
         if kind.startswith("server_"):
             t.transient, t.retried = t.injected, min(t.injected, c.retried_calls)
     return t
@@ -200,12 +218,15 @@ def run_trials(root: Path, kinds=ALL, tickers: int = 4, draws: int = 2, per_faul
 
 def table(trials: list[Trial]) -> str:
     head = f"{'fault':<32} {'injected':>8} {'survived':>8} {'lost':>5} {'duplicated':>10} " \
-           f"{'contaminated counted':>20} {'retried':>8}"
+           f"{'contaminated counted':>20} {'retried':>8} {'mislabelled':>11} " \
+           f"{'tracebacks':>10}"
     rows = [head, "-" * len(head)]
     for t in trials:
         retried = f"{t.retried}/{t.transient}" if t.transient else "-"
         rows.append(f"{t.fault:<32} {t.injected:>8} {'yes' if t.survived else 'NO':>8} "
-                    f"{t.lost:>5} {t.duplicated:>10} {t.contaminated_counted:>20} {retried:>8}")
+                    f"{t.lost:>5} {t.duplicated:>10} {t.contaminated_counted:>20} {retried:>8} "
+                    f"{t.mislabelled:>11} {t.tracebacks:>10}"
+                    + (f"  {t.detail}" if t.detail else ""))
     return "\n".join(rows)
 
 
@@ -215,7 +236,10 @@ def summary(trials: list[Trial]) -> str:
     return (f"faults={kinds} lost={sum(t.lost for t in trials)} "
             f"duplicated={sum(t.duplicated for t in trials)} "
             f"contaminated_counted={sum(t.contaminated_counted for t in trials)} "
-            f"undetected_swaps={sum(t.undetected_swap for t in trials)}")
+            f"undetected_swaps={sum(t.undetected_swap for t in trials)} "
+            f"mislabelled={sum(t.mislabelled for t in trials)} "
+            f"tracebacks={sum(t.tracebacks for t in trials)} "
+            f"distorted_speed_counted={sum(t.distorted_speed_counted for t in trials)}")
 
 
 def main(argv: list[str] | None = None) -> None:

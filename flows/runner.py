@@ -337,9 +337,23 @@ def _close(w: JournalWriter, work: PathWork, runner, began: float, detail: str |
                        ended_wall=run.end_wall if run and run.end_wall else time.time(),
                        status=status, detail=detail, units_done=done, units_measured=measured,
                        calls=calls))
+    except OSError:
+        pass                       # the writer's own error, raised by close below
     finally:
-        w.close()
+        _close_journal(w)
     return PathOutcome(work.path, work.run_id, status, reason, done, measured, calls)
+
+
+def _close_journal(w: JournalWriter) -> None:
+    """Close a journal; a write that failed (a full disk) is one line, not a traceback:
+    what was synced is kept and the rerun resumes from it."""
+    from warehouse.db import diagnosis
+
+    try:
+        w.close()
+    except OSError as e:
+        found = diagnosis(w.path, e)
+        raise HarnessError(str(found) if found else f"journal {w.path}: {e}") from None
 
 
 def _outcome_counts(outcomes: Mapping[str, int], blocked: int) -> str:
@@ -353,11 +367,18 @@ def _outcome_counts(outcomes: Mapping[str, int], blocked: int) -> str:
 def record_failure(cfg: Config, night: date, work: PathWork, detail: str) -> None:
     """A path that could not run at all gets a failed segment, with the reason."""
     now = time.time()
-    with JournalWriter(work.journal) as w:
+    w = JournalWriter(work.journal)
+    try:
         w.write(_begin(cfg, night, work, now))
         w.write(RunEnd(run_id=work.run_id, segment=work.segment, started_wall=now,
                        ended_wall=now, status="failed", detail=detail, units_done=0,
                        units_measured=0, calls=0))
+    except OSError:
+        pass
+    try:
+        _close_journal(w)
+    except HarnessError as e:
+        log.error("path %s: its failure could not be journaled: %s", work.path, e)
 
 
 def _dumps(obj) -> str | None:

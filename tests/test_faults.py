@@ -41,4 +41,5 @@ def test_the_summary_line_meets_every_goal(trials):
     fields = dict(kv.split("=") for kv in line.split())
     assert int(fields.pop("faults")) >= 12
     assert fields == {"lost": "0", "duplicated": "0", "contaminated_counted": "0",
-                      "undetected_swaps": "0"}
+                      "undetected_swaps": "0", "mislabelled": "0", "tracebacks": "0",
+                      "distorted_speed_counted": "0"}
