@@ -33,7 +33,8 @@ if __package__ in (None, ""):      # run as a script: make the repository import
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.faultlab import ROOT, Lab, check_night, swap_detected  # noqa: E402
-from bench.faults_night import NIGHT_TRIALS, mislabelled, tracebacks  # noqa: E402
+from bench.faults_cli import CLI_TRIALS  # noqa: E402
+from bench.faults_night import NIGHT_TRIALS, REAL_TRIALS, mislabelled, tracebacks  # noqa: E402
 from dualpath.sim.proxy import TRANSIENT, wait_until  # noqa: E402
 
 PROXY_FAULTS = {  # kind -> path it is tried on (cut JSON needs the unstreamed path)
@@ -44,7 +45,8 @@ SWAPS = {"swap_alias": {"model_alias": "another-model"},
          "swap_slots": {"slots": 8}}
 PROCESS_FAULTS = ("server_kill_x3", "server_restart_same_port", "harness_kill_scoring",
                   "harness_kill_ingest", "sigint")
-ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *NIGHT_TRIALS)
+TRIALS = {**NIGHT_TRIALS, **CLI_TRIALS, **REAL_TRIALS}   # kind -> (lab, night, trial)
+ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *TRIALS)
 
 
 @dataclass
@@ -64,6 +66,7 @@ class Trial:
     detected: bool = True       # dualpath reacted as it must (refused, diagnosed, labelled)
     detail: str = ""
     rerun_done: bool = False    # the trial reran the night itself (through the CLI)
+    night: bool = True          # False: the trial scores no night (parser, console script)
 
     @property
     def not_retried(self) -> int:
@@ -154,11 +157,14 @@ def run_one(lab: Lab, kind: str, nights: list, n: int) -> Trial:
         t = run_swap(lab, nights[0], kind)
     elif kind in ("server_kill_x3", "server_restart_same_port"):
         t = run_server_kill(lab, nights, kind == "server_restart_same_port")
-    elif kind in NIGHT_TRIALS:
+    elif kind in TRIALS:
         t = Trial(kind, detected=False)
-        NIGHT_TRIALS[kind](lab, nights[0], t)
+        TRIALS[kind](lab, nights[0], t)
     else:
         t = run_harness_fault(lab, nights[0], kind)
+    if not t.night:
+        t.survived = t.detected
+        return t
     for night in nights:                  # the user reruns the night; ingest is the flow's
         if not t.rerun_done:
             lab.score(night)
@@ -188,7 +194,7 @@ def restart_recorded(lab: Lab, night) -> bool:
 # On a real llama-server: its build cannot be swapped (one binary), and a hung request costs
 # the longer read timeout a CPU server needs.
 REAL_KINDS = ("reset", "http500", "http503", "cut_sse", "overflow", "swap_alias", "swap_slots",
-              "server_restart_same_port")
+              "server_restart_same_port", *REAL_TRIALS)
 
 
 def real_server() -> tuple[str, str] | None:
@@ -219,13 +225,13 @@ def run_trials(root: Path, kinds=ALL, tickers: int = 4, draws: int = 2, per_faul
 def table(trials: list[Trial]) -> str:
     head = f"{'fault':<32} {'injected':>8} {'survived':>8} {'lost':>5} {'duplicated':>10} " \
            f"{'contaminated counted':>20} {'retried':>8} {'mislabelled':>11} " \
-           f"{'tracebacks':>10}"
+           f"{'tracebacks':>10} {'distorted':>9}"
     rows = [head, "-" * len(head)]
     for t in trials:
         retried = f"{t.retried}/{t.transient}" if t.transient else "-"
         rows.append(f"{t.fault:<32} {t.injected:>8} {'yes' if t.survived else 'NO':>8} "
                     f"{t.lost:>5} {t.duplicated:>10} {t.contaminated_counted:>20} {retried:>8} "
-                    f"{t.mislabelled:>11} {t.tracebacks:>10}"
+                    f"{t.mislabelled:>11} {t.tracebacks:>10} {t.distorted_speed_counted:>9}"
                     + (f"  {t.detail}" if t.detail else ""))
     return "\n".join(rows)
 
@@ -247,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tickers", type=int, default=4)
     ap.add_argument("--draws", type=int, default=2)
     ap.add_argument("--per-fault", type=int, default=3, help="proxy faults injected per kind")
-    ap.add_argument("--only", nargs="*", choices=ALL, default=None)
+    ap.add_argument("--only", nargs="*", choices=(*ALL, *REAL_TRIALS), default=None)
     ap.add_argument("--real", action="store_true", help="also run the trials that a real "
                     "llama-server (built by `make test`) can take, on the backup path")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
@@ -258,8 +264,9 @@ def main(argv: list[str] | None = None) -> None:
     from dualpath.procs import start_reaper
     start_reaper()
     with tempfile.TemporaryDirectory(prefix="dualpath-faults-") as tmp:
-        trials = run_trials(Path(tmp) / "sim", args.only or ALL, args.tickers, args.draws,
-                            args.per_fault)
+        sim = [k for k in args.only or ALL if k not in REAL_TRIALS]
+        trials = run_trials(Path(tmp) / "sim", sim, args.tickers, args.draws,
+                            args.per_fault) if sim else []
         real = real_server() if args.real else None
         if args.real and real is None:
             print("no real llama-server here (`make test` builds it): real trials skipped")

@@ -134,7 +134,7 @@ def redos(lab, night, t) -> None:
     ok.append(asyncio.run(ticking()) > 1)
     t.detected = all(ok)
     t.detail = f"chars examined {w.chars} for {len(text)}; checks {ok}"
-    t.rerun_done = True
+    t.night = False
 
 
 USAGE = [["--bogus"], ["nosuch"], ["sql"], ["runs", "--bogus"], ["metrics", "--horizon", "x"],
@@ -168,7 +168,7 @@ def usage_errors(lab, night, t) -> None:
                 bad.append(f"{args}: exit {r.returncode}")
     t.detected = not bad
     t.detail = "; ".join(bad) or f"{len(cases)} usage errors: exit 2, one line each"
-    t.rerun_done = True
+    t.night = False
 
 
 CLI_TRIALS = {"speed_stalled": speed_stalled, "speed_shared": speed_shared,
@@ -179,7 +179,7 @@ class _Trial:
     def __init__(self, fault: str):
         self.fault, self.injected, self.detected = fault, 0, False
         self.tracebacks = self.distorted_speed_counted = 0
-        self.detail, self.rerun_done = "", False
+        self.detail, self.rerun_done, self.night = "", False, True
 
 
 def main(argv: list[str] | None = None) -> None:

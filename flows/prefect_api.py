@@ -79,6 +79,19 @@ def temporary_api(cfg: Config) -> Iterator[str | None]:
         url = f"http://127.0.0.1:{port}/api"
         _wait_healthy(url, proc, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
         with temporary_settings({PREFECT_API_URL: url}):
-            yield url
+            try:
+                yield url
+            finally:
+                _drain_logs()
     finally:
         stop_process(proc, timeout_s=5.0)
+
+
+def _drain_logs() -> None:
+    """Send the flow's queued log lines while the server still listens: Prefect drains them
+    at exit, after the server is gone, and printed "--- Error logging to API --- All
+    connection attempts failed" at the end of every night."""
+    from prefect.logging.handlers import APILogWorker
+
+    with contextlib.suppress(Exception):       # logs are a convenience, never the night's
+        APILogWorker.drain_all(timeout=5)
