@@ -46,7 +46,7 @@ SWAPS = {"swap_alias": {"model_alias": "another-model"},
 PROCESS_FAULTS = ("server_kill_x3", "server_restart_same_port", "harness_kill_scoring",
                   "harness_kill_ingest", "sigint")
 TRIALS = {**NIGHT_TRIALS, **CLI_TRIALS, **REAL_TRIALS}   # kind -> (lab, night, trial)
-ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *TRIALS)
+ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *NIGHT_TRIALS, *CLI_TRIALS)   # simulated paths
 
 
 @dataclass

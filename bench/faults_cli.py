@@ -68,6 +68,7 @@ def speed_stalled(lab, night, t) -> None:
         time.sleep(STALL_S + 3)
         os.kill(pid, signal.SIGCONT)
     lab.score(night, during=stall)
+    lab.score(night)            # a rerun completes what the stall failed
     _judge(lab, night, t, "stalled")
 
 

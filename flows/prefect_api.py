@@ -18,6 +18,7 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
@@ -38,13 +39,14 @@ def _free_port(avoid: set[int]) -> int:
     raise HarnessError("no free port for Prefect's temporary server")
 
 
-def _wait_healthy(url: str, proc, timeout_s: float) -> None:
+def _wait_healthy(url: str, proc, timeout_s: float, log: Path) -> None:
     deadline = time.monotonic() + timeout_s
     with httpx.Client(timeout=2.0) as client:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise HarnessError(f"Prefect's temporary server exited ({proc.returncode}) "
-                                   "while starting; set PREFECT_API_URL to a running server")
+                                   f"while starting (its log: {log}); set PREFECT_API_URL "
+                                   "to a running server")
             try:
                 if client.get(f"{url}/health").status_code == 200:
                     return
@@ -60,7 +62,8 @@ def temporary_api(cfg: Config) -> Iterator[str | None]:
     """Prefect's API for the block: the configured one, else a temporary server detached
     from the terminal's signals (yields its URL; None when one is configured)."""
     import prefect
-    from prefect.settings import (PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+    from prefect.settings import (PREFECT_API_URL, PREFECT_HOME,
+                                  PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
                                   get_current_settings, temporary_settings)
 
     if PREFECT_API_URL.value():
@@ -72,12 +75,17 @@ def temporary_api(cfg: Config) -> Iterator[str | None]:
             "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
             "--port", str(port), "--log-level", "error", "--lifespan", "on"]
     env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-           "PREFECT__SERVER_FINAL": "1",
+           "PREFECT__SERVER_FINAL": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            **get_current_settings().to_environment_variables(exclude_unset=True)}
-    proc = spawn(argv, env=env, start_new_session=True)
+    # the server's own errors (a telemetry heartbeat's "database is locked" traceback was one)
+    # go to its log, not to the terminal of the person who ran the night
+    log = Path(PREFECT_HOME.value()) / "temporary-server.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        proc = spawn(argv, env=env, start_new_session=True, stdout=out, stderr=out)
     try:
         url = f"http://127.0.0.1:{port}/api"
-        _wait_healthy(url, proc, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
+        _wait_healthy(url, proc, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()), log)
         with temporary_settings({PREFECT_API_URL: url}):
             try:
                 yield url
