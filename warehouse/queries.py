@@ -107,8 +107,9 @@ def suspect_runs(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
 
 
 def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Per session: what the calls say the server did vs the server's own /metrics counters,
-    in tokens and in seconds, the server's aggregate rates, and slot occupancy.
+    """Per session (with its night and run): what the calls say the server did vs the
+    server's own /metrics counters, in tokens and in seconds, the server's aggregate rates,
+    and slot occupancy.
 
     Seconds: `calls_*_s` sum each call's own server timings (slot-seconds; under batching
     they overlap, so they are per-call figures), `server_*_s` are the server's counters
@@ -161,7 +162,7 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                    {prompt} < 0 OR {predicted} < 0 AS went_down,
                    {prompt_s} AS d_prompt_s, {predicted_s} AS d_predicted_s
             FROM server_sessions s)
-        SELECT s.session_id, s.path, s.how, s.slots,
+        SELECT r.night, s.run_id, s.session_id, s.path, s.how, s.slots,
                c.prompt_n::BIGINT AS calls_prompt_tokens,
                CASE WHEN {ok} THEN {prompt}::BIGINT END AS server_prompt_tokens,
                c.predicted_n::BIGINT AS calls_predicted_tokens,

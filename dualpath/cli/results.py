@@ -169,12 +169,13 @@ def _listings():
                                 "(server restarted, stalled or shared; harness starved)"})
     declare("evidence", "server evidence: the calls' tokens and seconds vs the server's own "
             "/metrics counters, its aggregate rates, and slot occupancy from the server's side",
-            ["session_id", "path", "how", "slots", "calls_prompt_tokens", "server_prompt_tokens",
+            ["night", "run_id", "session_id", "path", "how", "slots", "calls_prompt_tokens",
+             "server_prompt_tokens",
              "calls_predicted_tokens", "server_predicted_tokens", "calls_prompt_s",
              "server_prompt_s", "calls_predicted_s", "server_predicted_s", "server_prefill_tps",
              "server_decode_tps", "decode_tps_over_wall", "occupancy", "occupancy_client",
              "external_load_max", "restarts", "comparable", "note"],
-            ["path", "slots", "calls_prompt_tokens", "server_prompt_tokens",
+            ["night", "path", "slots", "calls_prompt_tokens", "server_prompt_tokens",
              "calls_predicted_tokens", "server_predicted_tokens", "server_decode_tps",
              "occupancy", "comparable", "note"],
             gloss={"occupancy": "the calls' service time (server timings) ÷ slots × wall clock"},
