@@ -58,3 +58,31 @@ def test_status_shows_file_vs_hash_matured_nights_and_todays_label(tmp_path):
     r = run("prereg", "status", "-c", cfg_path)
     assert "EDITED AFTER FREEZING" in r.output
     assert "label today: exploratory" in r.output and "hash mismatch" in r.output
+
+
+def test_freezing_an_unchanged_plan_again_records_nothing_and_says_so(tmp_path):
+    """A comment changes the file, not the plan's canonical hash: a second freeze, forced
+    with a new reason, finds that hash frozen, records nothing and says the options were
+    ignored (it used to print the old freeze as if it were this one)."""
+    import re
+
+    from warehouse.db import reader
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=6, draws=1, nights=1)
+    plan = tmp_path / "prereg.toml"
+    run("prereg", "draft", plan, "-c", cfg_path, "--first-night", nights[0], "--nights", 3)
+    first = run("prereg", "freeze", plan, "-c", cfg_path, "--force", "--reason", "3-night smoke")
+    assert first.exit_code == 0, first.output
+    plan.write_text(plan.read_text() + "# reviewed again\n")
+    normal = lambda out: re.sub(r"[0-9a-f]{64} at \d{4}-\d\d-\d\d \d\d:\d\d UTC", "H at T",
+                                " ".join(out.split()))          # the test console wraps at 80
+    again = run("prereg", "freeze", plan, "-c", cfg_path, "--force", "--reason", "[new] why")
+    assert again.exit_code == 0, again.output
+    assert normal(again.output) == ("already frozen with this hash: H at T (forced: 3-night "
+                                    "smoke); nothing recorded (--force/--reason ignored)")
+    assert normal(run("prereg", "freeze", plan, "-c", cfg_path).output) == (
+        "already frozen with this hash: H at T (forced: 3-night smoke); nothing recorded")
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        assert con.execute("SELECT count(*), any_value(force_reason) FROM plans").fetchone() == (
+            1, "3-night smoke")
+    assert normal(first.output) == "frozen: H at T (forced: 3-night smoke)"

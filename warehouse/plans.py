@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
 
 import duckdb
@@ -26,6 +26,7 @@ class FrozenPlan:
     plan_path: str | None = None          # absolute, as frozen
     plan_relpath: str | None = None       # relative to the config's folder
     force_reason: str | None = None
+    already_frozen: bool = False          # a freeze that found this hash frozen: nothing new
 
     @property
     def intact(self) -> bool:
@@ -44,10 +45,11 @@ def freeze(con: duckdb.DuckDBPyConnection, plan: Plan, plan_path: str,
            force: bool = False, reason: str | None = None, relpath: str | None = None,
            untestable: list[str] | None = None) -> FrozenPlan:
     """Record the plan's hash; refused when nights of its window exist, when another plan is
-    frozen, or when the window cannot test its primary (`untestable`), unless forced."""
+    frozen, or when the window cannot test its primary (`untestable`), unless forced. A plan
+    whose hash is already the frozen one records nothing (`already_frozen`), forced or not."""
     existing = current(con, plan.experiment)
     if existing is not None and existing.plan_hash == plan.sha256():
-        return existing
+        return replace(existing, already_frozen=True)
     if existing is not None and not force:
         raise UserError(f"experiment {plan.experiment!r} already has a frozen plan "
                         f"({existing.plan_hash[:12]}, {existing.frozen_at:%Y-%m-%d}); a new "

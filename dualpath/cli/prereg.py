@@ -8,6 +8,7 @@ from typing import Optional
 
 import pandas as pd
 import typer
+from rich.markup import escape
 
 from dualpath.cli._common import (CONFIG_OPT, _parse_date, console, input_file, output_file,
                                   prereg_app, print_frame)
@@ -113,9 +114,18 @@ def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
     from flows.prereg import freeze_plan
 
     frozen = freeze_plan(load_config(config), input_file(plan, "plan file"), force, reason)
-    console.print(f"frozen: {frozen.plan_hash} at {frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
-                  + (f" [yellow](forced: {frozen.force_reason})[/yellow]" if frozen.forced
-                     else ""))
+    if frozen.already_frozen:
+        ignored = [o for o, given in (("--force", force), ("--reason", reason)) if given]
+        console.print(f"already frozen with this hash: {frozen.plan_hash} at "
+                      f"{frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
+                      + (f" (forced: {frozen.force_reason})" if frozen.forced else "")
+                      + "; nothing recorded"
+                      + (f" ({'/'.join(ignored)} ignored)" if ignored else ""),
+                      markup=False, highlight=False)
+    else:
+        console.print(f"frozen: {frozen.plan_hash} at {frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
+                      + (f" [yellow](forced: {escape(frozen.force_reason or '')})[/yellow]"
+                         if frozen.forced else ""))
     p = load_plan(plan)
     pw = planned_power(p)
     if p.design and pw < p.design.power:
