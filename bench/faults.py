@@ -194,7 +194,8 @@ def restart_recorded(lab: Lab, night) -> bool:
 # On a real llama-server: its build cannot be swapped (one binary), and a hung request costs
 # the longer read timeout a CPU server needs.
 REAL_KINDS = ("reset", "http500", "http503", "cut_sse", "overflow", "swap_alias", "swap_slots",
-              "server_restart_same_port", *REAL_TRIALS)
+              "server_restart_same_port", "speed_restarted", "speed_stalled", "speed_shared",
+              *REAL_TRIALS)
 
 
 def real_server() -> tuple[str, str] | None:
