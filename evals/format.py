@@ -16,7 +16,8 @@ import pandas as pd
 
 def cell(v, kind: str | None = None) -> str:
     """One value as text. ``kind``: 'int' (a count), 'share' (0-1, as is), 'x' (a ratio,
-    '5.8×'), 'h' (hours), or None (judged from the value)."""
+    '5.8×'), 'h' (hours to three significant figures: '26.7 h', '3.66 h'), or None (judged
+    from the value)."""
     if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, (float, np.floating))
                                                    and math.isnan(v)):
         return "—"
@@ -32,12 +33,14 @@ def cell(v, kind: str | None = None) -> str:
 
 
 def _number(v: float, kind: str | None) -> str:
+    if kind == "h":                # three significant figures, so paths side by side agree
+        r = abs(float(f"{v:.3g}"))                      # 9.996 rounds to 10.0, not 10.00
+        digits = 0 if r == 0 or r >= 100 else 2 - math.floor(math.log10(r))
+        return f"{v:,.{digits}f} h"
     if kind == "int" or abs(v) >= 1000:
         return f"{v:,.0f}"
     if kind == "x":
         return f"{v:,.1f}×"
-    if kind == "h":
-        return f"{v:,.1f} h"
     if v != 0 and abs(v) < 1e-3:
         return f"{v:.2e}"          # a small p-value is not 0.000
     if abs(v) < 10:

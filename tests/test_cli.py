@@ -93,3 +93,15 @@ def test_version_suggestions_export_and_an_offline_check(tmp_path):
     assert r.exit_code == 0 and (tmp_path / "x" / "prices.csv").read_text().startswith("ticker,")
     r = dualpath("sql", "--config", str(cfg_path), "SELECT tickr FROM prices")
     assert 'Candidate bindings: "ticker"' in r.stderr         # DuckDB's whole message
+
+
+def test_a_failed_query_is_one_line_with_duckdbs_hint(tmp_path):
+    """DuckDB's message spans lines (its hint, the query echoed, a caret): one line here."""
+    cfg_path, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    r = dualpath("sql", "--config", str(cfg_path), "SELECT tickr FROM prices")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == ('error: query failed: Binder Error: Referenced column "tickr" not found '
+                        'in FROM clause! (Candidate bindings: "ticker"); `dualpath schema` '
+                        'lists every table, view and column\n')
+    r = dualpath("sql", "--config", str(cfg_path), "SELEC 1")
+    assert r.stderr == 'error: query failed: Parser Error: syntax error at or near "SELEC"\n'

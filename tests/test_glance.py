@@ -24,33 +24,35 @@ Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.8
 """
 
 RUNS = """\
-                            runs (only 'complete' runs are results; seconds real-scale, complete one-segment runs only)                            
-┏━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━┓
-┃ night      ┃ path   ┃ status   ┃ units_planned ┃ graded ┃ failed ┃ runaway ┃ throughput_s ┃ slot_latency_s ┃ disturbed ┃ status_detail          ┃
-┡━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━┩
-│ 2027-04-29 │ backup │ complete │            16 │     16 │      0 │       0 │          345 │            690 │ —         │ —                      │
-│ 2027-04-29 │ main   │ complete │            16 │     16 │      0 │       0 │           60 │            240 │ —         │ —                      │
-│ 2027-04-30 │ backup │ complete │            16 │     16 │      0 │       0 │          347 │            694 │ —         │ —                      │
-│ 2027-04-30 │ main   │ complete │            16 │     16 │      0 │       0 │           61 │            244 │ —         │ —                      │
-│ 2027-05-03 │ backup │ complete │            16 │     16 │      0 │       0 │          349 │            698 │ —         │ —                      │
-│ 2027-05-03 │ main   │ complete │            16 │     16 │      0 │       0 │           62 │            248 │ —         │ —                      │
-│ 2027-05-04 │ backup │ complete │            16 │     16 │      0 │       0 │          351 │            702 │ —         │ —                      │
-│ 2027-05-04 │ main   │ complete │            16 │     16 │      0 │       0 │           60 │            240 │ —         │ —                      │
-│ 2027-05-05 │ backup │ complete │            16 │     16 │      0 │       0 │          345 │            690 │ —         │ —                      │
-│ 2027-05-05 │ main   │ complete │            16 │     16 │      0 │       0 │           61 │            244 │ —         │ —                      │
-│ 2027-05-06 │ backup │ complete │            16 │     16 │      0 │       0 │          347 │            694 │ —         │ —                      │
-│ 2027-05-06 │ main   │ complete │            16 │     16 │      0 │       0 │           62 │            248 │ —         │ —                      │
-│ 2027-05-07 │ backup │ complete │            16 │     16 │      0 │       1 │          349 │            698 │ —         │ —                      │
-│ 2027-05-07 │ main   │ complete │            16 │     16 │      0 │       1 │           60 │            240 │ —         │ —                      │
-│ 2027-05-10 │ backup │ complete │            16 │     16 │      0 │       2 │          351 │            702 │ —         │ —                      │
-│ 2027-05-10 │ main   │ complete │            16 │     16 │      0 │       2 │           61 │            244 │ —         │ —                      │
-│ 2027-05-12 │ backup │ complete │            16 │     16 │      0 │       2 │          345 │            690 │ —         │ —                      │
-│ 2027-05-12 │ main   │ complete │            16 │     16 │      0 │       2 │           62 │            248 │ —         │ —                      │
-│ 2027-05-13 │ backup │ partial  │            16 │      8 │      0 │       0 │            — │              — │ —         │ 8 of 16 units measured │
-│ 2027-05-13 │ main   │ complete │            16 │     16 │      0 │       2 │           60 │            240 │ —         │ —                      │
-└────────────┴────────┴──────────┴───────────────┴────────┴────────┴─────────┴──────────────┴────────────────┴───────────┴────────────────────────┘
+                                  runs (only 'complete' runs are results; seconds real-scale, complete one-segment runs only)                                   
+┏━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━┓
+┃ night      ┃ path   ┃ status   ┃ units_planned ┃ graded ┃ parse_failed ┃ failed ┃ runaway ┃ throughput_s ┃ slot_latency_s ┃ disturbed ┃ status_detail        ┃
+┡━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━┩
+│ 2027-04-29 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          345 │            690 │ —         │ —                    │
+│ 2027-04-29 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           60 │            240 │ —         │ —                    │
+│ 2027-04-30 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          347 │            694 │ —         │ —                    │
+│ 2027-04-30 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           61 │            244 │ —         │ —                    │
+│ 2027-05-03 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          349 │            698 │ —         │ —                    │
+│ 2027-05-03 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           62 │            248 │ —         │ —                    │
+│ 2027-05-04 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          351 │            702 │ —         │ —                    │
+│ 2027-05-04 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           60 │            240 │ —         │ —                    │
+│ 2027-05-05 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          345 │            690 │ —         │ —                    │
+│ 2027-05-05 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           61 │            244 │ —         │ —                    │
+│ 2027-05-06 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          347 │            694 │ —         │ —                    │
+│ 2027-05-06 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           62 │            248 │ —         │ —                    │
+│ 2027-05-07 │ backup │ complete │            16 │     16 │            0 │      0 │       1 │          349 │            698 │ —         │ —                    │
+│ 2027-05-07 │ main   │ complete │            16 │     16 │            0 │      0 │       1 │           60 │            240 │ —         │ —                    │
+│ 2027-05-10 │ backup │ complete │            16 │     16 │            0 │      0 │       2 │          351 │            702 │ —         │ —                    │
+│ 2027-05-10 │ main   │ complete │            16 │     16 │            0 │      0 │       2 │           61 │            244 │ —         │ —                    │
+│ 2027-05-12 │ backup │ complete │            16 │     16 │            0 │      0 │       2 │          345 │            690 │ —         │ —                    │
+│ 2027-05-12 │ main   │ complete │            16 │     16 │            0 │      0 │       2 │           62 │            248 │ —         │ —                    │
+│ 2027-05-13 │ backup │ partial  │            16 │      8 │            0 │      0 │       0 │            — │              — │ —         │ 8 of 16 units        │
+│            │        │          │               │        │              │        │         │              │                │           │ measured             │
+│ 2027-05-13 │ main   │ complete │            16 │     16 │            0 │      0 │       2 │           60 │            240 │ —         │ —                    │
+└────────────┴────────┴──────────┴───────────────┴────────┴──────────────┴────────┴─────────┴──────────────┴────────────────┴───────────┴──────────────────────┘
   throughput_s: s/ticker, throughput basis: run wall clock ÷ tickers (all draws of a ticker)
   slot_latency_s: s/unit, slot-latency basis: one ticker-draw's first call start to last call end (≈ throughput per unit × slots)
+  parse_failed: measured, but the answer held no readable grade; graded + parse_failed + failed = units_planned once every unit was scored
   disturbed: why a complete run's seconds are kept out of every median (server restarted, stalled or shared; harness starved)
 """
 
@@ -126,6 +128,23 @@ def test_metrics_json_is_one_document_with_the_headline(seeded):
 
 def test_runs_table_whole(seeded):
     assert dualpath("runs", "-c", str(seeded)).stdout == RUNS
+
+
+def test_runs_table_counts_the_units_measured_without_a_grade(seeded):
+    """graded + parse_failed + failed add up to units_planned: two units of a night whose
+    answers held no readable grade are counted where a reader looks, not only in -f json."""
+    from dualpath.config import load_config
+    from warehouse.db import writer
+
+    cfg = load_config(seeded)
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        con.execute("UPDATE units SET outcome = 'parse_failed', grade = NULL "
+                    "WHERE run_id = 'demo/2027-04-30/backup' AND draw = 2 AND ticker IN "
+                    f"({', '.join(repr(t) for t in cfg.tickers()[:2])})")
+    row = "│ 2027-04-30 │ backup │ complete │            16 │     {} │            {} │      0 │"
+    assert row.format(16, 0) in RUNS
+    assert dualpath("runs", "-c", str(seeded)).stdout == RUNS.replace(row.format(16, 0),
+                                                                     row.format(14, 2))
 
 
 def test_runs_evidence_json_is_one_valid_document(seeded):
@@ -215,3 +234,15 @@ def test_schema_and_prereg_status_whole(seeded):
     assert dualpath("prereg", "status", "-c", str(seeded)).stdout == (
         "no frozen plan: results are exploratory (`dualpath prereg draft`, then `dualpath "
         "prereg freeze`)\n")
+
+
+def test_report_projects_a_night_in_hours_to_three_significant_figures(seeded, tmp_path):
+    """backup 347 s/ticker × 100 / 3600 = 9.64 h beside main 61 × 100 / 3600 = 1.69 h (it
+    printed 9.6 beside 1.694: one and three decimals by each value's size)."""
+    dualpath("report", "-c", str(seeded), "--out", str(tmp_path / "rep"))
+    md = next((tmp_path / "rep").glob("*.md")).read_text()
+    assert ("### Projected duration of a 100-ticker night\n\n\n"
+            "| path | hours_for_100_tickers |\n|---|---|\n"
+            "| backup | 9.64 h |\n| main | 1.69 h |\n\n") in md
+    html = next((tmp_path / "rep").glob("*.html")).read_text()
+    assert "<td>backup</td><td>9.64 h</td>" in html and "<td>main</td><td>1.69 h</td>" in html

@@ -26,9 +26,24 @@ def user_sql(path: Path, query: str, timeout_s: float = 60.0) -> pd.DataFrame:
         raise UserError(f"query refused: {str(e).splitlines()[0][:300]}. `dualpath sql` "
                         "reads the warehouse only (no files, COPY TO, EXPORT, ATTACH or "
                         "extensions); use `dualpath export` to write files") from None
+    except (duckdb.CatalogException, duckdb.BinderException) as e:
+        raise UserError(f"query failed: {one_line(e)}; `dualpath schema` lists every table, "
+                        "view and column") from None
     except duckdb.Error as e:
-        # DuckDB's whole message: its "Did you mean" hints are on the lines after the first
-        raise UserError(f"query failed: {str(e)[:1500]}") from None
+        raise UserError(f"query failed: {one_line(e)}") from None
+
+
+HINT_MAX = 160      # a longer hint (a long list of candidates) is left out
+
+
+def one_line(e: duckdb.Error) -> str:
+    """DuckDB's message as one line: its first, and its hint ('Did you mean …', 'Candidate
+    bindings: …') in brackets when short; the echoed query and its caret are dropped."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    hints = [line for line in lines[1:]
+             if not line.startswith("LINE ") and set(line) - set("^ ")]
+    head = lines[0][:300] if lines else type(e).__name__
+    return head + (f" ({hints[0]})" if hints and len(hints[0]) <= HINT_MAX else "")
 
 
 def schema_frame(path: Path) -> pd.DataFrame:

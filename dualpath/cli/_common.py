@@ -14,12 +14,41 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from dualpath.errors import UserError
 from evals.format import cell
 
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
+# `dualpath --help` lists the commands by what a person does, in that order (typer would list
+# them in the order the modules register them); a command not named here goes under "Other"
+PANELS = {"Set up": ["init", "check", "doctor", "prices", "prereg"],
+          "Score nights": ["nightly", "demo", "deploy", "serve"],
+          "Results": ["runs", "metrics", "report", "plan", "ui"],
+          "Warehouse": ["sql", "schema", "export", "repair", "rebuild"],
+          "Speed sweeps": ["freeze", "sweep", "verify"]}
+
+
+class _Commands(TyperGroup):
+    """The root group: commands in their panels, each summarised on one line."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        panel_of = {name: panel for panel, names in PANELS.items() for name in names}
+        for name, command in self.commands.items():
+            command.rich_help_panel = command.rich_help_panel or panel_of.get(name, "Other")
+            if not command.short_help and command.help:
+                # the first paragraph as one line: typer keeps a docstring's line breaks there
+                command.short_help = " ".join(command.help.split("\n\n")[0].split())
+
+    def list_commands(self, ctx) -> list[str]:
+        order = [n for names in PANELS.values() for n in names]
+        rank = {n: i for i, n in enumerate(order)}
+        return sorted(self.commands, key=lambda n: (rank.get(n, len(order)), n))
+
+
+app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True,
+                  pretty_exceptions_enable=False)
 prices_app = typer.Typer(no_args_is_help=True, help="Price data in the warehouse.")
 app.add_typer(prices_app, name="prices")
 prereg_app = typer.Typer(no_args_is_help=True, help="The preregistered comparison plan.")

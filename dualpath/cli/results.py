@@ -162,10 +162,13 @@ def _listings():
             ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
              "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
              "disturbed", "status_detail"],
-            ["night", "path", "status", "units_planned", "graded", "failed", "runaway",
-             "throughput_s", "slot_latency_s", "disturbed", "status_detail"],
+            ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
+             "runaway", "throughput_s", "slot_latency_s", "disturbed", "status_detail"],
             basis={c: SPEED_LABELS[c] for c in ("throughput_s", "slot_latency_s")},
-            gloss={"disturbed": "why a complete run's seconds are kept out of every median "
+            gloss={"parse_failed": "measured, but the answer held no readable grade; graded + "
+                                   "parse_failed + failed = units_planned once every unit "
+                                   "was scored",
+                   "disturbed": "why a complete run's seconds are kept out of every median "
                                 "(server restarted, stalled or shared; harness starved)"})
     declare("evidence", "server evidence: the calls' tokens and seconds vs the server's own "
             "/metrics counters, its aggregate rates, and slot occupancy from the server's side",

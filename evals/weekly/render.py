@@ -29,14 +29,18 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("evals.weekly", "templates
 fmt = cell   # the one formatter, under the name the templates and older callers use
 
 
-def table(frame: pd.DataFrame | None, cols: list[str] | None = None) -> dict:
-    """{'cols': [...], 'rows': [[str, ...]]} for the templates; empty frames stay empty."""
+def table(frame: pd.DataFrame | None, cols: list[str] | None = None,
+          kinds: dict[str, str] | None = None) -> dict:
+    """{'cols': [...], 'rows': [[str, ...]]} for the templates; empty frames stay empty;
+    `kinds` names a column's `evals.format.cell` kind."""
     if frame is None or not len(frame):
         return {"cols": [], "rows": [], "notes": []}
     if cols:
         frame = frame[[c for c in cols if c in frame]]
+    kind = [(kinds or {}).get(str(c)) for c in frame.columns]
     return {"cols": [str(c) for c in frame.columns],
-            "rows": [[cell(v) for v in row] for row in frame.itertuples(index=False)],
+            "rows": [[cell(v, k) for v, k in zip(row, kind)]
+                     for row in frame.itertuples(index=False)],
             "notes": []}
 
 
@@ -173,7 +177,7 @@ def context(d: ReportData) -> dict:
                                                                    "by_grade") if hasattr(m, name)},
         "speed": both("speed", speed),
         "latency": table(latency_percentiles(real_scale_calls(d.calls, d.runs))),
-        "projected": table(projected),
+        "projected": table(projected, kinds={"hours_for_100_tickers": "h"}),
         "runs": table(d.runs, ["night", "path", "status", "graded", "parse_failed", "failed",
                                "calls", "runaway", "retries", "contaminated", "throughput_s",
                                "slot_latency_s", "status_detail"]),
