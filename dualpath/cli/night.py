@@ -285,11 +285,14 @@ def doctor(config: Path = CONFIG_OPT,
     else:
         checks = run_checks(load_config(config), config_path=config)
     for c in checks:
-        mark = "[green]✓[/green]" if c.ok else "[red]✗[/red]"
+        mark = "[dim]–[/dim]" if c.note else "[green]✓[/green]" if c.ok else "[red]✗[/red]"
         text = f"{c.name}: {c.detail}" + ("" if c.ok else f" — fix: {c.fix}")
         console.print(f"{mark} {escape(text)}", soft_wrap=True, highlight=False)
     failed = [c for c in checks if not c.ok]
-    console.print(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
+    notes = sum(c.note for c in checks)
+    judged = len(checks) - notes
+    console.print(f"{judged - len(failed)} of {judged} checks passed"
+                  + (f"; {notes} note{'s' if notes > 1 else ''}" if notes else ""))
     if failed:
         raise typer.Exit(1)
 
