@@ -148,3 +148,22 @@ def test_every_help_text_shows_its_bracketed_settings():
             assert w in out, (path, w)
             checked += 1
     assert checked >= 4
+
+
+def test_the_viewer_refuses_a_file_that_is_no_warehouse_before_listening(tmp_path):
+    """`dualpath ui --db` checks the file as `dualpath sql --db` does (it started a server
+    that answered every page with a 500 and a traceback in the terminal)."""
+    import duckdb
+
+    cfg_path, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    c = ["-c", str(cfg_path), "--port", "0"]
+    assert one_line_error(dualpath("ui", *c, "--db", "/etc/passwd", timeout=60)) == (
+        "error: --db /etc/passwd is not a DuckDB warehouse (no DuckDB header); give the "
+        "warehouse file of a config's [warehouse] path")
+    other = tmp_path / "other.duckdb"
+    duckdb.connect(str(other)).execute("CREATE TABLE t (x INTEGER)").close()
+    assert one_line_error(dualpath("ui", *c, "--db", str(other), timeout=60)) == (
+        f"error: --db {other} is a DuckDB file but no dualpath warehouse (it has no runs "
+        "table); give the warehouse file of a config's [warehouse] path")
+    with duckdb.connect(str(other), read_only=True) as con:      # and it was left as it was
+        assert [r[0] for r in con.execute("SHOW TABLES").fetchall()] == ["t"]

@@ -168,6 +168,17 @@ def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
                        [name]).fetchall()[0][0] > 0
 
 
+def holds_runs(path: Path) -> bool:
+    """Whether the DuckDB file at `path` is a dualpath warehouse (it has the `runs` table),
+    read without migrating it: a viewer must not turn someone's other DuckDB file into one."""
+    with diagnosed(path):
+        con = _open(path, read_only=True, wait_s=10.0)
+        try:
+            return has_table(con, "runs")
+        finally:
+            con.close()
+
+
 def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
     """Whether the table has this column (the same: older warehouses lack later columns)."""
     return con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = ? "

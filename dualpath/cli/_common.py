@@ -230,3 +230,22 @@ def _parse_date(text: str, option: str = "--date") -> date:
         return date.fromisoformat(text)
     except ValueError:
         raise UserError(f"{option} {text!r} is not a date; use YYYY-MM-DD") from None
+
+
+def warehouse_file(path: Path, option: str) -> Path:
+    """A file given as a warehouse, refused in one line when it is no DuckDB database (a
+    DuckDB file says DUCK at byte 8 of its header)."""
+    if path.is_dir():
+        raise UserError(f"{option} {path} is a folder; give the warehouse file (e.g. "
+                        f"{path / 'warehouse.duckdb'})")
+    if path.exists():
+        try:
+            with open(path, "rb") as f:
+                head = f.read(12)
+        except OSError as e:
+            raise UserError(f"{option} {path}: cannot read it: {e.strerror or e}") from None
+        if head[8:12] != b"DUCK":
+            raise UserError(f"{option} {path} is not a DuckDB warehouse ("
+                            + ("an empty file" if not head else "no DuckDB header")
+                            + "); give the warehouse file of a config's [warehouse] path")
+    return path

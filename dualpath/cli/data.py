@@ -9,7 +9,7 @@ import typer
 
 from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, console,
                                   err_console, input_file, output_dir, prices_app,
-                                  print_frame)
+                                  print_frame, warehouse_file)
 from dualpath.config import load_config
 from dualpath.config_checks import date_format_problem
 from dualpath.errors import UserError
@@ -36,27 +36,8 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
         cfg = load_config(config)
         path = cfg.resolve(cfg.warehouse.path)
     else:
-        path = _warehouse_file(db, "--db")
+        path = warehouse_file(db, "--db")
     print_frame(user_sql(path, query, timeout), fmt)
-
-
-def _warehouse_file(path: Path, option: str) -> Path:
-    """A file given as a warehouse, refused in one line when it is no DuckDB database (a
-    DuckDB file says DUCK at byte 8 of its header)."""
-    if path.is_dir():
-        raise UserError(f"{option} {path} is a folder; give the warehouse file (e.g. "
-                        f"{path / 'warehouse.duckdb'})")
-    if path.exists():
-        try:
-            with open(path, "rb") as f:
-                head = f.read(12)
-        except OSError as e:
-            raise UserError(f"{option} {path}: cannot read it: {e.strerror or e}") from None
-        if head[8:12] != b"DUCK":
-            raise UserError(f"{option} {path} is not a DuckDB warehouse ("
-                            + ("an empty file" if not head else "no DuckDB header")
-                            + "); give the warehouse file of a config's [warehouse] path")
-    return path
 
 
 @app.command()

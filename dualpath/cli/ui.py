@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from dualpath.cli._common import CONFIG_OPT, app, console
+from dualpath.cli._common import CONFIG_OPT, app, console, warehouse_file
 from dualpath.config import load_config
 from dualpath.errors import UserError
 
@@ -29,9 +29,15 @@ def ui_cmd(config: Path = CONFIG_OPT,
     from viewer.app import create_app
 
     cfg = load_config(config)
-    path = db or cfg.resolve(cfg.warehouse.path)
+    # a file given with --db is checked as `dualpath sql --db` checks it, before listening
+    path = warehouse_file(db, "--db") if db is not None else cfg.resolve(cfg.warehouse.path)
     if not path.exists():
         raise UserError(f"no warehouse at {path}; run `dualpath nightly` or `dualpath demo` first")
+    from warehouse.db import holds_runs
+
+    if db is not None and not holds_runs(path):
+        raise UserError(f"--db {path} is a DuckDB file but no dualpath warehouse (it has no "
+                        "runs table); give the warehouse file of a config's [warehouse] path")
     host = host or cfg.ui.host
     port = cfg.ui.port if port is None else port
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
