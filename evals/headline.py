@@ -100,7 +100,17 @@ def headline(metrics, verdict, draws: int, tickers: int = TICKERS) -> Headline:
     (rendered from its fields, never recomputed)."""
     s = slowdown(metrics.speed_runs, metrics.speed, verdict.baseline, verdict.candidate,
                  draws, tickers=tickers)
-    return Headline(verdict, s, tuple(quality_lines(verdict)), tuple(speed_lines(s, verdict)))
+    return Headline(verdict, s, tuple(quality_lines(verdict)),
+                    tuple(speed_lines(s, verdict, disturbed_runs(metrics.speed, verdict))))
+
+
+def disturbed_runs(speed: pd.DataFrame, v) -> dict[str, int]:
+    """Per compared path, the complete runs its speed left out as disturbed (restarted,
+    stalled, shared, starved): a slowdown from the others should say they were there."""
+    if not len(speed) or "disturbed_excluded" not in speed:
+        return {}
+    n = speed.set_index("path")["disturbed_excluded"]
+    return {p: int(n[p]) for p in (v.candidate, v.baseline) if p in n and n[p] > 0}
 
 
 def _num(v: float, signed: bool = False) -> str:
@@ -149,13 +159,20 @@ def _why_undecided(v) -> str:
     return f"the interval [{lo}, {hi}] contains 0"
 
 
-def speed_lines(s: Slowdown | None, v) -> list[str]:
-    """Question 2: the ratio with its interval on a named basis, and a 100-ticker night."""
+def speed_lines(s: Slowdown | None, v, disturbed: dict[str, int] | None = None) -> list[str]:
+    """Question 2: the ratio with its interval on a named basis, and a 100-ticker night;
+    with the disturbed runs left out, where there were any."""
+    left_out = [f"  left out: {sum(disturbed.values())} disturbed run(s) ("
+                + ", ".join(f"{p} {k}" for p, k in disturbed.items())
+                + "); `dualpath runs` says why"] if disturbed else []
     if s is None:
         if not v.candidate:
             return []
-        return [f"Speed — how much slower is {v.candidate}?  unknown: no complete one-segment "
-                "run on both paths yet"]
+        first = (f"Speed — how much slower is {v.candidate}?  unknown: no undisturbed "
+                 "one-segment run on both paths yet" if disturbed else
+                 f"Speed — how much slower is {v.candidate}?  unknown: no complete "
+                 "one-segment run on both paths yet")
+        return [part for x in [first, *left_out] for part in _fit(x)]
     word = "slower" if s.ratio >= 1 else "faster"
     r = s.ratio if s.ratio >= 1 else 1 / s.ratio
     lo, hi = (s.lo, s.hi) if s.ratio >= 1 else (1 / s.hi, 1 / s.lo)
@@ -166,7 +183,8 @@ def speed_lines(s: Slowdown | None, v) -> list[str]:
         f"  throughput basis (run wall clock ÷ tickers): {s.candidate} "
         f"{cell(s.candidate_s)} s/ticker, {s.baseline} {cell(s.baseline_s)} s/ticker (medians)",
         f"  a night of {s.tickers} tickers × {s.draws} draws: {s.candidate} "
-        f"{s.hours_at[s.candidate]:.1f} h, {s.baseline} {s.hours_at[s.baseline]:.1f} h")
+        f"{s.hours_at[s.candidate]:.1f} h, {s.baseline} {s.hours_at[s.baseline]:.1f} h",
+        *left_out)
         for part in _fit(x)]
 
 

@@ -153,22 +153,28 @@ def test_the_demo_says_how_to_get_truthful_seconds():
     assert "`dualpath demo --clock 3`" in starved_warning(1, 2, 1.0)
 
 
-def _seeded_with_a_starved_night(root):
-    """The seeded warehouse (`tests.seeded`), each run with its server session, and night 4's
-    backup run played as a starved harness would: every client interval three times as
-    long, the server's own timings unchanged (slots busy 0.967 / 3 of the time)."""
+def _seeded_with_a_starved_night(root, which=(3,)):
+    """The seeded warehouse (`tests.seeded`), each run with its server session, and the
+    backup runs of the nights `which` played as a starved harness would: every client
+    interval three times as long, the server's own timings unchanged (slots busy 0.967 / 3
+    of the time)."""
     from tests.seeded import seed_warehouse
 
     cfg_path, cfg, nights = seed_warehouse(root)
-    run_id = f"demo/{nights[3]}/backup"
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
         con.execute("INSERT INTO server_sessions (session_id, run_id, segment, path, how) "
                     "SELECT run_id || '/1', run_id, 1, path, 'simulated' FROM runs")
-        t0 = con.execute("SELECT min(start_wall) FROM calls WHERE run_id = ?", [run_id]).fetchone()[0]
-        stretch = f"start_wall = {t0} + 3 * (start_wall - {t0}), end_wall = {t0} + 3 * (end_wall - {t0})"
-        con.execute(f"UPDATE calls SET {stretch}, latency_s = 3 * latency_s WHERE run_id = ?", [run_id])
-        con.execute(f"UPDATE units SET {stretch}, seconds = 3 * seconds WHERE run_id = ?", [run_id])
-        con.execute("UPDATE runs SET wall_s = 3 * wall_s WHERE run_id = ?", [run_id])
+        for i in which:
+            run_id = f"demo/{nights[i]}/backup"
+            t0 = con.execute("SELECT min(start_wall) FROM calls WHERE run_id = ?",
+                             [run_id]).fetchone()[0]
+            stretch = (f"start_wall = {t0} + 3 * (start_wall - {t0}), "
+                       f"end_wall = {t0} + 3 * (end_wall - {t0})")
+            con.execute(f"UPDATE calls SET {stretch}, latency_s = 3 * latency_s "
+                        "WHERE run_id = ?", [run_id])
+            con.execute(f"UPDATE units SET {stretch}, seconds = 3 * seconds WHERE run_id = ?",
+                        [run_id])
+            con.execute("UPDATE runs SET wall_s = 3 * wall_s WHERE run_id = ?", [run_id])
     return cfg_path
 
 
@@ -196,6 +202,8 @@ STARVED_WARNING = (
 STARVED_HEADLINE_SPEED = """\
 Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.8×, 8 paired nights)
   throughput basis (run wall clock ÷ tickers): backup 347 s/ticker, main 61 s/ticker (medians)
+  a night of 100 tickers × 2 draws: backup 9.6 h, main 1.7 h
+  left out: 1 disturbed run(s) (backup 1); `dualpath runs` says why
 """
 
 STARVED_SPEED_ROWS = """\
@@ -217,3 +225,16 @@ def test_a_starved_run_is_shown_with_its_reason_and_left_out_of_the_medians(tmp_
     out = dualpath("metrics", "-c", cfg_path).stdout
     assert STARVED_HEADLINE_SPEED in out
     assert STARVED_SPEED_ROWS in out
+
+
+def test_a_path_whose_every_run_was_starved_has_no_speed_and_says_why(tmp_path):
+    """The trial's loaded machine starved nearly every run: the headline gives no slowdown
+    from what is left, and says how many runs it left out (9 complete backup runs; the
+    tenth is partial)."""
+    from tests.test_glance import dualpath
+
+    cfg_path = str(_seeded_with_a_starved_night(tmp_path, which=range(10)))
+    out = dualpath("metrics", "-c", cfg_path, columns=100).stdout
+    assert ("Speed — how much slower is backup?  unknown: no undisturbed one-segment run on "
+            "both paths yet\n  left out: 9 disturbed run(s) (backup 9); `dualpath runs` says "
+            "why\n\n") in out
