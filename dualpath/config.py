@@ -191,6 +191,14 @@ class SimProfile(_Model):
                                     "server spends reading and tokenizing each KB of a request "
                                     "before it can queue it (llama-server's HTTP thread: ~3 on "
                                     "an H200 at ~5k-token prompts, bench/gpu/README.md).")
+    cache_save_ms_per_kb: float = Field(0.0, ge=0, le=1000, description="Modelled milliseconds "
+                                        "llama-server's main thread spends copying a slot's "
+                                        "state to its RAM prompt cache, per KB of the saved "
+                                        "prompt; no slot launches or decodes meanwhile (~2.3 on "
+                                        "an H200, bench/gpu/README.md).")
+    cache_ram: bool = Field(True, description="The RAM prompt cache is on (llama-server's "
+                            "default); off is `--cache-ram 0`: no saves, loads or idle-slot "
+                            "saves.")
     output_mean_tokens: float = Field(1260.0, gt=0, description="Mean generated tokens per call.")
     output_sigma: float = Field(0.35, ge=0, le=2, description="Log-normal sigma of output length.")
     runaway_share: float = Field(0.01, ge=0, le=1,

@@ -95,7 +95,9 @@ class SimServer:
         self.n_ctx_slot = (self.profile.n_ctx if self.vllm else
                            dialect.n_ctx_per_slot(self.profile.n_ctx, self.slots))
         log = open(self.log_path, "a", encoding="utf-8") if self.log_path else None
-        self.queue = ServerSlots(self.slots, log=log)
+        p = self.profile
+        self.queue = ServerSlots(self.slots, log=log, ram_cache=p.cache_ram,
+                                 save_s_per_kb=p.cache_save_ms_per_kb / 1e3 * p.time_scale)
         # as llama-server's /slots: a slot shows `id_task` and `params` once it ran a task
         self._params: list[dict | None] = [None] * self.slots
         self._task_ids = [0] * self.slots
@@ -348,6 +350,14 @@ async def _intake(sim: SimServer, text: str) -> None:
                             * sim.profile.time_scale)
 
 
+async def _stalls(sim: SimServer, mark: float) -> None:
+    """Wait out the main-thread time the server spent copying states while this request
+    ran (`dualpath.sim.slots`): llama-server decodes no slot meanwhile."""
+    while (extra := sim.queue.stall_since(mark)) > 1e-6:
+        mark += extra
+        await asyncio.sleep(extra)
+
+
 async def _process(sim: SimServer, body: dict, text: str, prompt_n: int,
                    n_out: int) -> tuple[dict, dict, dict | None]:
     """Hold a slot for the modelled time of a non-streaming request."""
@@ -357,7 +367,9 @@ async def _process(sim: SimServer, body: dict, text: str, prompt_n: int,
     try:
         queued = time.monotonic() - queued
         cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
+        mark = sim.queue.marks[slot]
         await asyncio.sleep((t_prefill + t_decode) * sim.profile.time_scale)
+        await _stalls(sim, mark)
         return (*_finish(sim, prompt_n, cache_n, n_out, t_prefill, t_decode),
                 vllm_dialect.request_metrics(sim.profile, queued, t_prefill, t_decode, n_out))
     finally:
@@ -382,6 +394,7 @@ async def _stream(sim, body, text, prompt_n, n_out, runaway, reply: Reply, meta)
     try:
         queued = time.monotonic() - queued
         cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
+        mark = sim.queue.marks[slot]
         async for ping in dialect.silence(p, t_prefill):
             yield ping
         # the first result carries the role (llama-server: content null; vLLM: ""), then
@@ -390,6 +403,7 @@ async def _stream(sim, body, text, prompt_n, n_out, runaway, reply: Reply, meta)
         yield delta(dialect.first_delta(p, body, reply.answer, reply.thinking))
         async for ping in dialect.silence(p, t_decode):
             yield ping
+        await _stalls(sim, mark)
         if p.stream_error_share and random.random() < p.stream_error_share:
             # llama-server ends the stream at its error event; vLLM sends [DONE] after it
             yield b"data: " + orjson.dumps(dialect.stream_error(sim.vllm)) + b"\n\n"

@@ -23,6 +23,15 @@ Read from llama.cpp's server (`tools/server/server-context.cpp`, `server-queue.c
   The cache update runs for a task naming a busy slot too, before the task is deferred: a
   saved prompt that suits the task better than the busy slot's own is loaded into that slot
   while it generates, and is lost (two units sharing a slot lose their contexts this way).
+- Every save copies the slot's KV state to host RAM **on the server's one main thread**
+  (`prompt_save`, `llama_state_seq_get_data_ext`): while it copies, no task launches and no
+  slot decodes. A slot's state is new after each release (its prompt plus the tokens it
+  generated), so it is saved again at the next launch that finds it idle, and a task named to
+  a busy slot saves that slot's state mid-generation (the similarity check skips busy slots,
+  so the kept share reads 0 and the cache update always runs). `save_s_per_kb` models the
+  copy's cost per KB of the saved prompt (an H200 with an 8-layer 2048-embd model: ~49 ms for
+  a 5.3k-token, 83 MiB state; bench/gpu/README.md); `ram_cache=False` is `--cache-ram 0`,
+  which turns saves, loads and idle-slot saves off.
 
 Prompts are compared as text here (the simulated server counts ~4 characters a token).
 
@@ -64,18 +73,26 @@ class _Slot:
     t_last_used: float = -1.0
     task: int = -1
     lost: bool = False               # a state was loaded while it was busy: cache unusable
+    fresh: bool = False              # released since its state was last saved
 
 
 class ServerSlots:
     """Slots, the deferred list and the RAM prompt cache of one simulated llama-server."""
 
     def __init__(self, n: int, *, ram_cache: bool = True, cache_idle_slots: bool = True,
-                 log: IO[str] | None = None):
+                 log: IO[str] | None = None, save_s_per_kb: float = 0.0):
         self.slots = [_Slot(i) for i in range(n)]
         self.deferred: list[_Task] = []
         self.ram: list[str] = []         # saved prompts, oldest first
         self.ram_cache, self.cache_idle_slots = ram_cache, cache_idle_slots
         self.log = log
+        self.save_s_per_kb = save_s_per_kb
+        self.stall_until = 0.0           # the main thread is copying a state until then
+        self.stalled_s = 0.0             # main-thread time spent copying states, in all
+        self.saves = 0
+        self.marks = [0.0] * n           # `stalled_s` as each slot's task began to launch
+        self._incoming: list[_Task] = []  # tasks waiting for the main thread
+        self._drain: asyncio.TimerHandle | None = None
         self._ids = 0
         self._t0 = time.monotonic()
 
@@ -123,7 +140,7 @@ class ServerSlots:
         fut = asyncio.get_running_loop().create_future()
         self._ids += 1
         task = _Task(self._ids, -1 if id_slot is None else id_slot, text, fut)
-        self._process(task)
+        self._submit(task)
         try:
             return await fut
         except asyncio.CancelledError:
@@ -131,32 +148,76 @@ class ServerSlots:
                 self.release(fut.result())      # launched just as the client went away
             elif task in self.deferred:
                 self.deferred.remove(task)
+            elif task in self._incoming:
+                self._incoming.remove(task)
             raise
 
+    def _submit(self, task: _Task, front: bool = False) -> None:
+        """The main thread takes the task once it has finished copying states (a task
+        popped from the deferred list goes to the front of the queue, as llama-server's
+        `pop_deferred_task` puts it)."""
+        if front:
+            self._incoming.insert(0, task)
+        else:
+            self._incoming.append(task)
+        if self._drain is None:
+            self._run_incoming()
+
+    def _run_incoming(self) -> None:
+        self._drain = None
+        while self._incoming:
+            wait = self.stall_until - time.monotonic()
+            if wait > 0:
+                self._drain = asyncio.get_running_loop().call_later(wait, self._run_incoming)
+                return
+            task = self._incoming.pop(0)
+            if not task.fut.done():
+                self._process(task)
+
+    def stall_since(self, mark: float) -> float:
+        """Main-thread seconds spent copying states since `mark` (a `stalled_s` reading):
+        a running request's decode waits that long too."""
+        return self.stalled_s - mark
+
     def _process(self, task: _Task) -> None:
+        mark = self.stalled_s
         slot, save = self._choose(task)
         if slot is not None and save and self.ram_cache:
             # as llama-server does, even into a named slot that is busy: its cache update
             # runs before the caller sees that the slot is processing and defers the task;
             # a state loaded into a slot still generating is lost to the task
-            self._save(slot.prompt)
+            self._save(slot.prompt, always=slot.busy or slot.fresh)
+            if not slot.busy:
+                slot.fresh = False
             self._load(slot, task.text, lost=slot.busy)
         if slot is None or slot.busy:
             self.deferred.append(task)
             return
         slot.busy, slot.task = True, task.id
         self._write(slot, "processing task, is_child = 0")
+        slot.fresh = False
+        self.marks[slot.id] = mark       # its own launch's copies delay it too
         if self.cache_idle_slots and self.ram_cache:
             for s in self.slots:
                 if not s.busy:
-                    self._save(s.prompt)
+                    self._save(s.prompt, always=s.fresh)
+                    s.fresh = False
         task.fut.set_result(slot.id)
 
-    def _save(self, prompt: str) -> None:
-        if not prompt or any(p.startswith(prompt) for p in self.ram):
+    def _save(self, prompt: str, always: bool = False) -> None:
+        """Copy a state to the RAM cache (`always`: the slot's state holds tokens no saved
+        prompt has, its generated ones, so llama-server copies it; the simulated prompt
+        holds only the prompt text)."""
+        if not prompt or (not always and any(p.startswith(prompt) for p in self.ram)):
             return
-        self.ram = [p for p in self.ram if not prompt.startswith(p)] + [prompt]
-        del self.ram[:-CACHE_STATES]
+        self.saves += 1
+        if self.save_s_per_kb:
+            cost = len(prompt) / 1024 * self.save_s_per_kb
+            self.stall_until = max(self.stall_until, time.monotonic()) + cost
+            self.stalled_s += cost
+        if not any(p.startswith(prompt) for p in self.ram):
+            self.ram = [p for p in self.ram if not prompt.startswith(p)] + [prompt]
+            del self.ram[:-CACHE_STATES]
 
     def _load(self, slot: _Slot, text: str, lost: bool = False) -> None:
         """The saved prompt that keeps the most of itself and of the task replaces the slot's
@@ -184,7 +245,7 @@ class ServerSlots:
         if not s.busy:
             return
         self._write(s, f"stop processing: n_tokens = {n_tokens}, truncated = 0")
-        s.busy, s.t_last_used, s.task = False, time.monotonic(), -1
+        s.busy, s.t_last_used, s.task, s.fresh = False, time.monotonic(), -1, True
         for i, t in enumerate(self.deferred):
             if t.id_slot == slot:
                 break
@@ -193,4 +254,4 @@ class ServerSlots:
         if i >= 0:
             task = self.deferred.pop(i)
             if not task.fut.done():
-                self._process(task)
+                self._submit(task, front=True)
