@@ -3,8 +3,9 @@ on a simulated llama-server, checked against the real CPU llama-server.
 
 Every arm runs the built-in 17-call pipeline for `--tickers` tickers through dualpath's own
 scheduler and client (the aiohttp transport nights use), each on a freshly started 4-slot
-server: dualpath's default (prefix affinity: a unit per slot, one request queued per slot),
-affinity with two units per slot and with none queued, slots shared with 1 and 0 requests
+server: dualpath's default (prefix affinity: a unit per slot, nothing queued at a busy slot),
+affinity with two units per slot, with one queued (on a server with and without its RAM
+prompt cache) and with none queued, slots shared with 1 and 0 requests
 queued, and the naive one-worker-per-ticker pool. The simulated server chooses,
 defers and hands on slots as llama-server does (`dualpath.sim.slots`) and writes the same
 launch/release log lines, so occupancy is read from the server's log the same way for both
@@ -60,21 +61,27 @@ STAGE = {a: s for s, group in enumerate([
     ["portfolio_manager"], ["consistency_check"]]) for a in group}
 assert set(STAGE) == set(AGENTS)
 
-# queue None / units None: the path's defaults (llama.cpp: 1 queued, 1 unit per slot)
+# queue None / units None: the path's defaults (llama.cpp: with affinity none queued, slots
+# shared 1 queued; 1 unit per slot); ram False: the server runs with `--cache-ram 0`
 ARMS = {"affinity": dict(pin=True, queue=None, units=None),
         "affinity 2/slot": dict(pin=True, queue=1, units=2),
+        "affinity q=1": dict(pin=True, queue=1, units=None),
+        "affinity q=1 cache-ram 0": dict(pin=True, queue=1, units=None, ram=False),
         "affinity q=0": dict(pin=True, queue=0, units=None),
         "shared q=1": dict(pin=False, queue=1, units=None),
         "shared q=0": dict(pin=False, queue=0, units=None), "naive": None}
 
 
 # The H200 runs of bench/gpu/README.md (16 tickers, 20 KB documents, 192 output tokens): per
-# busy slot ~10k prefill and ~115 decode tok/s, every answer to max_tokens, and ~3 ms per KB
-# for the server to read and tokenize a request (its 66 ms median slot gap at one unit per
-# slot). GPU_OCCUPANCY is what its log read for the default arm.
+# busy slot ~10k prefill and ~115 decode tok/s, every answer to max_tokens, ~0.4 ms per KB for
+# the server to read and tokenize a request (a slot's gap with no other launch in it: ~10 ms)
+# and ~2.3 ms per KB of saved prompt for its main thread to copy a slot's state to the RAM
+# prompt cache (~49 ms per 5.3k-token, 83 MiB state, seen in its -lv 4 log). GPU_OCCUPANCY is
+# what the H200's log read for the default arm (affinity, none queued: runs q0 and q0b).
 GPU = SimProfile(prefill_tps=10000, decode_tps=115, context_tokens=0, output_mean_tokens=192,
-                 output_sigma=0.0, runaway_share=1.0, malformed_share=0.0, intake_ms_per_kb=3.0)
-GPU_OCCUPANCY = 0.942
+                 output_sigma=0.0, runaway_share=1.0, malformed_share=0.0, intake_ms_per_kb=0.4,
+                 cache_save_ms_per_kb=2.3)
+GPU_OCCUPANCY = "0.960/0.961"
 
 
 def filler(ticker: str, kb: int) -> str:
@@ -148,7 +155,8 @@ async def run_arm(name: str, url: str, log: Path, a: argparse.Namespace, units, 
         else:
             records = []
             runner = PathRunner(client, builtin, night, slots=a.slots, sink=records.append,
-                                inputs=inputs, base_seed=1, queue_depth=path.server_queue_depth,
+                                inputs=inputs, base_seed=1,
+                                queue_depth=path.queue_depth_for(arm["pin"]),
                                 pin_slots=arm["pin"], units_per_slot=path.server_units_per_slot)
             await runner.run_units(units)
         t1 = time.monotonic()
@@ -235,7 +243,9 @@ async def main(a: argparse.Namespace) -> None:
         for rnd in range(a.rounds):       # arms interleaved, so drift hits all alike
             for name in a.arms:
                 log = tmp / f"sim-{rnd}-{a.arms.index(name)}.log"
-                proc, url = sim_server(profile, a.slots, log)
+                arm = ARMS[name] or {}
+                proc, url = sim_server(profile.model_copy(
+                    update={"cache_ram": arm.get("ram", True)}), a.slots, log)
                 try:
                     r = await run_arm(name, url, log, a, units, inputs, night,
                                       profile.time_scale, "sim")
@@ -252,7 +262,7 @@ async def main(a: argparse.Namespace) -> None:
     d = med[a.arms[0]]
     tail = f" real_occupancy={real['occupancy']:.4f}" if real else " real_occupancy=nan"
     if a.gpu:
-        tail += f" gpu_occupancy_measured={GPU_OCCUPANCY} (H200, bench/gpu/README.md, run u1)"
+        tail += f" gpu_occupancy_measured={GPU_OCCUPANCY} (H200, bench/gpu/README.md, runs q0/q0b)"
     nv = med.get("naive")
     if nv:
         tail += f" naive_makespan_ratio={nv['ratio']:.4f} naive_occupancy={nv['occupancy']:.4f}"

@@ -316,8 +316,13 @@ class ServingPath(_Model):
     sim: SimProfile = Field(default_factory=SimProfile, description="Simulated server model.")
     queue_depth: int | None = Field(None, ge=0, le=64, description="Requests kept queued at "
                                     "the server beyond `slots`, so a slot never waits for the "
-                                    "next request (default: 1 for llama.cpp, whose slots are "
-                                    "fixed; 0 for vLLM and others, which batch what they get).")
+                                    "next request (default: 1 for llama.cpp with slots shared, "
+                                    "whose slots are fixed; 0 for llama.cpp with prefix "
+                                    "affinity, where a request queued at its busy slot makes "
+                                    "llama-server copy that slot's state to RAM on its main "
+                                    "thread (~50 ms on an H200, every slot stalls): measured "
+                                    "nights 4-12% shorter; 0 for vLLM and others, which batch "
+                                    "what they get).")
     units_per_slot: int | None = Field(None, ge=1, le=8, description="With prefix affinity "
                                        "(llama.cpp): units that own one slot (default 1). With "
                                        "2, one unit's call is always queued at the slot while "
@@ -342,10 +347,18 @@ class ServingPath(_Model):
 
     @property
     def server_queue_depth(self) -> int:
-        """Requests dualpath keeps queued at the server beyond its slots."""
+        """Requests dualpath keeps queued at the server beyond its slots (slots shared; the
+        most any setting keeps queued: what transports and time-outs are sized for)."""
         if self.queue_depth is not None:
             return self.queue_depth
         return 1 if self.dialect == "llama.cpp" else 0
+
+    def queue_depth_for(self, pinned: bool) -> int:
+        """Requests kept queued beyond the slots: with prefix affinity (`pinned`), 0 unless
+        set (bench/gpu/README.md, 2026-12-01 afternoon)."""
+        if self.queue_depth is None and pinned:
+            return 0
+        return self.server_queue_depth
 
     @property
     def server_units_per_slot(self) -> int:

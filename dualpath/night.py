@@ -104,10 +104,11 @@ def path_runner(cfg: Config, night: date, path: str, base_url: str, history: Pri
     sp = cfg.paths[path]
     client = PathClient(path, sp, cfg.sampling, http, run_id_for(cfg.experiment.name, night, path),
                         base_url=base_url, api_key=api_key(cfg, path))
+    pinned = cfg.experiment.prefix_affinity and sp.dialect == "llama.cpp"
     return PathRunner(client, pipeline, night, slots=sp.slots, sink=sink, inputs=inputs,
-                      queue_depth=sp.server_queue_depth,
+                      queue_depth=sp.queue_depth_for(pinned),
                       units_per_slot=sp.server_units_per_slot,
-                      pin_slots=cfg.experiment.prefix_affinity and sp.dialect == "llama.cpp",
+                      pin_slots=pinned,
                       base_seed=cfg.sampling.base_seed,
                       seeded=cfg.sampling.seed_policy == "per-draw", progress=progress,
                       attempts=attempts, deadline_mono=deadline_mono)

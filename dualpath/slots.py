@@ -8,19 +8,24 @@ there is room nobody is about to ask for.
 `PinnedSlots` (prefix affinity, llama-server `id_slot`) gives each admitted unit a slot of
 its own: every call of the unit runs there, so the slot's prompt cache holds the unit's
 shared context (system message, ticker header, prices, documents) and only what is new in
-each call is prefilled. A unit's calls that are ready together queue at its slot (at most
-`1 + queue_depth` sent at once); a new unit is admitted when a slot has room for one
-(`units_per_slot`, default 1). The slot idles only between a call's answer and the next call
-it unlocks: the harness's part of that is ~0.2 ms, the server's (reading and tokenizing the
-next ~5k-token request, then the decode step under way) ~60 ms on an H200. Two units per
-slot fill those gaps (server-side occupancy 0.94 -> 0.99 there) but alternate two contexts
-in one slot's cache, and llama-server's RAM prompt cache did not bring them back often
-enough: 2.2x the prefill and a 7-11% longer night (bench/gpu/README.md). Once every unit is
-admitted, a slot with nothing running or queued takes any unit's waiting call, so the
-night's last units spread over the slots. A unit's calls run one after another on its slot,
-so its own latency can be longer than when its parallel calls spread over several slots;
-what it saves is prefill, so which basis gains depends on the workload (measured in
-bench/prefix.py and bench/gpu), which is why the switch is part of the fingerprint.
+each call is prefilled. A unit's calls that are ready together wait at the harness by
+default (`queue_depth` 0: at most `1 + queue_depth` sent to its slot at once); a new unit is
+admitted when a slot has room for one (`units_per_slot`, default 1). Nothing is queued at a
+busy slot because llama-server's cache update runs for a task named to a busy slot before it
+is deferred, and copies that slot's whole state (~88 MiB at 5k tokens on an H200, ~50 ms) to
+its RAM prompt cache on its main thread, so no slot launches or decodes meanwhile: one queued
+call per slot made nights 4-12% longer there (bench/gpu/README.md). The slot idles between a
+call's answer and the next call: the harness's part is ~0.2 ms, the server's intake ~10 ms,
+plus any RAM-cache copies other slots' launches make meanwhile (`--cache-idle-slots`:
+server-side occupancy 0.96; with `--cache-ram 0` on the server, 0.987). Two units per slot
+fill those gaps but alternate two contexts in one slot's cache, and the queued unit's saved
+context is loaded into the busy slot, where it is lost: 2.2x the prefill and a 7-11% longer
+night. Once every unit is admitted, a slot with nothing running or queued takes any unit's
+waiting call, so the night's last units spread over the slots. A unit's calls run one after
+another on its slot, so its own latency can be longer than when its parallel calls spread
+over several slots; what it saves is prefill, so which basis gains depends on the workload
+(measured in bench/prefix.py and bench/gpu), which is why the switch is part of the
+fingerprint.
 
 Both serve waiting calls lowest priority value (oldest unit) first.
 """

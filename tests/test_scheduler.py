@@ -260,3 +260,62 @@ async def test_pinned_slots_take_units_per_slot_units_and_lend_idle_slots_at_the
     pool.disown(1)
     pool.disown(1)                 # slot 1 has no unit and nothing running: lent at once
     assert await waiting == 1
+
+
+async def test_sim_server_copies_states_on_its_main_thread_as_llama_server_does():
+    """A launch saves every idle slot whose state is new since its release; a task named to a
+    busy slot saves that slot's state; a task for any slot that finds none free saves
+    nothing; while a copy runs no task launches; `--cache-ram 0` copies nothing."""
+    import asyncio
+    import time
+
+    from dualpath.sim.slots import ServerSlots
+    q = ServerSlots(2, save_s_per_kb=0.05)            # 50 ms per KB: 5 KB = 0.25 s
+    a, b = "a" * 5120, "b" * 5120
+    for text, slot in ((a, 0), (b, 1)):
+        assert await q.acquire(text, slot) == slot
+        q.cached(slot, text)
+    assert q.saves == 0
+    q.release(1)                   # slot 1 idle with a new state
+    t0 = time.monotonic()
+    q.release(0)
+    assert await q.acquire(a + "1", 0) == 0          # its launch copies idle slot 1 ...
+    assert q.saves == 1
+    assert await q.acquire(b + "1", 1) == 1          # ... and the next launch waits for it
+    assert time.monotonic() - t0 >= 0.2
+    saves = q.saves
+    busy = asyncio.ensure_future(q.acquire(a + "2", 0))   # named to busy slot 0: copies it
+    await asyncio.sleep(0)
+    assert q.saves == saves + 1 and not busy.done()
+    anywhere = asyncio.ensure_future(q.acquire("c" * 100, None))   # none free: no copy
+    await asyncio.sleep(0)
+    assert q.saves == saves + 1 and not anywhere.done()
+    busy.cancel()
+    anywhere.cancel()
+    await asyncio.gather(busy, anywhere, return_exceptions=True)
+
+    off = ServerSlots(2, ram_cache=False, save_s_per_kb=0.05)
+    for text, slot in ((a, 0), (b, 1)):
+        await off.acquire(text, slot)
+        off.cached(slot, text)
+    off.release(1)
+    off.release(0)
+    await off.acquire(a + "1", 0)
+    await off.acquire(b + "1", 0 + 1)
+    waiting = asyncio.ensure_future(off.acquire(a + "2", 0))
+    await asyncio.sleep(0)
+    assert off.saves == 0 and not waiting.done()
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+
+
+def test_prefix_affinity_queues_nothing_at_llama_servers_slots_by_default():
+    """With prefix affinity no request waits at a busy slot unless queue_depth says so (a
+    request named to a busy llama-server slot makes it copy that slot's state on its main
+    thread); slots shared keep one queued; a set queue_depth is kept either way."""
+    path = ServingPath(engine="llama.cpp", base_url="http://127.0.0.1:1", model="m", slots=4)
+    assert path.queue_depth_for(True) == 0 and path.queue_depth_for(False) == 1
+    set1 = path.model_copy(update={"queue_depth": 1})
+    assert set1.queue_depth_for(True) == 1 and set1.queue_depth_for(False) == 1
+    vllm = path.model_copy(update={"engine": "vllm"})
+    assert vllm.queue_depth_for(True) == 0 and vllm.queue_depth_for(False) == 0
