@@ -67,6 +67,7 @@ ARMS = {"affinity": dict(pin=True, queue=None, units=None),
         "affinity 2/slot": dict(pin=True, queue=1, units=2),
         "affinity q=1": dict(pin=True, queue=1, units=None),
         "affinity q=1 cache-ram 0": dict(pin=True, queue=1, units=None, ram=False),
+        "affinity cache-ram 0": dict(pin=True, queue=None, units=None, ram=False),
         "affinity q=0": dict(pin=True, queue=0, units=None),
         "shared q=1": dict(pin=False, queue=1, units=None),
         "shared q=0": dict(pin=False, queue=0, units=None), "naive": None}
@@ -74,7 +75,9 @@ ARMS = {"affinity": dict(pin=True, queue=None, units=None),
 
 # The H200 runs of bench/gpu/README.md (16 tickers, 20 KB documents, 192 output tokens): per
 # busy slot ~10k prefill and ~115 decode tok/s, every answer to max_tokens, ~0.4 ms per KB for
-# the server to read and tokenize a request (a slot's gap with no other launch in it: ~10 ms)
+# the server to read and tokenize a request (a slot's gap with no other launch in it is 15-18
+# ms, harness included; at 0.7 the simulated slots fall into lockstep at queue_depth 0 too and
+# the makespans of queue_depth 0 and 1 come out equal, unlike the H200's: bench/gpu/README.md)
 # and ~2.3 ms per KB of saved prompt for its main thread to copy a slot's state to the RAM
 # prompt cache (~49 ms per 5.3k-token, 83 MiB state, seen in its -lv 4 log). GPU_OCCUPANCY is
 # what the H200's log read for the default arm (affinity, none queued: runs q0 and q0b).
