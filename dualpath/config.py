@@ -189,8 +189,9 @@ class SimProfile(_Model):
     context_tokens: int = Field(8200, ge=0, description="Unsent prompt tokens added to each call.")
     intake_ms_per_kb: float = Field(0.0, ge=0, le=1000, description="Modelled milliseconds the "
                                     "server spends reading and tokenizing each KB of a request "
-                                    "before it can queue it (llama-server's HTTP thread: ~3 on "
-                                    "an H200 at ~5k-token prompts, bench/gpu/README.md).")
+                                    "before it can queue it (llama-server's HTTP thread: ~0.4 "
+                                    "on an H200 at ~5k-token prompts once its RAM-cache copies "
+                                    "are modelled apart, bench/gpu/README.md).")
     cache_save_ms_per_kb: float = Field(0.0, ge=0, le=1000, description="Modelled milliseconds "
                                         "llama-server's main thread spends copying a slot's "
                                         "state to its RAM prompt cache, per KB of the saved "
