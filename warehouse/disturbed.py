@@ -43,9 +43,11 @@ SHARED_SLACK = 0.01     # share of the run's generated tokens the server may cou
 SHARED_SLACK_TOKENS = 64
 # Half: below it the slots spent more of the queued time idle than serving, so the harness
 # set the pace more than the server did. A real server whose slots are kept full reads
-# 0.94-0.99 (H200, llama-server's log). The demo's simulated paths at --clock 0.3 read
-# 0.40-0.66 (backup) and 0.48-0.77 (main) on 2 cores at a load of 4-5, their seconds 1.15-1.8x
-# the quiet figures (s/ticker x busy stayed ~257 backup, ~44 main: the pace was the harness's).
+# 0.94-0.99 (H200, llama-server's log). The demo's 20 nights at --clock 0.3 on 2 cores
+# (s/ticker x busy stays ~257 backup, ~44 main: the pace is the harness's): lightly loaded,
+# backup 0.60-0.75 and main 0.72-0.84 (369 and 55 s/ticker), none flagged; at a load of 4-5,
+# 0.40-0.66 and 0.48-0.77, 12 of 40 flagged; the trial's at 8.5-12, 0.11-0.46 and 0.14-0.65
+# (962 and 132 s/ticker), 38 of 40 flagged.
 STARVED_BELOW = 0.5
 STARVED_MIN_WINDOW = 0.25
 KEPT_FULL = 0.9         # client-side requests in flight per slot: "dualpath kept them full"
