@@ -38,6 +38,11 @@ _TIMING_FIELDS = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "
                   "predicted_per_second", "cache_n", "draft_n", "draft_n_accepted")
 
 
+# attempts at most that wait for an absent server without counting: a guard against a
+# near-zero backoff spinning (at the default 1 s doubling to 60 s, 60 s of waiting is 6)
+_DOWN_MAX = 100
+
+
 @dataclass(slots=True)
 class ChatRequest:
     """One call a pipeline wants to make."""
@@ -154,9 +159,17 @@ class PathClient:
         """Attempt until success, a permanent fault, `max_attempts`, or the retry budget.
 
         The budget bounds waiting and re-sending, never a generation already under way: no
-        attempt starts (and no backoff is slept) past `retry_budget_s` after the call began."""
+        attempt starts (and no backoff is slept) past `retry_budget_s` after the call began.
+        A server that is not there (`Fault.no_server`: refused, or reset before replying on
+        a new connection) is waited for with the same backoff, for `server_down_wait_s` of
+        sleeping (the last sleep may end past it), before its faults count toward
+        `max_attempts`: a server restarting on
+        its port takes seconds, and the attempts alone (~1 s of backoff at 6 attempts of
+        0.05 s doubling) were spent before it listened again."""
         budget_end = rec.start_mono + self.path.retry_budget_s
         log: list[dict] = []
+        counted = 0           # attempts that count toward max_attempts
+        waited_down = 0.0     # backoff slept for a server that was not there
         while True:
             rec.attempts += 1
             try:
@@ -169,23 +182,31 @@ class PathClient:
                 _clear_attempt(rec)     # a cut answer's pieces must not leak into the next
                 rec.http_status = f.status
                 wait = self.backoff.delay(rec.attempts, f.retry_after, self._rng)
-                stop = self._why_stop(f, rec.attempts, time.monotonic() + wait > budget_end)
+                waiting = (f.no_server and 0 < wait and rec.attempts - counted < _DOWN_MAX
+                           and waited_down < self.path.server_down_wait_s)
+                counted += not waiting
+                stop = self._why_stop(f, counted, rec.attempts, waited_down,
+                                      time.monotonic() + wait > budget_end)
                 log.append(f.as_dict(rec.attempts, None if stop is not None else wait))
                 if stop is not None:
                     rec.error_kind, rec.error_detail = f.kind, f"{f.detail}{stop}"
                     break
+                waited_down += wait if waiting else 0.0
                 await self._sleep(wait)
         record_attempt_log(rec, log)
 
-    def _why_stop(self, f: Fault, attempts: int, over_budget: bool) -> str | None:
+    def _why_stop(self, f: Fault, counted: int, attempts: int, waited_down: float,
+                  over_budget: bool) -> str | None:
         """None to retry; else the suffix that says why the call ends here."""
         if not f.transient:
             return ""
-        if attempts >= self.path.max_attempts:
-            return f" (transient; gave up after {attempts} attempts)"
+        down = (f", {waited_down:.1f}s of them waiting for a server that refused or reset "
+                "new connections" if waited_down else "")
+        if counted >= self.path.max_attempts:
+            return f" (transient; gave up after {attempts} attempts{down})"
         if over_budget:
             return (f" (transient; retry budget of {self.path.retry_budget_s:g}s spent "
-                    f"after {attempts} attempts)")
+                    f"after {attempts} attempts{down})")
         return None
 
     def _check_identity(self, rec: CallRecord) -> None:

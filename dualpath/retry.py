@@ -30,13 +30,16 @@ _DETAIL_MAX = 500
 @dataclass
 class Fault(Exception):
     """One failed attempt: its kind (a stable name), detail, HTTP status, and whether it is
-    worth retrying; `retry_after` is the server's own Retry-After, in seconds."""
+    worth retrying; `retry_after` is the server's own Retry-After, in seconds. `no_server`:
+    nothing was there to answer (the connection refused, or one opened for this request
+    reset before any byte of a reply), as while a server restarts on its port."""
 
     kind: str
     detail: str
     transient: bool
     status: int | None = None
     retry_after: float | None = None
+    no_server: bool = False
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.detail}"
@@ -51,7 +54,7 @@ def transport_fault(e: httpx.HTTPError, read_timeout_s: float) -> Fault:
     """A fault from an httpx exception raised while connecting, sending or reading."""
     name = f"{type(e).__name__}: {e}"[:_DETAIL_MAX]
     if isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout)):
-        return Fault("connect_error", name, True)
+        return Fault("connect_error", name, True, no_server=True)
     if isinstance(e, httpx.TimeoutException):     # read, write or pool timeout
         return Fault("timeout", f"{type(e).__name__} after {read_timeout_s}s of silence", True)
     if isinstance(e, (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)):

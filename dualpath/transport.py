@@ -116,7 +116,7 @@ def aiohttp_fault(e: BaseException, read_timeout_s: float) -> Fault:
     """A fault from an aiohttp (or asyncio) exception raised connecting, sending or reading."""
     name = f"{type(e).__name__}: {e}"[:_DETAIL_MAX]
     if isinstance(e, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)):
-        return Fault("connect_error", name, True)
+        return Fault("connect_error", name, True, no_server=True)
     if isinstance(e, (aiohttp.ServerTimeoutError, asyncio.TimeoutError)):
         return Fault("timeout", f"{type(e).__name__} after {read_timeout_s}s of silence", True)
     if isinstance(e, (aiohttp.ClientHttpProxyError, aiohttp.TooManyRedirects)):
@@ -192,6 +192,15 @@ async def _on_reuse(session, ctx, params) -> None:
 _STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 
 
+def _unanswered(f: Fault) -> Fault:
+    """A reset before any byte of a reply on a connection opened for this request: nothing
+    is there to answer (a server killed and not yet listening again, or a proxy in front of
+    one), so the client waits for it like for a refused connection (`Fault.no_server`)."""
+    if f.kind == "connection_reset":
+        f.no_server = True
+    return f
+
+
 class AiohttpTransport:
     """One aiohttp session: a pool of `connections` kept-alive connections, one TLS context."""
 
@@ -250,11 +259,12 @@ class AiohttpTransport:
                     timeouts, heard)
             except _STALE as e:
                 if not ctx.reused:
-                    raise aiohttp_fault(e, timeouts.read_s) from None
+                    raise _unanswered(aiohttp_fault(e, timeouts.read_s)) from None
                 self.stale_reopened += 1
                 continue
             except _WIRE as e:
-                raise aiohttp_fault(e, timeouts.read_s) from None
+                fault = aiohttp_fault(e, timeouts.read_s)
+                raise (fault if ctx.reused else _unanswered(fault)) from None
             heard.now()
             return resp
         raise Fault("connection_reset", "every pooled connection was closed by the server", True)

@@ -332,7 +332,7 @@ async def test_retry_after_seconds_and_http_date_are_honoured_up_to_the_cap():
 
 async def test_backoff_grows_with_jitter_and_is_capped():
     client = make_client(_raise(httpx.ConnectError), max_attempts=8, backoff_s=1.0,
-                         backoff_max_s=10.0)
+                         backoff_max_s=10.0, server_down_wait_s=0)
     await client.chat(req())
     assert len(client.slept) == 7
     for n, s in enumerate(client.slept, 1):
