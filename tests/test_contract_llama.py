@@ -14,10 +14,9 @@ import orjson
 import pytest
 
 from dualpath.config import Sampling
-from dualpath.launcher import LaunchedServer
 from dualpath.sampling import VLLM_ORDER, sampling_body
 from dualpath.sim.dialect import n_ctx_per_slot
-from tests.test_real_llama import BINARY, WHY, free_port, launch, needs_server
+from tests.realserver import free_port, launch, needs_server
 
 pytestmark = [pytest.mark.real_server, needs_server]
 
@@ -26,17 +25,9 @@ SAMPLING = Sampling(max_tokens=8)
 
 
 @pytest.fixture(scope="module")
-def gguf(tmp_path_factory):
-    if BINARY is None:
-        pytest.skip(WHY)
-    from dualpath.launcher import gemma_model
-    return gemma_model(tmp_path_factory.mktemp("models"))
-
-
-@pytest.fixture(scope="module")
-def real(gguf, tmp_path_factory):
-    with launch(gguf, "gemma-c", SLOTS, free_port(), tmp_path_factory.mktemp("c") / "log",
-                ctx=CTX) as s:
+def real(gemma, tmp_path_factory):
+    with launch(gemma, free_port(), tmp_path_factory.mktemp("c") / "log", alias="gemma-c",
+                slots=SLOTS, ctx=CTX) as s:
         yield s.base_url
 
 
@@ -138,12 +129,8 @@ def test_errors_have_the_real_servers_bodies(real, sim, stream):
         "exceeds the available context size (1280 tokens), try increasing it")
 
 
-def test_metrics_is_501_without_the_metrics_flag(gguf, tmp_path, sim_server):
-    port = free_port()
-    argv = [BINARY, "-m", gguf, "--alias", "gemma-m", "--host", "127.0.0.1", "--port",
-            str(port), "-np", "1", "-c", "2048", "-t", "2"]
-    with LaunchedServer(argv, f"http://127.0.0.1:{port}", tmp_path / "log",
-                        ready_timeout_s=120) as srv:
+def test_metrics_is_501_without_the_metrics_flag(gemma, tmp_path, sim_server):
+    with launch(gemma, free_port(), tmp_path / "log", alias="gemma-m", flags=()) as srv:
         r = httpx.get(f"{srv.base_url}/metrics")
     s = httpx.get(f"{sim_server(slots=1, metrics=False).url}/metrics")
     assert (r.status_code, s.status_code) == (501, 501)

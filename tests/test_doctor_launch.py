@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,27 +17,11 @@ import pytest
 
 from dualpath.config import ExpectedIdentity
 from dualpath.identity import differences, identity_drift, read_identity
-from dualpath.launcher import LaunchedServer
+from tests.realserver import BINARY, free_port, launch, needs_server
 
 pytestmark = pytest.mark.real_server
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "deploy" / "dualpath.example.toml"
-
-try:
-    from dualpath.launcher import gemma_model, llama_server_binary
-    BINARY = llama_server_binary()
-except Exception as e:  # noqa: BLE001 - any failure means: no real server on this machine
-    BINARY, WHY = None, f"real llama-server unavailable: {e}"
-else:
-    WHY = ""
-
-needs_server = pytest.mark.skipif(BINARY is None, reason=WHY or "no llama-server")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def dualpath(*args, timeout=600):
@@ -47,13 +30,11 @@ def dualpath(*args, timeout=600):
 
 
 @pytest.fixture(scope="module")
-def user_model(tmp_path_factory):
+def user_model(gemma, tmp_path_factory):
     """The test model under the example's own model file name, so model_path_contains holds."""
-    if BINARY is None:
-        pytest.skip(WHY)
     folder = tmp_path_factory.mktemp("models")
     target = folder / "Qwen3.6-35B-A3B-Q4_K_M.gguf"
-    os.symlink(gemma_model(tmp_path_factory.mktemp("gemma")), target)
+    os.symlink(gemma, target)
     return target
 
 
@@ -133,9 +114,8 @@ async def test_a_swapped_binary_with_the_same_build_info_is_detected(tmp_path, u
     url = f"http://127.0.0.1:{port}"
 
     def server(binary, log):
-        return LaunchedServer([str(binary), "-m", str(user_model), "--alias", "g", "--host",
-                               "127.0.0.1", "--port", str(port), "-np", "1", "-c", "1024",
-                               "-t", "1"], url, tmp_path / log, ready_timeout_s=300)
+        return launch(user_model, port, tmp_path / log, ready_timeout_s=300, binary=binary,
+                      alias="g", ctx=1024, threads=1, flags=())
     async with httpx.AsyncClient() as http:
         with server(BINARY, "a.log"):
             before = await read_identity(http, url, "llama.cpp")

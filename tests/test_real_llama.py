@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import httpx
 import pytest
@@ -15,42 +14,15 @@ from dualpath.grades import GRADE_SCHEMA, parse_grade
 from dualpath.identity import differences, read_identity, read_metrics
 from dualpath.launcher import LaunchedServer, ServerStartError
 from dualpath.transport import AiohttpTransport
+from tests.realserver import BINARY, free_port, launch, needs_server
 
 pytestmark = pytest.mark.real_server
 
-try:
-    from dualpath.launcher import gemma_model, llama_server_binary
-    BINARY = llama_server_binary()
-except Exception as e:  # noqa: BLE001 - any failure means: no real server on this machine
-    BINARY, WHY = None, f"real llama-server unavailable: {e}"
-else:
-    WHY = ""
-
-needs_server = pytest.mark.skipif(BINARY is None, reason=WHY or "no llama-server")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def model(tmp_path_factory):
-    if BINARY is None:
-        pytest.skip(WHY)
-    return gemma_model(tmp_path_factory.mktemp("models"))
-
-
-def launch(model: str, alias: str, slots: int, port: int, log, ctx: int = 4096) -> LaunchedServer:
-    argv = [BINARY, "-m", model, "--alias", alias, "--host", "127.0.0.1", "--port", str(port),
-            "-np", str(slots), "-c", str(ctx), "-t", "2", "--metrics", "--slots"]
-    return LaunchedServer(argv, f"http://127.0.0.1:{port}", log, ready_timeout_s=120)
-
 
 @pytest.fixture(scope="module")
-def server(model, tmp_path_factory):
-    with launch(model, "gemma-a", 2, free_port(), tmp_path_factory.mktemp("a") / "server.log") as s:
+def server(gemma, tmp_path_factory):
+    with launch(gemma, free_port(), tmp_path_factory.mktemp("a") / "server.log",
+                alias="gemma-a", slots=2, ctx=4096) as s:
         yield s
 
 
@@ -123,19 +95,19 @@ async def test_base_model_grades_parse_under_json_schema(server):
 
 
 @needs_server
-async def test_swapped_server_is_detected_mid_run(model, tmp_path):
+async def test_swapped_server_is_detected_mid_run(gemma, tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     # the night's transport: its kept-alive connection to the first server is dead after
     # the swap, and the call must still reach the new one and be caught
     async with httpx.AsyncClient() as http, AiohttpTransport(2) as aio:
-        with launch(model, "gemma-a", 2, port, tmp_path / "a.log"):
+        with launch(gemma, port, tmp_path / "a.log", alias="gemma-a", slots=2, ctx=4096):
             ident = await read_identity(http, url, "llama.cpp")
             client = client_for(url, aio, stream=True)
             client.expected_model, client.expected_fingerprint = ident.model, ident.build
             first = await client.chat(req(1))
         # another server, another alias, now answering on the same port
-        with launch(model, "gemma-other", 2, port, tmp_path / "b.log"):
+        with launch(gemma, port, tmp_path / "b.log", alias="gemma-other", slots=2, ctx=4096):
             second = await client.chat(req(2))
     assert first.ok and first.contaminated is None
     assert second.ok and "gemma-other" in second.contaminated

@@ -5,42 +5,21 @@ retried; a kept-alive connection closed under a request costs no backoff."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
 from dualpath.client import ChatRequest, PathClient
 from dualpath.config import Sampling, ServingPath
-from dualpath.launcher import LaunchedServer
 from dualpath.transport import AiohttpTransport
+from tests.realserver import free_port, launch
 
 pytestmark = pytest.mark.real_server
 
-try:
-    from dualpath.launcher import gemma_model, llama_server_binary
-    BINARY = llama_server_binary()
-except Exception as e:  # noqa: BLE001 - any failure means: no real server on this machine
-    BINARY, WHY = None, f"real llama-server unavailable: {e}"
-else:
-    WHY = ""
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
-def one_slot(tmp_path_factory):
-    if BINARY is None:
-        pytest.skip(WHY)
-    model = gemma_model(tmp_path_factory.mktemp("models"))
-    port = _port()
-    argv = [BINARY, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-np", "1",
-            "-c", "2048", "-t", "1", "--metrics"]
-    with LaunchedServer(argv, f"http://127.0.0.1:{port}",
-                        tmp_path_factory.mktemp("s") / "server.log", ready_timeout_s=120) as s:
+def one_slot(gemma, tmp_path_factory):
+    with launch(gemma, free_port(), tmp_path_factory.mktemp("s") / "server.log", slots=1,
+                ctx=2048, threads=1, flags=("--metrics",)) as s:
         yield s.base_url
 
 

@@ -6,20 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import orjson
 import pytest
 
 from dualpath.config import load_config
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
-from tests.test_real_llama import BINARY, WHY, model  # noqa: F401  (the shared fixture)
+from tests.realserver import llama_argv, needs_server
 
 pytestmark = pytest.mark.real_server
-
-if BINARY is None and os.environ.get("CI") == "true":
-    pytest.fail(f"CI=true and the real llama-server is missing: {WHY}", pytrace=False)
-needs_server = pytest.mark.skipif(BINARY is None, reason=WHY or "no llama-server")
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +35,7 @@ def frozen(tmp_path_factory):
 
 
 def spec(path, replay, model_path: str, **sweep) -> str:
-    base = [BINARY, "-m", model_path, "--host", "{host}", "--port", "{port}", "-np", "1",
-            "-c", "4096", "-t", "2", "--metrics", "--slots"]
+    base = llama_argv(model_path, "{port}", host="{host}", ctx=4096)
     axes = sweep.pop("axes")
     sweep = {"repeats": 1, **sweep}      # one replay per point: seconds per point on a CPU
     lines = ["[sweep]", 'name = "real"', 'path = "backup"', f"replay_set = {json.dumps(str(replay))}",
@@ -55,12 +49,12 @@ def spec(path, replay, model_path: str, **sweep) -> str:
 
 @needs_server
 def test_np_sweep_of_the_real_server_finds_a_knee_with_every_point_ready(
-        frozen, model, tmp_path, prefect_harness):
+        frozen, gemma, tmp_path, prefect_harness):
     from flows.sweep import sweep_flow
     from warehouse.db import reader
 
     cfg_path, f = frozen
-    s = spec(tmp_path / "np.toml", f.file, model, axes=[("-np", [1, 2, 4])])
+    s = spec(tmp_path / "np.toml", f.file, gemma, axes=[("-np", [1, 2, 4])])
     out = asyncio.run(sweep_flow(str(cfg_path), s))
     t = out.table.set_index("slots")
     assert list(t.index) == [1, 2, 4]
@@ -86,11 +80,11 @@ def test_np_sweep_of_the_real_server_finds_a_knee_with_every_point_ready(
 
 
 @needs_server
-def test_a_failed_launch_and_a_point_stopped_mid_replay_are_never_chosen(frozen, model, tmp_path):
+def test_a_failed_launch_and_a_point_stopped_mid_replay_are_never_chosen(frozen, gemma, tmp_path):
     from flows.sweep import run_sweep, sweep_context
 
     cfg_path, f = frozen
-    s = spec(tmp_path / "bad.toml", f.file, model, mode="one-at-a-time", point_timeout_s=1.5,
+    s = spec(tmp_path / "bad.toml", f.file, gemma, mode="one-at-a-time", point_timeout_s=1.5,
              axes=[("-c", ["100000000"])])
     out = asyncio.run(run_sweep(sweep_context(cfg_path, s)))
     t = out.table.set_index("label")

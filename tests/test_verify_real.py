@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 
@@ -16,18 +15,13 @@ import pytest
 
 from dualpath.config import load_config
 from tests.helpers import make_project
-from tests.test_real_llama import BINARY, WHY, free_port, model  # noqa: F401  (fixture)
+from tests.realserver import free_port, llama_argv, needs_server
 
 pytestmark = pytest.mark.real_server
 
-if BINARY is None and os.environ.get("CI") == "true":
-    pytest.fail(f"CI=true and the real llama-server is missing: {WHY}", pytrace=False)
-needs_server = pytest.mark.skipif(BINARY is None, reason=WHY or "no llama-server")
-
 
 def _path_block(model_path: str, port: int, measured: dict | None) -> str:
-    argv = [BINARY, "-m", model_path, "--alias", "gemma-v", "--host", "127.0.0.1", "--port",
-            str(port), "-np", "1", "-c", "2048", "-t", "1", "--metrics", "--slots"]
+    argv = llama_argv(model_path, port, alias="gemma-v", ctx=2048, threads=1)
     text = (f'\n[paths.real]\nengine = "llama.cpp"\nbase_url = "http://127.0.0.1:{port}"\n'
             f'model = "gemma-v"\nslots = 1\nready_timeout_s = 120\nlaunch = {json.dumps(argv)}\n'
             '[paths.real.expect]\nmodel = "gemma-v"\nslots = 1\n')
@@ -47,7 +41,7 @@ def _verify(cfg_path) -> subprocess.CompletedProcess:
 
 
 @needs_server
-def test_verify_three_times_on_an_unchanged_real_server_exits_0_each_time(model, tmp_path):
+def test_verify_three_times_on_an_unchanged_real_server_exits_0_each_time(gemma, tmp_path):
     from flows.retune import _probe_repeats
 
     cfg_path = make_project(tmp_path, tickers=2, draws=1, nights=1)[0]
@@ -55,7 +49,7 @@ def test_verify_three_times_on_an_unchanged_real_server_exits_0_each_time(model,
     port = free_port()
     # measure the server first (launched by verify's own code), then write the block; one
     # thread: on 2 busy cores two threads spin on each other (0.7 tok/s seen at load 15)
-    cfg_path.write_text(base + _path_block(model, port, {"probe_decode_tps": 1.0,
+    cfg_path.write_text(base + _path_block(gemma, port, {"probe_decode_tps": 1.0,
                                                          "probe_prefill_tps": 1.0,
                                                          "probe_long_tokens": 120}))
     probes = asyncio.run(_probe_repeats(load_config(cfg_path), "real", 120, 1.0, 3))
@@ -64,7 +58,7 @@ def test_verify_three_times_on_an_unchanged_real_server_exits_0_each_time(model,
     block = {"probe_decode_tps": med([p.decode_tps for p in probes]),
              "probe_prefill_tps": med([p.prefill_tps for p in probes]),
              "probe_long_tokens": 120}
-    cfg_path.write_text(base + _path_block(model, port, block))
+    cfg_path.write_text(base + _path_block(gemma, port, block))
     for attempt in range(3):
         r = _verify(cfg_path)
         assert r.returncode == 0, f"run {attempt + 1}: {r.stdout}{r.stderr}"
