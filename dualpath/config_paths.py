@@ -1,0 +1,326 @@
+"""The settings of one serving path (`[paths.NAME]` of `dualpath.toml`): its engine and
+endpoint, retries and time-outs, how to launch it, what its server must report (`expect`,
+checked against what each engine can report), the simulated server's profile and the speed
+a sweep measured. Read as part of `dualpath.config.Config`, which re-exports every name.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Engine = Literal["llama.cpp", "vllm", "openai", "sim"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ExpectedIdentity(_Model):
+    """What the server behind a path must report; unset fields are not checked.
+
+    Only what the path's engine reports can be pinned (`ENGINE_REPORTS`): a pin the server
+    can never confirm would fail every night, so it is refused when the config is read."""
+
+    model: str | None = Field(None, description="Model alias (/props model_alias, /v1/models id).")
+    model_path_contains: str | None = Field(None, description="Substring of the model's path "
+                                            "(llama-server /props model_path, vLLM /v1/models "
+                                            "root).")
+    slots: int | None = Field(None, ge=1, description="Parallel slots (/props total_slots; "
+                              "llama-server only).")
+    n_ctx_per_slot: int | None = Field(None, ge=1, description="Context per slot: llama-server "
+                                       "/props n_ctx (padded, see `dualpath check`), vLLM "
+                                       "max_model_len (per request).")
+    build: str | None = Field(None, description="Build: llama-server build_info (also its "
+                              "system_fingerprint); vLLM 'vllm-<version>' (/version) or its "
+                              "whole system_fingerprint 'vllm-<version>-<config hash>', then "
+                              "pinned on every response.")
+    speculative: bool | None = Field(None, description="Whether speculative decoding / MTP is "
+                                     "on (llama-server only; vLLM shows it only through "
+                                     "counters that exist while it is on).")
+    binary_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="SHA-256 "
+                                      "of the server's binary and the libraries beside it "
+                                      "(llama-server on this host; `dualpath doctor` shows "
+                                      "it): catches a rebuilt binary whose build_info reads "
+                                      "the same.")
+    model_sha256: str | None = Field(None, min_length=8, description="Hash of the model file "
+                                     "the server loaded (llama-server on this host; files "
+                                     "over 1 GiB are hashed by size, head and tail, marked "
+                                     "'sampled:').")
+
+
+# What each engine's endpoints report, so what an `expect` pin can be checked against.
+# vLLM reports no slot count, and shows speculative decoding only by the presence of its
+# vllm:spec_decode_* counters (registered only when it is on): neither can be pinned, but a
+# pinned vLLM build (system_fingerprint) covers its speculative config in its config hash.
+_LLAMA_REPORTS = frozenset({"model", "model_path_contains", "slots", "n_ctx_per_slot",
+                            "build", "speculative", "binary_sha256", "model_sha256"})
+ENGINE_REPORTS: dict[str, frozenset[str]] = {
+    "llama.cpp": _LLAMA_REPORTS,
+    "vllm": frozenset({"model", "model_path_contains", "n_ctx_per_slot", "build"}),
+    "openai": frozenset({"model"}),
+    # a simulated server runs no binary of its own and loads no model file
+    "sim:llama.cpp": _LLAMA_REPORTS - {"binary_sha256", "model_sha256"},
+    "sim:vllm": frozenset({"model", "model_path_contains", "n_ctx_per_slot", "build"}),
+}
+_CANNOT_REPORT = {
+    ("vllm", "slots"): "vLLM reports no slot count",
+    ("vllm", "speculative"): "vLLM shows speculative decoding only as vllm:spec_decode_* "
+                             "counters; pin expect.build to its system_fingerprint, whose "
+                             "config hash covers it",
+}
+
+
+def unreportable_pins(engine_key: str, expect: ExpectedIdentity) -> list[str]:
+    """Each pin in `expect` the engine cannot report, with why (empty: all checkable)."""
+    allowed = ENGINE_REPORTS[engine_key]
+    base = engine_key.removeprefix("sim:")
+    return [f"expect.{name} ({_CANNOT_REPORT.get((base, name), 'not reported')})"
+            for name in type(expect).model_fields
+            if getattr(expect, name) is not None and name not in allowed]
+
+
+class SimProfile(_Model):
+    """Time and answer model of a simulated llama-server (engine 'sim').
+
+    Rates are per slot with all slots busy. Defaults are the user's backup path (R9700, llama.cpp): with
+    ~8.3k-token prompts and ~1.26k-token outputs a 17-call ticker takes ~172 s on the
+    throughput basis at 4 slots. The demo sends short prompts over the wire; `context_tokens`
+    stands for the documents a real pipeline attaches and is added to the counted prompt.
+    """
+
+    prefill_tps: float = Field(745.0, gt=0, description="Prompt tokens per second per busy slot.")
+    decode_tps: float = Field(43.0, gt=0, description="Generated tokens per second per busy slot.")
+    time_scale: float = Field(1.0, gt=0, le=1.0,
+                              description="Real seconds slept per modelled second (demo: tiny).")
+    knee_slots: int | None = Field(None, ge=1, le=256, description="Busy slots beyond which "
+                                   "aggregate speed stops growing (each slot slows by busy / "
+                                   "knee_slots); unset: every slot runs at full speed.")
+    context_tokens: int = Field(8200, ge=0, description="Unsent prompt tokens added to each call.")
+    intake_ms_per_kb: float = Field(0.0, ge=0, le=1000, description="Modelled milliseconds the "
+                                    "server spends reading and tokenizing each KB of a request "
+                                    "before it can queue it (llama-server's HTTP thread: ~0.4 "
+                                    "on an H200 at ~5k-token prompts once its RAM-cache copies "
+                                    "are modelled apart, bench/gpu/README.md).")
+    cache_save_ms_per_kb: float = Field(0.0, ge=0, le=1000, description="Modelled milliseconds "
+                                        "llama-server's main thread spends copying a slot's "
+                                        "state to its RAM prompt cache, per KB of the saved "
+                                        "prompt; no slot launches or decodes meanwhile (~2.3 on "
+                                        "an H200, bench/gpu/README.md).")
+    cache_ram: bool = Field(True, description="The RAM prompt cache is on (llama-server's "
+                            "default); off is `--cache-ram 0`: no saves, loads or idle-slot "
+                            "saves.")
+    output_mean_tokens: float = Field(1260.0, gt=0, description="Mean generated tokens per call.")
+    output_sigma: float = Field(0.35, ge=0, le=2, description="Log-normal sigma of output length.")
+    runaway_share: float = Field(0.01, ge=0, le=1,
+                                 description="Share of calls that never stop before max_tokens.")
+    malformed_share: float = Field(0.01, ge=0, le=1,
+                                   description="Share of final answers with no parseable grade.")
+    signal_weight: float = Field(0.35, ge=0, description="How strongly grades follow the hidden signal.")
+    night_noise: float = Field(0.8, ge=0, description="Noise shared by all draws of a ticker-night.")
+    draw_noise: float = Field(1.0, ge=0, description="Noise of each draw.")
+    dialect: Literal["llama.cpp", "vllm"] = Field(
+        "llama.cpp", description="Which real server the simulated one speaks like: "
+        "llama-server (/props, /slots, timings, build in system_fingerprint) or vLLM "
+        "(/version, vllm: metrics, 404 for an unknown model, no timings, system_fingerprint "
+        "vllm-<version>-<config hash>).")
+    model_alias: str = Field("sim-model", description="Alias the simulated server reports.")
+    build: str = Field("sim-b0001", description="Build the simulated server reports.")
+    n_ctx: int = Field(131072, ge=1024, description="Total context: llama.cpp dialect "
+                       "split over the slots and padded as -c is; vLLM's max_model_len, "
+                       "per request.")
+    speculative: bool = Field(False, description="Speculative decoding on (llama.cpp: in "
+                              "/props and /slots; vllm: vllm:spec_decode_* counters appear).")
+    prompt_tokens_details: bool = Field(False, description="vllm: report usage."
+                                        "prompt_tokens_details.cached_tokens, as vLLM does "
+                                        "only with --enable-prompt-tokens-details.")
+    per_request_metrics: bool = Field(False, description="vllm: add `metrics` (first-token, "
+                                      "generation and queue ms) to each response, as vLLM "
+                                      "does with --enable-per-request-metrics.")
+    thinks: bool = Field(False, description="The model thinks before it answers unless the "
+                         "request's chat_template_kwargs say enable_thinking = false.")
+    thinking_share: float = Field(0.4, ge=0, lt=1, description="Share of a thinking call's "
+                                  "generated tokens that are thinking.")
+    reasoning_parser: bool = Field(True, description="vLLM dialect: launched with "
+                                   "--reasoning-parser (thinking in `reasoning`, counted); "
+                                   "false: inline <think>...</think> in content.")
+    metrics: bool = Field(True, description="llama.cpp dialect: /metrics on (--metrics); "
+                          "false: 501, as llama-server without it.")
+    stream_error_share: float = Field(0.0, ge=0, le=1, description="Share of streamed calls "
+                                      "that fail mid-stream with the engine's error event.")
+    sse_ping_s: float | None = Field(None, ge=0, description="Modelled seconds of silence "
+                                     "before an SSE comment ping (None: the engine's default, "
+                                     "llama-server 30, vLLM off; 0: off).")
+    market_seed: int = Field(7, description="Seed of the synthetic market the answers follow.")
+
+
+class MeasuredSpeed(_Model):
+    """A path's speed as measured by a sweep's replay (written back by `dualpath sweep`)."""
+
+    prefill_tps: float = Field(gt=0, description="Aggregate prompt tokens per second "
+                               "(server counters).")
+    decode_tps: float = Field(gt=0, description="Aggregate generated tokens per second "
+                              "(server counters).")
+    ticker_s_throughput: float | None = Field(None, gt=0, description="Seconds per ticker, "
+                                              "throughput basis (wall clock / tickers).")
+    ticker_s_latency: float | None = Field(None, gt=0, description="Seconds per ticker, "
+                                           "latency basis (median unit seconds).")
+    replay_set: str | None = Field(None, description="Content hash of the frozen replay set.")
+    measured_on: date | None = Field(None, description="Date of the measurement.")
+    build: str | None = Field(None, description="Server build measured.")
+    slots: int | None = Field(None, ge=1, description="Parallel slots measured.")
+    probe_prefill_tps: float | None = Field(None, gt=0, description="Single-request prefill "
+                                            "tokens per second of the verify probe's long "
+                                            "prompt (what `dualpath verify` compares).")
+    probe_decode_tps: float | None = Field(None, gt=0, description="Single-request decode "
+                                           "tokens per second of the verify probe's short "
+                                           "prompt (what `dualpath verify` compares).")
+    probe_long_tokens: int | None = Field(None, ge=16, description="Length of the probe's "
+                                          "long prompt (approximate tokens).")
+    sweep: str | None = Field(None, description="Id of the sweep that measured it.")
+
+
+class ServingPath(_Model):
+    """One serving path: an engine behind an OpenAI-compatible endpoint."""
+
+    # inf and nan pass every gt/le bound check's spirit but not its letter: refuse them
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    engine: Engine = Field(description="Server software: 'llama.cpp', 'vllm', 'openai' or 'sim'.")
+    base_url: str | None = Field(
+        None, description="http://host:port of the server; for 'sim' leave unset to start one.")
+    model: str = Field(description="Model name sent in requests (llama.cpp ignores it; vLLM checks).")
+    slots: int = Field(4, ge=1, le=256, description="Requests kept in flight by dualpath.")
+    stream: bool = Field(True, description="Stream responses (needed for client-side first-token time).")
+    launch: list[str] | None = Field(
+        None, description="argv to start the server; unset = attach to a running one. "
+        "Placeholders: {llama_server}, {gemma3_270m}.")
+    launch_env: dict[str, str] = Field(default_factory=dict,
+                                       description="Environment overrides for the launched server.")
+    ready_timeout_s: float = Field(600.0, gt=0, le=86400,
+                                   description="Wait for a launched server's /health.")
+    load_poll_s: float = Field(2.0, gt=0, le=3600, description="How often /slots is read to detect "
+                               "requests that are not dualpath's (external load).")
+    identity_poll_s: float = Field(30.0, gt=0, le=86400, description="How often the server's identity "
+                                   "(/props or /version, /v1/models) is re-read during a run; "
+                                   "a change contaminates every later response.")
+    expect: ExpectedIdentity = Field(default_factory=ExpectedIdentity,
+                                     description="Identity the server must show.")
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+                                    description="Environment variable holding the API key.")
+    connect_timeout_s: float = Field(5.0, gt=0, le=600, description="TCP connect timeout "
+                                     "per attempt (seconds, at most 600).")
+    read_timeout_s: float = Field(1800.0, gt=0, le=86400, description="Max silence while "
+                                  "reading a response (seconds, at most a day).")
+    max_attempts: int = Field(4, ge=1, le=20, description="Attempts per call on transient "
+                              "faults (resets, 408/429/5xx, timeouts, cut bodies); 1 = no retry.")
+    backoff_s: float = Field(1.0, ge=0, le=600, description="First retry delay in seconds; "
+                             "doubles each attempt, with jitter (x0.5-1).")
+    backoff_max_s: float = Field(60.0, ge=0, le=3600, description="Cap on one retry delay.")
+    retry_after_max_s: float = Field(120.0, ge=0, le=3600, description="Longest server "
+                                     "Retry-After honoured; longer ones are cut to this.")
+    retry_budget_s: float = Field(3600.0, gt=0, le=7 * 86400, description="Per call: no "
+                                  "retry starts later than this after the call began (a "
+                                  "generation under way is never cut by it).")
+    server_down_wait_s: float = Field(60.0, ge=0, le=86400, description="Per call: how long "
+                                      "(in backoff sleeps) a server that is not there - "
+                                      "connection refused, or reset before replying on a new "
+                                      "connection, as while it restarts on its port - is waited "
+                                      "for before those faults count toward max_attempts.")
+    grade_format: Literal["text", "json"] = Field(
+        "text", description="'json' constrains the final-grade call to a JSON schema.")
+    sim: SimProfile = Field(default_factory=SimProfile, description="Simulated server model.")
+    queue_depth: int | None = Field(None, ge=0, le=64, description="Requests kept queued at "
+                                    "the server beyond `slots`, so a slot never waits for the "
+                                    "next request (default: 1 for llama.cpp with slots shared, "
+                                    "whose slots are fixed; 0 for llama.cpp with prefix "
+                                    "affinity, where a request queued at its busy slot makes "
+                                    "llama-server copy that slot's state to RAM on its main "
+                                    "thread (~50 ms on an H200, every slot stalls): measured "
+                                    "nights 4-12% shorter; 0 for vLLM and others, which batch "
+                                    "what they get).")
+    units_per_slot: int | None = Field(None, ge=1, le=8, description="With prefix affinity "
+                                       "(llama.cpp): units that own one slot (default 1). With "
+                                       "2, one unit's call is always queued at the slot while "
+                                       "the other waits on the harness between its steps, but "
+                                       "the units' contexts then alternate in the slot's cache "
+                                       "(measured on an H200: occupancy 0.94 -> 0.99, prefill "
+                                       "2.2x, nights 7-11% longer; bench/gpu/README.md).")
+    call_timeout_s: float = Field(3600.0, gt=0, le=7 * 86400, description="Per attempt: the "
+                                  "whole reply must arrive within this many seconds of its "
+                                  "first byte (a reply trickled slowly is cut here; a request "
+                                  "waiting in the server's queue is not counted).")
+    work_pool: str | None = Field(None, min_length=1, max_length=128, description="Prefect "
+                                  "work pool whose worker scores this path on its own host "
+                                  "(unset: scored by the flow's own process).")
+    measured: MeasuredSpeed | None = Field(None, description="Speed measured by a sweep "
+                                           "(informational; used by `dualpath plan`).")
+
+    @property
+    def dialect(self) -> str:
+        """The server dialect spoken on the wire: a simulated path speaks its profile's."""
+        return self.sim.dialect if self.engine == "sim" else self.engine
+
+    @property
+    def server_queue_depth(self) -> int:
+        """Requests dualpath keeps queued at the server beyond its slots (slots shared; the
+        most any setting keeps queued: what transports and time-outs are sized for)."""
+        if self.queue_depth is not None:
+            return self.queue_depth
+        return 1 if self.dialect == "llama.cpp" else 0
+
+    def queue_depth_for(self, pinned: bool) -> int:
+        """Requests kept queued beyond the slots: with prefix affinity (`pinned`), 0 unless
+        set (bench/gpu/README.md, 2026-12-01 afternoon)."""
+        if self.queue_depth is None and pinned:
+            return 0
+        return self.server_queue_depth
+
+    @property
+    def server_units_per_slot(self) -> int:
+        """Units sharing one slot under prefix affinity (bench/gpu/README.md measures it)."""
+        return self.units_per_slot if self.units_per_slot is not None else 1
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        example = "e.g. http://127.0.0.1:8080"
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https://, {example}")
+        if len(v) > 2048 or any(c.isspace() or not c.isprintable() for c in v):
+            raise ValueError(f"must be a URL without spaces or control characters, {example}")
+        parts = urlsplit(v)
+        try:
+            port = parts.port          # raises for a port outside 0-65535 or not a number
+        except ValueError:
+            raise ValueError(f"port must be a number from 1 to 65535, {example}") from None
+        if port == 0:
+            raise ValueError(f"port must be a number from 1 to 65535, {example}")
+        if not parts.hostname:
+            raise ValueError(f"has no host, {example}")
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError("must not carry a query, fragment or credentials (a key goes in "
+                             f"api_key_env), {example}")
+        return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _needs_url(self) -> "ServingPath":
+        if self.engine != "sim" and self.base_url is None:
+            raise ValueError(f"engine '{self.engine}' needs base_url (e.g. http://127.0.0.1:8080)")
+        if self.launch is not None and not self.launch:
+            raise ValueError("launch must be a non-empty argv list, or left out to attach")
+        problems = unreportable_pins(self.reports_key, self.expect)
+        if problems:
+            raise ValueError(f"a {self.reports_key} server cannot confirm "
+                             + "; ".join(problems) + ": remove the pin")
+        return self
+
+    @property
+    def reports_key(self) -> str:
+        """Which row of `ENGINE_REPORTS` says what this path's server can report."""
+        return f"sim:{self.sim.dialect}" if self.engine == "sim" else self.engine
