@@ -147,9 +147,10 @@ def test_the_demo_says_how_to_get_truthful_seconds():
     assert starved_warning(9, 40, 0.3) == (
         "9 of 40 runs were starved: this machine was too busy for the simulated clock "
         "(--clock 0.3), so their slots sat idle more than they worked and their seconds read "
-        "slow; they are shown in `dualpath runs` and kept out of every speed median. Rerun on "
-        "a quieter machine or with a slower clock (`dualpath demo --clock 1`: each night takes "
-        "longer, the seconds come out truer)")
+        "slow; they are shown in `dualpath runs` and kept out of every speed median, and the "
+        "others, on the same busy machine, may read slow too. Rerun on a quieter machine or "
+        "with a slower clock (`dualpath demo --clock 1`: each night takes longer, the seconds "
+        "come out truer)")
     assert "`dualpath demo --clock 3`" in starved_warning(1, 2, 1.0)
 
 

@@ -238,7 +238,8 @@ def starved_warning(starved: int, runs: int, clock: float) -> str:
     return (f"{starved} of {runs} runs were starved: this machine was too busy for the "
             f"simulated clock (--clock {clock:g}), so their slots sat idle more than they "
             "worked and their seconds read slow; they are shown in `dualpath runs` and kept out "
-            "of every speed median. Rerun on a quieter machine or with a slower clock "
+            "of every speed median, and the others, on the same busy machine, may read slow "
+            "too. Rerun on a quieter machine or with a slower clock "
             f"(`dualpath demo {slower}`: each night takes longer, the seconds come out truer)")
 
 
