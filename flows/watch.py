@@ -112,10 +112,13 @@ async def _watch_load(http, url: str, dialect: str, client: PathClient, st: _Sta
     """More busy slots than dualpath has in flight means someone else is on the server."""
     while not stop.is_set():
         _note_answer(st, await _answers(http, url), every)
+        held = client.in_flight
         busy = await busy_slots(http, url, dialect)
         if busy is not None:
             st.polls += 1
-            excess = max(busy - client.in_flight, 0)
+            # the server counted at some moment of the read: a call of ours that ended
+            # meanwhile (its answer read before the poll's, on a busy machine) was still ours
+            excess = max(busy - max(held, client.in_flight), 0)
             # A slot is released a moment after its response reaches us: only excess seen
             # on two polls in a row counts as someone else's load.
             if excess and st.previous:
