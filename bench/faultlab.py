@@ -34,7 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # hung request is given up quickly, long against a simulated call (tens of ms).
 FAULT_PATH_SETTINGS = {"read_timeout_s": 1.0, "connect_timeout_s": 1.0, "backoff_s": 0.05,
                        "backoff_max_s": 0.4, "retry_after_max_s": 1.0, "max_attempts": 10,
-                       "retry_budget_s": 30.0, "identity_poll_s": 0.1, "load_poll_s": 0.2}
+                       "retry_budget_s": 30.0, "identity_poll_s": 0.1, "load_poll_s": 0.2,
+                       # a killed server is waited for 5 s (60 by default), so server_kill_x3
+                       # takes ~65 s, not ~200 s, and a same-port restart is still met
+                       "server_down_wait_s": 5.0}
 
 
 def make_lab_project(root: Path, tickers: int, draws: int, nights: int, clock: float,

@@ -1,7 +1,7 @@
 """Fault trials: real nights on simulated servers, with faults injected, then rerun as a user
 would, and every outcome counted from the warehouse.
 
-    python bench/faults.py [--tickers 4] [--draws 2] [--only KIND ...] [--real]
+    python bench/faults.py [--tickers 4] [--draws 2] [--only KIND ...] [--real | --real-only]
 
 Each fault gets its own night. Transport faults go through a fault-injecting loopback proxy
 (`dualpath.sim.proxy`); process faults kill or interrupt the servers and the harness; swaps
@@ -257,6 +257,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", nargs="*", choices=(*ALL, *REAL_TRIALS), default=None)
     ap.add_argument("--real", action="store_true", help="also run the trials that a real "
                     "llama-server (built by `make test`) can take, on the backup path")
+    ap.add_argument("--real-only", action="store_true", help="only the real llama-server's "
+                    "trials (each takes minutes on a loaded CPU)")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -265,15 +267,17 @@ def main(argv: list[str] | None = None) -> None:
     from dualpath.procs import start_reaper
     start_reaper()
     with tempfile.TemporaryDirectory(prefix="dualpath-faults-") as tmp:
-        sim = [k for k in args.only or ALL if k not in REAL_TRIALS]
+        sim = [] if args.real_only else [k for k in args.only or ALL if k not in REAL_TRIALS]
         trials = run_trials(Path(tmp) / "sim", sim, args.tickers, args.draws,
                             args.per_fault) if sim else []
-        real = real_server() if args.real else None
-        if args.real and real is None:
+        real = real_server() if args.real or args.real_only else None
+        if trials and real:                 # the simulated half, before the slow real one
+            print(table(trials), summary(trials), sep="\n", flush=True)
+        if (args.real or args.real_only) and real is None:
             print("no real llama-server here (`make test` builds it): real trials skipped")
         if real:
             print("real llama-server on the backup path:")
-            kinds = [k for k in args.only or ALL if k in REAL_KINDS]
+            kinds = [k for k in args.only or (*ALL, *REAL_TRIALS) if k in REAL_KINDS]
             for t in run_trials(Path(tmp) / "real", kinds, 2, 1, 1, real=real):
                 t.fault = f"real:{t.fault}"
                 trials.append(t)
