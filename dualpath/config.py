@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import orjson
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, Field, PrivateAttr, ValidationError, field_validator,
+                      model_validator)
 
 from dualpath.config_checks import open_regular, places, plain_path
 from dualpath.config_market import MarketSettings
@@ -188,6 +189,7 @@ class Config(_Model):
                                        description="The night window.")
     ui: UiSettings = Field(default_factory=UiSettings, description="The web viewer.")
     base_dir: Path = Field(Path("."), description="Folder relative paths are resolved against.")
+    _universe_read: tuple[Path, list[str]] | None = PrivateAttr(None)   # see tickers()
 
     @field_validator("paths")
     @classmethod
@@ -222,10 +224,17 @@ class Config(_Model):
         return p if p.is_absolute() else (self.base_dir / p).resolve()
 
     def tickers(self) -> list[str]:
-        """The universe, from the inline list or the universe file."""
+        """The universe, from the inline list or the universe file.
+
+        The file is read once per loaded config (and per file): a night asks ~20 times,
+        and a universe file edited while a night runs must not give its plan, its price
+        check and its ingest different tickers."""
         if self.experiment.universe is not None:
             return list(self.experiment.universe)
-        return read_universe(self.resolve(self.experiment.universe_file))
+        where = self.resolve(self.experiment.universe_file)
+        if self._universe_read is None or self._universe_read[0] != where:
+            self._universe_read = (where, read_universe(where))
+        return list(self._universe_read[1])
 
     def fingerprint(self) -> str:
         """Hash of everything that changes what a night measures (not where files live).
