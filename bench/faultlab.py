@@ -18,7 +18,7 @@ from datetime import date
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from dualpath.config import Config, dump_toml, load_config
+from dualpath.config import Config, load_config
 from dualpath.demo import demo_config_data, demo_market
 from dualpath.procs import spawn, stop_process
 from dualpath.sim.fleet import wait_ready
@@ -27,6 +27,7 @@ from flows import inputs, runner
 from warehouse.db import reader, writer
 from warehouse.ingest import ingest_journals
 from warehouse.journal import read_journal
+from flows.demo import synthetic_project
 from warehouse.prices import import_prices, validate_prices
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,14 +60,7 @@ def make_lab_project(root: Path, tickers: int, draws: int, nights: int, clock: f
             **FAULT_PATH_SETTINGS, "read_timeout_s": 30.0, "retry_budget_s": 120.0}
         data["sampling"]["max_tokens"] = 32
         data["pipeline"] = {"history_days": 20}
-    path = root / "dualpath.toml"
-    path.write_text(dump_toml(data) + "\n")
-    cfg = load_config(path)
-    market = demo_market(cfg, nights)
-    raw = market.prices()
-    raw = raw[raw["ticker"].isin(cfg.tickers())]
-    with writer(cfg.resolve(cfg.warehouse.path)) as con:
-        import_prices(con, validate_prices(raw, cfg.tickers())[0])
+    path, cfg, market, _ = synthetic_project(root, data, nights)
     return path, cfg, market.nights(nights)
 
 

@@ -81,7 +81,10 @@ def speed_shared(lab, night, t) -> None:
                 "messages": [{"role": "user", "content": "someone else's experiment"}]}
         async with httpx.AsyncClient(timeout=60) as http:
             while not stop.is_set():
-                await http.post(f"{url}/v1/chat/completions", json=body)
+                try:       # a slow (real CPU) server may not answer within the minute
+                    await http.post(f"{url}/v1/chat/completions", json=body)
+                except httpx.HTTPError:
+                    continue
                 t.injected += 1
 
     th = threading.Thread(target=lambda: asyncio.run(intruder()))

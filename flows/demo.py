@@ -57,13 +57,12 @@ def fresh_demo_folder(root: Path) -> None:
     (root / MARKER).write_text("made by `dualpath demo`; the next demo here clears it\n")
 
 
-def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
-             bars=None, path_bars=None) -> DemoResult:
-    """Fresh demo folder, prices imported, then `nights` nights through the nightly flow."""
-    fresh_demo_folder(root)
+def synthetic_project(root: Path, data: dict, nights: int, header: str = ""):
+    """`data` written as `root`/dualpath.toml, with its synthetic market's prices for
+    `nights` imported: (config path, config, market, price warnings). The demo, the tests'
+    projects and the fault lab start from it."""
     cfg_path = root / "dualpath.toml"
-    cfg_path.write_text("# written by `dualpath demo`\n"
-                        + dump_toml(demo_config_data(root, tickers, draws, clock)) + "\n")
+    cfg_path.write_text(header + dump_toml(data) + "\n")
     cfg = load_config(cfg_path)
     market = demo_market(cfg, nights)
     raw = market.prices()
@@ -71,6 +70,16 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
     prices, warnings = validate_prices(raw, cfg.tickers(), "synthetic market")
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
         import_prices(con, prices)
+    return cfg_path, cfg, market, warnings
+
+
+def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
+             bars=None, path_bars=None) -> DemoResult:
+    """Fresh demo folder, prices imported, then `nights` nights through the nightly flow."""
+    fresh_demo_folder(root)
+    cfg_path, cfg, market, warnings = synthetic_project(
+        root, demo_config_data(root, tickers, draws, clock), nights,
+        header="# written by `dualpath demo`\n")
     nights_list = market.nights(nights, max(cfg.experiment.horizons))
     # preregistered before night 1, as the real study is
     # sized by its power: the primary the window can test best (h = 1 here) and a margin it

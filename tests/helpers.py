@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from dualpath.config import dump_toml, load_config
-from dualpath.demo import demo_config_data, demo_market
+from dualpath.demo import demo_config_data
 from dualpath.sim.fleet import SimFleet
 from flows import inputs, runner
 from warehouse.db import writer
 from warehouse.ingest import ingest_journals
 from warehouse.journal import read_journal
-from warehouse.prices import import_prices, validate_prices
+from flows.demo import synthetic_project
 
 
 def make_project(root: Path, tickers: int = 6, draws: int = 2, nights: int = 2,
@@ -20,14 +19,7 @@ def make_project(root: Path, tickers: int = 6, draws: int = 2, nights: int = 2,
     data = demo_config_data(root, tickers, draws, clock)
     for section, values in overrides.items():
         data[section].update(values)
-    cfg_path = root / "dualpath.toml"
-    cfg_path.write_text(dump_toml(data) + "\n")
-    cfg = load_config(cfg_path)
-    market = demo_market(cfg, nights)
-    raw = market.prices()
-    raw = raw[raw["ticker"].isin(cfg.tickers())]
-    with writer(cfg.resolve(cfg.warehouse.path)) as con:
-        import_prices(con, validate_prices(raw, cfg.tickers())[0])
+    cfg_path, cfg, market, _ = synthetic_project(root, data, nights)
     return cfg_path, cfg, market.nights(nights)
 
 
