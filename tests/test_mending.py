@@ -52,6 +52,13 @@ def test_a_damaged_journal_is_repaired_and_the_rerun_is_exact(tmp_path):
     total, distinct, measured, twice = counts(cfg)
     assert total == distinct and twice == 0
     assert measured == 2 * 3 * 2                       # every unit, once
+    # the unit whose call was damaged is scored again, never kept with 16 of its 17 calls
+    assert "calls are readable, so the rerun scores it again" in r.stderr
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        short = con.execute("""SELECT count(*) FROM units u WHERE u.n_calls > (
+            SELECT count(*) FROM calls c WHERE c.run_id = u.run_id AND c.ticker = u.ticker
+            AND c.draw = u.draw AND c.unit_attempt = u.unit_attempt)""").fetchone()[0]
+    assert short == 0
     ids = {ln for ln in j.read_bytes().splitlines() if ln.startswith(b'{"k":"call"')}
     assert total == sum(len(w.journal.read_bytes().split(b'{"k":"call"')) - 1
                         for w in works)

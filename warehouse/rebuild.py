@@ -38,6 +38,7 @@ class Salvage:
     lines: list[bytes] = field(default_factory=list)
     dropped: list[tuple[int, str]] = field(default_factory=list)   # (line number, why)
     run_id: str | None = None
+    numbers: list[int] = field(default_factory=list)   # the line number of each kept line
 
 
 def _keep(obj: dict, parts: set[int], calls: set[str]) -> str | None:
@@ -86,7 +87,34 @@ def salvage(journal: Path) -> Salvage:
         elif obj["k"] == "begin" and out.run_id is None:
             out.run_id = obj.get("run_id")
         out.lines.append(line)
+        out.numbers.append(n)
+    if out.dropped:
+        _unfinish_short_units(out)
     return out
+
+
+def _unfinish_short_units(out: Salvage) -> None:
+    """A finished unit whose calls are not all readable any more is finished no longer: its
+    end record is left out too, so the rerun scores it again. Kept, it read `graded` with
+    16 of its 17 calls stored, in a run labelled complete."""
+    seen: dict[tuple, int] = {}
+    records = [orjson.loads(line) for line in out.lines]
+    for obj in records:
+        if obj["k"] == "call":
+            key = (obj.get("ticker"), obj.get("draw"), obj.get("unit_attempt"))
+            seen[key] = seen.get(key, 0) + 1
+    keep_lines, keep_numbers = [], []
+    for line, n, obj in zip(out.lines, out.numbers, records):
+        key = (obj.get("ticker"), obj.get("draw"), obj.get("unit_attempt"))
+        if obj["k"] == "unit" and seen.get(key, 0) < (obj.get("n_calls") or 0):
+            out.dropped.append((n, f"the end of unit {key[0]} draw {key[1]}: "
+                                   f"{seen.get(key, 0)} of its {obj['n_calls']} calls are "
+                                   "readable, so the rerun scores it again"))
+            continue
+        keep_lines.append(line)
+        keep_numbers.append(n)
+    out.lines, out.numbers = keep_lines, keep_numbers
+    out.dropped.sort()
 
 
 def write_lines_atomic(dest: Path, lines: list[bytes]) -> None:
