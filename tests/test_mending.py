@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from dualpath.errors import DataError, WarehouseDamaged
@@ -39,7 +40,11 @@ def test_a_damaged_journal_is_repaired_and_the_rerun_is_exact(tmp_path):
         ingest(cfg, works)                 # some of its calls are in the warehouse already
         j = works[1].journal
         lines = j.read_bytes().splitlines(keepends=True)
-        calls = [i for i, ln in enumerate(lines) if ln.startswith(b'{"k":"call"')]
+        finished = {(u["ticker"], u["draw"], u["unit_attempt"]) for u in map(orjson.loads, lines)
+                    if u["k"] == "unit"}
+        calls = [i for i, ln in enumerate(lines) if ln.startswith(b'{"k":"call"') and
+                 tuple(orjson.loads(ln)[k] for k in ("ticker", "draw", "unit_attempt"))
+                 in finished]                      # a call of a unit that has finished
         lines[calls[len(calls) // 2]] = b'{"k":"call","call_id":"x\x00\n'     # a bad block
         j.write_bytes(b"".join(lines))
         with pytest.raises(DataError, match="dualpath repair"):
