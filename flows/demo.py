@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from prefect.exceptions import TerminationSignal
 
 from dualpath.config import dump_toml, load_config
 from dualpath.demo import demo_config_data, demo_market
 from dualpath.errors import UserError
 from dualpath.sim.fleet import SimFleet
-from flows.nightly import nightly_local
+from flows.nightly import ingest_night, nightly_local, run_cancellable
 from dualpath.prereg import draft_plan, plan_toml, testability
 from flows.prereg import freeze_plan
 from flows.runner import plan_night
@@ -93,10 +93,12 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
                 if untestable else None)
     overall = bars.add_task("nights", total=nights, what="") if bars else None
     t0 = time.monotonic()
+    current: dict = {}
 
     async def all_nights() -> list[str]:
         not_complete = []
         for night in nights_list:
+            current["night"] = night
             if path_bars is not None:
                 path_bars.reset(str(night), list(cfg.paths),
                                 {p.path: p.units_planned for p in plan_night(cfg, night)})
@@ -108,8 +110,17 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
                 bars.update(overall, advance=1, what=f"nights · {time.monotonic() - t0:.0f} s")
         return not_complete
 
-    with SimFleet(cfg) as fleet:
-        not_complete = asyncio.run(all_nights())
+    # Ctrl-C and SIGTERM cancel the night in progress as they do `dualpath nightly`'s (its
+    # journals closed, each segment's end record saying interrupted); it was a bare
+    # asyncio.run: the warehouse kept the night's last mid-night snapshot, its runs read
+    # `running` (then "stopped, killed, or its host crashed"), and SIGTERM ingested nothing
+    try:
+        with SimFleet(cfg) as fleet:
+            not_complete = run_cancellable(all_nights)
+    except (KeyboardInterrupt, TerminationSignal):
+        if "night" in current:       # its closed journals: its runs read partial, and why
+            ingest_night(cfg, current["night"])
+        raise KeyboardInterrupt from None
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         summary = run_summaries(con)
     summary = summary[summary["run_id"].str.startswith(f"{cfg.experiment.name}/")]

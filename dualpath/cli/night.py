@@ -191,8 +191,15 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
     start_reaper()
     from flows.demo import run_demo
 
-    with progress_bars() as bars:
-        result = run_demo(root, nights, tickers, draws, clock, bars, PathBars(bars))
+    try:
+        with sigterm_as_interrupt(), progress_bars() as bars:
+            result = run_demo(root, nights, tickers, draws, clock, bars, PathBars(bars))
+    except KeyboardInterrupt:
+        # the night in progress is ingested from its closed journals (partial, with why);
+        # nightly's "rerun the night to resume" does not fit: the next demo clears the folder
+        err_console.print(f"interrupted; the nights scored so far are in "
+                          f"{escape(str(root.resolve()))}; `dualpath demo` starts over")
+        raise SystemExit(130)   # not typer.Exit(130): `main` would add nightly's line to this one
     print_frame(result.totals.rename(columns=TOTALS_LABELS), "table",
                 "Per path; seconds from complete one-segment runs only (real-scale)")
     console.print("[dim]throughput basis = run wall clock ÷ tickers, or ÷ units (ticker × draw) "
