@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -115,7 +117,7 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
     # asyncio.run: the warehouse kept the night's last mid-night snapshot, its runs read
     # `running` (then "stopped, killed, or its host crashed"), and SIGTERM ingested nothing
     try:
-        with SimFleet(cfg) as fleet:
+        with SimFleet(cfg) as fleet, quiet_cancel_crashes():
             not_complete = run_cancellable(all_nights)
     except (KeyboardInterrupt, TerminationSignal):
         if "night" in current:       # its closed journals: its runs read partial, and why
@@ -128,6 +130,28 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
     html, _, data = write_report(cfg, root / "reports")
     return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals, warnings, not_complete,
                       html, data.verdict, len(summary), starved_runs(summary))
+
+
+class _CancelCrash(logging.Filter):
+    """Drops Prefect's "Crash detected! Execution was cancelled by the runtime environment."
+    (and its "Finished in state Crashed(...)"): in the demo only an interrupt cancels a night,
+    and the demo's own line says so. One Ctrl-C printed four of them above that line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "cancelled by the runtime environment" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def quiet_cancel_crashes():
+    loggers = [logging.getLogger(n) for n in ("prefect.flow_runs", "prefect.task_runs")]
+    quiet = _CancelCrash()
+    for lg in loggers:
+        lg.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(quiet)
 
 
 def starved_runs(summary: pd.DataFrame) -> list[str]:

@@ -41,7 +41,7 @@ def test_an_interrupted_demo_ingests_its_night_and_exits_130_in_one_line(tmp_pat
     assert f"interrupted; the nights scored so far are in {root.resolve()}" in " ".join(
         err.split()), err
     assert "`dualpath demo` starts over" in err and "rerun the night" not in err
-    for noise in ("Traceback", "TerminationSignal", "internal error"):
+    for noise in ("Traceback", "TerminationSignal", "internal error", "Crash detected"):
         assert noise not in out + err, err[-3000:]
 
     journals = sorted(root.rglob("journal.jsonl"))
