@@ -41,8 +41,14 @@ def freeze_plan(cfg: Config, plan_path: Path, force: bool = False,
     absolute = Path(plan_path).resolve()
     relpath = os.path.relpath(absolute, cfg.base_dir.resolve())
     # one transaction: a crash between a forced plan and its deviation must lose neither
-    with writer(cfg.resolve(cfg.warehouse.path)) as con, transaction(con):
-        return plans.freeze(con, plan, str(absolute), force, reason, relpath, testability(plan))
+    where = cfg.resolve(cfg.warehouse.path)
+    with writer(where) as con:
+        with transaction(con):
+            frozen = plans.freeze(con, plan, str(absolute), force, reason, relpath,
+                                  testability(plan))
+        if not frozen.already_frozen:         # committed: kept where a rebuild finds it
+            plans.log_freeze(con, where, frozen.plan_hash)
+    return frozen
 
 
 def hold_night_to_plan(cfg: Config, night: date) -> list[str]:

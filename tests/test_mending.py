@@ -103,3 +103,26 @@ def test_a_damaged_warehouse_is_one_line_everywhere_and_rebuilt_from_the_journal
                 import_prices(con, validate_prices(raw, cfg.tickers())[0])
         else:
             assert "prices" in r.stdout.split("copied from the old file:")[1]
+
+
+def test_a_rebuilt_warehouse_keeps_its_preregistration(tmp_path):
+    """No journal holds a plan: the freeze log beside the warehouse does, and a rebuild of a
+    file that cannot be read restores the freeze (its time and hash), so the study stays
+    what it was (a freeze after its nights would be exploratory)."""
+    from flows.prereg import freeze_plan
+    from warehouse.plans import current, freeze_log
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=2)
+    from dualpath.prereg import draft_plan, plan_toml
+    (tmp_path / "plan.toml").write_text(plan_toml(draft_plan(cfg, nights[0], len(nights))))
+    frozen = freeze_plan(cfg, tmp_path / "plan.toml", force=True, reason="a test window")
+    wh = cfg.resolve(cfg.warehouse.path)
+    assert freeze_log(wh).exists()
+    wh.write_bytes(b"")                                   # nothing of it can be read
+    r = cli("rebuild", "-c", str(cfg_path), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"plans (from {freeze_log(wh).name})" in r.stdout
+    with reader(wh) as con:
+        back = current(con, cfg.experiment.name)
+    assert (back.plan_hash, back.frozen_at, back.forced) == (frozen.plan_hash, frozen.frozen_at,
+                                                            frozen.forced)

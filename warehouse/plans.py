@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
+from pathlib import Path
 
 import duckdb
 import orjson
@@ -113,3 +115,49 @@ def deviation_log(con: duckdb.DuckDBPyConnection, experiment: str):
         return pd.DataFrame(columns=["night", "kind", "detail", "recorded_at"])
     return con.execute("SELECT night, kind, detail, recorded_at FROM deviations WHERE "
                        "experiment = ? ORDER BY recorded_at", [experiment]).df()
+
+
+def freeze_log(warehouse: Path) -> Path:
+    """Beside the warehouse, every freeze as it was recorded: no journal holds a plan, so a
+    warehouse rebuilt from the journals restores its preregistration from here (without it
+    a confirmatory study could only be frozen again after its nights: exploratory)."""
+    return warehouse.with_name(warehouse.name + ".plans.jsonl")
+
+
+def log_freeze(con: duckdb.DuckDBPyConnection, warehouse: Path, plan_hash: str) -> None:
+    """Append the committed plans row of `plan_hash` to the freeze log (synced)."""
+    cur = con.execute("SELECT * FROM plans WHERE plan_hash = ?", [plan_hash])
+    names = [d[0] for d in cur.description]
+    row = cur.fetchone()
+    if row is None:
+        return
+    line = orjson.dumps(dict(zip(names, row)), default=str) + b"\n"
+    with open(freeze_log(warehouse), "ab") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def restore_freezes(con: duckdb.DuckDBPyConnection, warehouse: Path) -> int:
+    """Plans rows from the freeze log into a (rebuilt) warehouse that lacks them."""
+    log = freeze_log(warehouse)
+    if not log.exists():
+        return 0
+    cols = {r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE "
+                                      "table_name = 'plans' AND database_name = "
+                                      "current_database()").fetchall()}
+    restored = 0
+    for line in log.read_bytes().splitlines():
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue                          # a torn last line: that freeze never returned
+        rec = {k: v for k, v in rec.items() if k in cols}
+        if not rec.get("plan_hash") or con.execute(
+                "SELECT 1 FROM plans WHERE plan_hash = ?", [rec["plan_hash"]]).fetchone():
+            continue
+        names = ", ".join(f'"{k}"' for k in rec)
+        con.execute(f"INSERT INTO plans ({names}) VALUES ({', '.join('?' * len(rec))})",
+                    list(rec.values()))
+        restored += 1
+    return restored

@@ -26,6 +26,7 @@ import orjson
 from dualpath.errors import DataError
 from warehouse.ingest import IngestStats, ingest_journals
 from warehouse.journal import iter_lines
+from warehouse.plans import freeze_log, restore_freezes
 
 # rows that come from journals: replaced by a repair, rebuilt by a rebuild
 FROM_JOURNALS = ("runs", "run_segments", "server_sessions", "calls", "units", "texts",
@@ -221,6 +222,9 @@ def rebuild_warehouse(path: Path, runs_dir: Path) -> RebuildReport:
     damaged: list[str] = []
     with writer(new) as con:
         copied, lost = _copy_from_old(con, path) if path.exists() else ([], [])
+        if "plans" not in copied and restore_freezes(con, path):
+            copied.append(f"plans (from {freeze_log(path).name})")
+            lost = [t for t in lost if t != "plans"]
         try:
             stats = ingest_journals(con, journals_under(runs_dir))
         except DataError as e:
