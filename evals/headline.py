@@ -3,7 +3,8 @@
 *Is the cheaper path as good?* — the preregistered primary verdict with its margin, interval
 and power, or what is missing before it can decide. *How much slower is it?* — the ratio of
 the candidate's seconds per ticker to the baseline's, with an interval, on a named basis, and
-the night it implies at 100 tickers.
+the night it implies: at the experiment's own ticker count (what its runs scored) and, where
+that differs, projected to the 100-ticker night the study is sized for (`TICKERS`).
 
 `headline(metrics, verdict, ...)` is pure; the CLI (`dualpath metrics`, first), the weekly
 report's first screen and its Prefect artifact print `Headline.lines` as they are. Each line
@@ -12,7 +13,8 @@ fits 100 columns, so the verdict and the ratio are never cut.
 The slowdown is the geometric mean of nightly ratios (candidate ÷ baseline s/ticker, both runs
 results on the same night) with a t interval on their logs: the paths share each night's
 tickers, so the pairing removes what a night's prompts do to both; below 2 paired nights no
-interval is given.
+interval is given, and with none the slowdown is unknown (never the ratio of two medians
+taken on different nights: that mixes what the nights' prompts did into the ratio).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from evals.speed import LABELS
 from evals.verdict import DECISIONS  # noqa: F401  (the verdict words a headline renders)
 
 WIDTH = 100
-TICKERS = 100
+TICKERS = 100       # the nightly study's size: every night both paths score the same 100
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class Slowdown:
     candidate: str
     basis: str
     basis_text: str
-    ratio: float
+    ratio: float | None             # None: no paired night, so unknown
     lo: float
     hi: float
     level: float
@@ -51,14 +53,19 @@ class Slowdown:
     candidate_s: float
     draws: int
     hours_at: dict = field(default_factory=dict)
-    tickers: int = TICKERS
+    tickers: int = TICKERS          # the night projected to
+    own_tickers: int | None = None  # the tickers this experiment's runs scored (None: unrecorded)
+    own_hours_at: dict = field(default_factory=dict)
+    result_runs: dict = field(default_factory=dict)     # path: its runs whose speed is a result
 
 
 def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None,
              candidate: str | None, draws: int, level: float = 0.95,
              tickers: int = TICKERS) -> Slowdown | None:
     """The candidate's s/ticker over the baseline's (throughput basis), or None when a path
-    has no run whose speed is a result."""
+    has no run whose speed is a result. With no night on which both paths have a result its
+    `ratio` is None (unknown): each path's median is still given, but their quotient would
+    compare different nights."""
     if not (baseline and candidate) or not len(speed) or not len(speed_runs):
         return None
     med = speed.set_index("path")["throughput_s_per_ticker"]
@@ -69,15 +76,31 @@ def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None
     pairs = wide[[baseline, candidate]].dropna() if {baseline, candidate} <= set(wide) else wide[[]]
     logs = np.log(pairs[candidate] / pairs[baseline]).to_numpy(dtype=float)
     n = len(logs)
-    ratio = float(np.exp(logs.mean())) if n else float(med[candidate] / med[baseline])
+    ratio = float(np.exp(logs.mean())) if n else None
     lo = hi = math.nan
     if n >= 2:
         half = stats.t.ppf(0.5 + level / 2, n - 1) * logs.std(ddof=1) / math.sqrt(n)
         lo, hi = float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
     hours = {p: float(med[p]) * tickers / 3600 for p in (candidate, baseline)}
+    own = _own_tickers(ok[ok["path"].isin([baseline, candidate])])
+    own_hours = {p: float(med[p]) * own / 3600 for p in (candidate, baseline)} if own else {}
+    counts = ok["path"].value_counts()
     return Slowdown(baseline, candidate, "throughput", LABELS[("throughput", "ticker")],
                     ratio, lo, hi, level, n, float(med[baseline]), float(med[candidate]),
-                    draws, hours, tickers)
+                    draws, hours, tickers, own, own_hours,
+                    {p: int(counts.get(p, 0)) for p in (candidate, baseline)})
+
+
+def _own_tickers(runs: pd.DataFrame) -> int | None:
+    """The tickers the compared paths' result runs scored, on their latest night (a config
+    whose universe changed is sized as it is now); None where no run recorded it."""
+    if "tickers" not in runs:
+        return None
+    known = runs[runs["tickers"].notna()]
+    if not len(known):
+        return None
+    last = known[known["night"] == known["night"].max()] if "night" in known else known
+    return int(last["tickers"].max())
 
 
 @dataclass(frozen=True)
@@ -160,8 +183,8 @@ def _why_undecided(v) -> str:
 
 
 def speed_lines(s: Slowdown | None, v, disturbed: dict[str, int] | None = None) -> list[str]:
-    """Question 2: the ratio with its interval on a named basis, and a 100-ticker night;
-    with the disturbed runs left out, where there were any."""
+    """Question 2: the ratio with its interval on a named basis (unknown without a paired
+    night), and the night it implies; with the disturbed runs left out, where there were any."""
     left_out = [f"  left out: {sum(disturbed.values())} disturbed run(s) ("
                 + ", ".join(f"{p} {k}" for p, k in disturbed.items())
                 + "); `dualpath runs` says why"] if disturbed else []
@@ -173,19 +196,53 @@ def speed_lines(s: Slowdown | None, v, disturbed: dict[str, int] | None = None) 
                  f"Speed — how much slower is {v.candidate}?  unknown: no complete "
                  "one-segment run on both paths yet")
         return [part for x in [first, *left_out] for part in _fit(x)]
-    word = "slower" if s.ratio >= 1 else "faster"
-    r = s.ratio if s.ratio >= 1 else 1 / s.ratio
-    lo, hi = (s.lo, s.hi) if s.ratio >= 1 else (1 / s.hi, 1 / s.lo)
-    ci = (f"{s.level:.0%} CI {lo:.1f}×–{hi:.1f}×, {s.nights} paired nights" if s.nights >= 2
-          else f"no interval: {s.nights} paired night(s)")
+    if s.ratio is None:
+        # both paths have results, never on the same night: a ratio of their medians would
+        # compare different nights' prompts, so the slowdown is unknown, like the case above
+        run = "an undisturbed" if disturbed else "a complete"
+        first = [f"Speed — how much slower is {s.candidate}?  unknown: no night with {run} "
+                 "one-segment run on both paths",
+                 f"  ({s.candidate}'s {s.result_runs[s.candidate]} such run(s) and "
+                 f"{s.baseline}'s {s.result_runs[s.baseline]} are on different nights: "
+                 "the medians below are not a ratio)"]
+    else:
+        word = "slower" if s.ratio >= 1 else "faster"
+        r = s.ratio if s.ratio >= 1 else 1 / s.ratio
+        lo, hi = (s.lo, s.hi) if s.ratio >= 1 else (1 / s.hi, 1 / s.lo)
+        ci = (f"{s.level:.0%} CI {lo:.1f}×–{hi:.1f}×, {s.nights} paired nights"
+              if s.nights >= 2 else f"no interval: {s.nights} paired night(s)")
+        first = [f"Speed — how much slower is {s.candidate}?  {r:.1f}× {word} than "
+                 f"{s.baseline} ({ci})"]
     return [part for x in (
-        f"Speed — how much slower is {s.candidate}?  {r:.1f}× {word} than {s.baseline} ({ci})",
+        *first,
         f"  throughput basis (run wall clock ÷ tickers): {s.candidate} "
         f"{cell(s.candidate_s)} s/ticker, {s.baseline} {cell(s.baseline_s)} s/ticker (medians)",
-        f"  a night of {s.tickers} tickers × {s.draws} draws: {s.candidate} "
-        f"{s.hours_at[s.candidate]:.1f} h, {s.baseline} {s.hours_at[s.baseline]:.1f} h",
+        *night_lines(s),
         *left_out)
         for part in _fit(x)]
+
+
+def night_lines(s: Slowdown) -> list[str]:
+    """How long a night takes: at the experiment's own ticker count, and projected to the
+    study's `s.tickers` where that differs (never the 100 alone for a smaller experiment)."""
+    at = lambda hours: f"{s.candidate} {_hours(hours[s.candidate])}, " \
+                       f"{s.baseline} {_hours(hours[s.baseline])}"
+    if s.own_tickers == s.tickers:
+        return [f"  a night of {s.tickers} tickers × {s.draws} draws: {at(s.hours_at)}"]
+    if s.own_tickers is None:
+        return [f"  a night of {s.tickers} tickers × {s.draws} draws (projected; the runs do "
+                f"not record their ticker count): {at(s.hours_at)}"]
+    return [f"  a night of {s.own_tickers} tickers × {s.draws} draws (this experiment's): "
+            f"{at(s.own_hours_at)}",
+            f"  projected to {s.tickers} tickers × {s.draws} draws: {at(s.hours_at)}"]
+
+
+def _hours(h: float) -> str:
+    """A night's length: hours to one decimal from an hour up, else minutes (a 10-ticker
+    night of 0.1 h read as nothing)."""
+    if h >= 1:
+        return f"{h:.1f} h"
+    return f"{h * 60:.0f} min" if h * 60 >= 1 else f"{h * 3600:.0f} s"
 
 
 def _fit(line: str) -> list[str]:
@@ -207,8 +264,10 @@ def headline_table(h: Headline) -> pd.DataFrame:
              "ci_low": v.ci_low, "ci_high": v.ci_high, "ci_level": v.ci_level,
              "basis": f"ΔIC at h={v.horizon}, margin {v.margin}", "detail": v.note or v.label_text}]
     if s is not None:
-        rows.append({"question": "speed", "answer": f"{s.ratio:.2f}× ({s.candidate} ÷ "
-                     f"{s.baseline})", "estimate": s.ratio, "ci_low": s.lo, "ci_high": s.hi,
-                     "ci_level": s.level, "basis": s.basis_text,
+        answer = (f"unknown ({s.candidate} ÷ {s.baseline}): no paired night" if s.ratio is None
+                  else f"{s.ratio:.2f}× ({s.candidate} ÷ {s.baseline})")
+        rows.append({"question": "speed", "answer": answer,
+                     "estimate": math.nan if s.ratio is None else s.ratio, "ci_low": s.lo,
+                     "ci_high": s.hi, "ci_level": s.level, "basis": s.basis_text,
                      "detail": f"{s.nights} paired nights"})
     return pd.DataFrame(rows)

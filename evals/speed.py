@@ -142,6 +142,9 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
         "path": r["path"], "night": r.get("night"), "status": r["status"],
         "resumed": segments.gt(1), "disturbed": disturbed,
         "is_result": complete & segments.eq(1) & disturbed.isna(), "units": n_units,
+        # the tickers the run scored (a headline's night is this experiment's size first)
+        "tickers": (r["tickers_planned"] if "tickers_planned" in r
+                    else pd.Series(float("nan"), index=r.index)),
         "throughput_s_per_ticker": per("throughput", "ticker"),
         "throughput_s_per_unit": per("throughput", "unit"),
         "slot_latency_s_per_unit": per("slot-latency", "unit"),
@@ -193,7 +196,7 @@ def path_speed(per_run: pd.DataFrame) -> pd.DataFrame:
     ok = per_run[per_run["is_result"]]
     cols = [c for c in per_run.columns if c not in ("run_id", "path", "night", "status",
                                                     "resumed", "disturbed", "is_result",
-                                                    "units")]
+                                                    "units", "tickers")]
     paths = sorted(per_run["path"].unique())
     med = ok.groupby("path")[cols].median().reindex(paths)
     count = lambda mask: per_run[mask].groupby("path").size().reindex(paths, fill_value=0)

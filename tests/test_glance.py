@@ -20,7 +20,8 @@ Quality — is backup as good as main?  insufficient nights  [exploratory — no
   before it can decide: insufficient nights (n=9, need 16)
 Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.8×, 9 paired nights)
   throughput basis (run wall clock ÷ tickers): backup 347 s/ticker, main 61 s/ticker (medians)
-  a night of 100 tickers × 2 draws: backup 9.6 h, main 1.7 h
+  a night of 8 tickers × 2 draws (this experiment's): backup 46 min, main 8 min
+  projected to 100 tickers × 2 draws: backup 9.6 h, main 1.7 h
 """
 
 RUNS = """\
@@ -101,6 +102,55 @@ def test_metrics_opens_with_the_headline_whole_at_100_columns(seeded):
     out = dualpath("metrics", "-c", str(seeded), columns=100).stdout
     assert out.startswith(HEADLINE + "\n")
     assert all(len(line) <= 100 for line in HEADLINE.splitlines())
+
+
+UNPAIRED_SPEED = """\
+Speed — how much slower is backup?  unknown: no night with a complete one-segment run on both paths
+  (backup's 4 such run(s) and main's 5 are on different nights: the medians below are not a ratio)
+  throughput basis (run wall clock ÷ tickers): backup 349 s/ticker, main 61 s/ticker (medians)
+  a night of 8 tickers × 2 draws (this experiment's): backup 47 min, main 8 min
+  projected to 100 tickers × 2 draws: backup 9.7 h, main 1.7 h
+
+"""
+
+
+def test_a_slowdown_without_a_paired_night_is_unknown_not_a_ratio_of_medians(tmp_path):
+    """The trial's `demo --nights 6 --tickers 10` printed `5.6× slower than main (no interval:
+    0 paired night(s))`: the quotient of two medians from different nights. Here backup's
+    results are on nights 1, 3, 5, 7 (347, 351, 347, 351: 349) and main's on 0, 2, 4, 6, 8
+    (60, 62, 61, 60, 62: 61), the other runs resumed: 349 / 61 = 5.7 would be that figure."""
+    from warehouse.db import writer
+
+    cfg_path, cfg, nights = seed_warehouse(tmp_path)
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        for i, night in enumerate(nights):
+            con.execute("UPDATE runs SET segments = 2 WHERE run_id = ?",
+                        [f"demo/{night}/{'backup' if i % 2 == 0 else 'main'}"])
+    out = dualpath("metrics", "-c", str(cfg_path), columns=100).stdout
+    head = out[:out.index("\n\n") + 2]
+    assert head[head.index("Speed"):] == UNPAIRED_SPEED
+    assert "×" not in UNPAIRED_SPEED.split("\n")[0]
+    assert all(len(line) <= 100 for line in UNPAIRED_SPEED.splitlines())
+    doc = json.loads(dualpath("metrics", "-c", str(cfg_path), "-f", "json").stdout)
+    speed = doc["tables"]["headline"][1]
+    assert speed["answer"] == "unknown (backup ÷ main): no paired night"
+    assert speed["estimate"] is None and speed["detail"] == "0 paired nights"
+
+
+def test_a_night_of_the_study_size_is_one_line_and_an_unrecorded_size_says_so():
+    """The projection's 100 is the nightly study's size (`TICKERS`): an experiment of that
+    size gets one line; runs without a ticker count say the night is a projection."""
+    from evals.headline import Slowdown, night_lines
+
+    s = Slowdown("main", "backup", "throughput", "", 5.7, 5.6, 5.8, 0.95, 9, 61.0, 347.0, 2,
+                 {"backup": 347 * 100 / 3600, "main": 61 * 100 / 3600}, 100, 100,
+                 {"backup": 347 * 100 / 3600, "main": 61 * 100 / 3600})
+    assert night_lines(s) == ["  a night of 100 tickers × 2 draws: backup 9.6 h, main 1.7 h"]
+    from dataclasses import replace
+
+    assert night_lines(replace(s, own_tickers=None, own_hours_at={})) == [
+        "  a night of 100 tickers × 2 draws (projected; the runs do not record their ticker "
+        "count): backup 9.6 h, main 1.7 h"]
 
 
 def test_metrics_speed_table_shows_both_bases_and_the_excluded_runs(seeded):

@@ -203,7 +203,8 @@ STARVED_WARNING = (
 STARVED_HEADLINE_SPEED = """\
 Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.8×, 8 paired nights)
   throughput basis (run wall clock ÷ tickers): backup 347 s/ticker, main 61 s/ticker (medians)
-  a night of 100 tickers × 2 draws: backup 9.6 h, main 1.7 h
+  a night of 8 tickers × 2 draws (this experiment's): backup 46 min, main 8 min
+  projected to 100 tickers × 2 draws: backup 9.6 h, main 1.7 h
   left out: 1 disturbed run(s) (backup 1); `dualpath runs` says why
 """
 
