@@ -100,6 +100,10 @@ class PathClient:
         # matches: every later response is contaminated, whatever it says.
         self.identity_problem: str | None = None
         self.in_flight = 0   # calls of this client the server may be processing now
+        # since when this path's server has refused or reset new connections (None: it
+        # answers); the wait for it is the path's, not each call's: per call, a server gone
+        # for good held every unit's first call ~5 min, and a night ran on for hours
+        self._down_since: float | None = None
 
     def pin(self, model: str | None, build: str | None, dialect: str,
             fingerprint: str | None = None) -> None:
@@ -177,13 +181,19 @@ class PathClient:
                     await self._stream(payload, rec)
                 else:
                     await self._once(payload, rec)
+                self._down_since = None
                 break
             except Fault as f:
                 _clear_attempt(rec)     # a cut answer's pieces must not leak into the next
                 rec.http_status = f.status
                 wait = self.backoff.delay(rec.attempts, f.retry_after, self._rng)
+                now = time.monotonic()
+                if f.no_server and self._down_since is None:
+                    self._down_since = now
+                down_for = now - self._down_since if self._down_since is not None else 0.0
                 waiting = (f.no_server and 0 < wait and rec.attempts - counted < _DOWN_MAX
-                           and waited_down < self.path.server_down_wait_s)
+                           and waited_down < self.path.server_down_wait_s
+                           and down_for < self.path.server_down_wait_s)
                 counted += not waiting
                 stop = self._why_stop(f, counted, rec.attempts, waited_down,
                                       time.monotonic() + wait > budget_end)

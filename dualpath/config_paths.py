@@ -225,11 +225,12 @@ class ServingPath(_Model):
     retry_budget_s: float = Field(3600.0, gt=0, le=7 * 86400, description="Per call: no "
                                   "retry starts later than this after the call began (a "
                                   "generation under way is never cut by it).")
-    server_down_wait_s: float = Field(60.0, ge=0, le=86400, description="Per call: how long "
-                                      "(in backoff sleeps) a server that is not there - "
-                                      "connection refused, or reset before replying on a new "
-                                      "connection, as while it restarts on its port - is waited "
-                                      "for before those faults count toward max_attempts.")
+    server_down_wait_s: float = Field(60.0, ge=0, le=86400, description="How long a server "
+                                      "that is not there - connection refused, or reset "
+                                      "before replying on a new connection, as while it "
+                                      "restarts on its port - is waited for (in backoff "
+                                      "sleeps, from the path's first such fault) before those "
+                                      "faults count toward max_attempts.")
     grade_format: Literal["text", "json"] = Field(
         "text", description="'json' constrains the final-grade call to a JSON schema.")
     sim: SimProfile = Field(default_factory=SimProfile, description="Simulated server model.")
