@@ -27,6 +27,7 @@ from dualpath.config_paths import (ENGINE_REPORTS, Engine, ExpectedIdentity,  # 
                                    MeasuredSpeed, ServingPath, SimProfile, _Model,
                                    unreportable_pins)
 from dualpath.errors import ConfigError
+from dualpath.telemetry.settings import CostSettings, TelemetrySettings
 
 
 class Experiment(_Model):
@@ -188,6 +189,9 @@ class Config(_Model):
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings,
                                        description="The night window.")
     ui: UiSettings = Field(default_factory=UiSettings, description="The web viewer.")
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings,
+                                         description="GPU energy and state per run.")
+    cost: CostSettings = Field(default_factory=CostSettings, description="Energy price.")
     base_dir: Path = Field(Path("."), description="Folder relative paths are resolved against.")
     _universe_read: tuple[Path, list[str]] | None = PrivateAttr(None)   # see tickers()
 
@@ -252,11 +256,14 @@ class Config(_Model):
         data = self.model_dump(mode="json", exclude={"warehouse": True, "base_dir": True,
                                                      "comparison": True, "schedule": True,
                                                      "ui": True,     # the viewer's address
+                                                     # reading the GPUs and pricing energy
+                                                     "telemetry": True, "cost": True,
                                                      "market": price_io,
                                                      "experiment": {"universe",
                                                                     "universe_file"},
                                                      "paths": {"__all__": {"work_pool",
-                                                                           "measured"}}})
+                                                                           "measured", "gpus",
+                                                                           "power"}}})
         data["experiment"]["universe_sha256"] = universe_sha256(self.tickers())
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from dualpath.telemetry.settings import SimPower
+
 Engine = Literal["llama.cpp", "vllm", "openai", "sim"]
 
 
@@ -259,6 +261,12 @@ class ServingPath(_Model):
                                   "(unset: scored by the flow's own process).")
     measured: MeasuredSpeed | None = Field(None, description="Speed measured by a sweep "
                                            "(informational; used by `dualpath plan`).")
+    gpus: list[int] | None = Field(None, description="Host GPU indices (NVML / amdgpu order) "
+                                   "the path's server uses, for its energy and GPU state; "
+                                   "unset: read from the launch argv and env, else every GPU "
+                                   "of the host.")
+    power: SimPower = Field(default_factory=SimPower, description="engine 'sim': the "
+                            "simulated GPU's power model.")
 
     @property
     def dialect(self) -> str:

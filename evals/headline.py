@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from evals import energy
 from evals.format import cell
 from evals.registry import table
 from evals.speed import LABELS
@@ -111,20 +112,27 @@ class Headline:
     slowdown: Slowdown | None
     quality: tuple[str, ...]        # the answer to question 1, first line first
     speed: tuple[str, ...]          # the answer to question 2
+    energy: tuple[str, ...] = ()    # what a ticker costs (evals.energy)
+    energy_cmp: object = None       # evals.energy.EnergyCompare, or None
 
     @property
     def lines(self) -> tuple[str, ...]:
         """Every line, in the order every reader prints them."""
-        return self.quality + self.speed
+        return self.quality + self.speed + self.energy
 
 
-def headline(metrics, verdict, draws: int, tickers: int = TICKERS) -> Headline:
+def headline(metrics, verdict, draws: int, tickers: int = TICKERS,
+             price: float | None = None, currency: str = "") -> Headline:
     """The headline of a `evals.report.Metrics` and its `evals.verdict.PrimaryVerdict`
-    (rendered from its fields, never recomputed)."""
+    (rendered from its fields, never recomputed); `price` per kWh adds money."""
     s = slowdown(metrics.speed_runs, metrics.speed, verdict.baseline, verdict.candidate,
                  draws, tickers=tickers)
+    e = energy.compare(getattr(metrics, "energy_runs", pd.DataFrame()), verdict.baseline,
+                       verdict.candidate, draws, tickers, price=price, currency=currency)
     return Headline(verdict, s, tuple(quality_lines(verdict)),
-                    tuple(speed_lines(s, verdict, disturbed_runs(metrics.speed, verdict))))
+                    tuple(speed_lines(s, verdict, disturbed_runs(metrics.speed, verdict))),
+                    tuple(x for line in energy.energy_lines(e, verdict.candidate)
+                          for x in _fit(line)), e)
 
 
 def disturbed_runs(speed: pd.DataFrame, v) -> dict[str, int]:
@@ -270,4 +278,16 @@ def headline_table(h: Headline) -> pd.DataFrame:
                      "estimate": math.nan if s.ratio is None else s.ratio, "ci_low": s.lo,
                      "ci_high": s.hi, "ci_level": s.level, "basis": s.basis_text,
                      "detail": f"{s.nights} paired nights"})
+    e = h.energy_cmp
+    if e is not None:
+        known = not e.unknown and e.ratio is not None
+        rows.append({"question": "energy",
+                     "answer": (f"{e.ratio:.2f}× ({e.candidate} ÷ {e.baseline}), J/ticker"
+                                if known else "unknown: " + "; ".join(
+                                    f"{p}: {w}" for p, w in e.unknown.items())),
+                     "estimate": e.ratio if known else math.nan, "ci_low": e.lo,
+                     "ci_high": e.hi, "ci_level": e.level, "basis": energy.BASIS,
+                     "detail": "; ".join(f"{p} {e.per_ticker[p]:.0f} J/ticker, "
+                                         f"{e.kwh[p]:.3f} kWh per {e.tickers}-ticker night"
+                                         for p in (e.candidate, e.baseline))})
     return pd.DataFrame(rows)

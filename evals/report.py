@@ -7,6 +7,8 @@ from typing import Sequence
 
 import pandas as pd
 
+from evals.energy import run_energy
+
 from evals.agreement import grade_distribution, self_agreement
 from evals.compare import compare_paths, cross_path_agreement, paired_delta_ic
 from evals.rankic import NIGHTLY, nightly_rank_ic, rank_ic_summary
@@ -35,6 +37,7 @@ class Metrics:
     by_grade: pd.DataFrame = field(default_factory=pd.DataFrame)
     nightly_delta: pd.DataFrame = field(default_factory=pd.DataFrame)
     verdict: object = None            # evals.verdict.PrimaryVerdict (set by flows.prereg.study)
+    energy_runs: pd.DataFrame = field(default_factory=pd.DataFrame)   # evals.energy.run_energy
 
 
 def default_primary(horizons: list[int]) -> int:
@@ -90,5 +93,7 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
     grade_ret = by_grade(scores, returns) if len(returns) else pd.DataFrame()
     per_run = run_speed(calls, units, runs) if len(runs) and len(calls) else pd.DataFrame()
     speed = path_speed(per_run) if len(per_run) else pd.DataFrame()
-    return Metrics(nightly, summary, comparison, cross, agree, agree_n, grades, per_run, speed,
+    m = Metrics(nightly, summary, comparison, cross, agree, agree_n, grades, per_run, speed,
                    notes, draws, shape, grade_ret, delta)
+    m.energy_runs = run_energy(runs, per_run) if len(per_run) else pd.DataFrame()
+    return m

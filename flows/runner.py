@@ -36,6 +36,7 @@ from dualpath.records import UnitResult, UnitStart
 from dualpath.scheduler import Progress, Unit
 from dualpath.transport import AiohttpTransport
 from flows.connect import Endpoint, connect
+from flows.telemetry import path_telemetry
 from flows.watch import watch_server
 from warehouse.journal import JournalWriter, read_journal
 
@@ -295,7 +296,8 @@ async def score_into_journal(cfg: Config, night: date, work: PathWork, ep: Endpo
         runner.client.pin(ident.model, ident.build, sp.dialect, sp.expect.build)
         todo = [u for u in work.units if u.ticker not in missing
                 and (max_draw is None or u.draw <= max_draw)]
-        async with watch_server(cfg, work, ep, ident, http, runner.client, w):
+        async with path_telemetry(cfg, work, ep.base_url, runner.client), \
+                watch_server(cfg, work, ep, ident, http, runner.client, w):
             await runner.run_units(todo)
         # a swap seen only at the end still puts the calls since the last good check in doubt
         detail = runner.client.identity_problem

@@ -19,6 +19,9 @@ from warehouse.db import writer
 
 SPEED = {"main": lambda i: 60.0 + i % 3, "backup": lambda i: 345.0 + 2 * (i % 4)}
 SLOTS = {"main": 8, "backup": 4}
+# board watts while scoring and the idle floor: J/ticker = W × s/ticker (modelled seconds)
+POWER = {"main": 520.0, "backup": 190.0}
+IDLE = {"main": 70.0, "backup": 30.0}
 
 
 def seed_warehouse(root: Path, tickers: int = 8, nights: int = 10, draws: int = 2):
@@ -26,14 +29,20 @@ def seed_warehouse(root: Path, tickers: int = 8, nights: int = 10, draws: int = 
     cfg_path, cfg, dates = make_project(root, tickers=tickers, draws=draws, nights=nights)
     market = SyntheticMarket(cfg.market.synthetic_seed)
     rng = np.random.default_rng(7)
-    runs, units, calls = [], [], []
+    runs, units, calls, energy = [], [], [], []
     for i, night in enumerate(dates):
         for path in ("backup", "main"):
             partial = path == "backup" and i == len(dates) - 1
             r, u, c = _run(cfg, path, night, i, tickers, draws, partial, market, rng)
             runs.append(r), units.extend(u), calls.extend(c)
+            s = SPEED[path](i) * tickers
+            energy.append({"run_id": r["run_id"], "segment": 1, "host": "seeded",
+                           "source": "sim", "gpus": "0", "basis": "counter",
+                           "joules": POWER[path] * s, "seconds": s, "mean_w": POWER[path],
+                           "idle_w": IDLE[path], "idle_s": 5.0, "samples": 100})
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
-        for name, rows in (("runs", runs), ("units", units), ("calls", calls)):
+        for name, rows in (("runs", runs), ("units", units), ("calls", calls),
+                           ("energy_runs", energy)):
             frame = pd.DataFrame(rows)  # noqa: F841  (read by DuckDB by name)
             cols = ", ".join(rows[0])
             con.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM frame")

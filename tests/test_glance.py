@@ -22,6 +22,10 @@ Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.8
   throughput basis (run wall clock ÷ tickers): backup 347 s/ticker, main 61 s/ticker (medians)
   a night of 8 tickers × 2 draws (this experiment's): backup 46 min, main 8 min
   projected to 100 tickers × 2 draws: backup 9.6 h, main 1.7 h
+Energy — how much energy per ticker?  backup 2.08× main (95% CI 2.06×–2.11×, 9 paired nights)
+  board energy, scoring only, idle floor included: backup 65.9 kJ, main 31.7 kJ per ticker (medians)
+  a night of 100 tickers × 2 draws: backup 1.83 kWh, main 0.88 kWh
+  idle floor: backup 30 W, main 70 W; above it: backup 55.5 kJ/ticker, main 27.4 kJ/ticker
 """
 
 RUNS = """\
@@ -110,6 +114,10 @@ Speed — how much slower is backup?  unknown: no night with a complete one-segm
   throughput basis (run wall clock ÷ tickers): backup 349 s/ticker, main 61 s/ticker (medians)
   a night of 8 tickers × 2 draws (this experiment's): backup 47 min, main 8 min
   projected to 100 tickers × 2 draws: backup 9.7 h, main 1.7 h
+Energy — how much energy per ticker?  unknown ratio: no night with both paths' energy
+  board energy, scoring only, idle floor included: backup 66.3 kJ, main 31.7 kJ per ticker (medians)
+  a night of 100 tickers × 2 draws: backup 1.84 kWh, main 0.88 kWh
+  idle floor: backup 30 W, main 70 W; above it: backup 55.8 kJ/ticker, main 27.4 kJ/ticker
 
 """
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from warehouse.energy import DICTIONARY as ENERGY_TABLES
+
 WALL = "epoch s (Unix time, comparable across machines)"
 MONO = "s on the harness's monotonic clock (differences only, one boot)"
 
@@ -235,6 +237,7 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "is_final": "bool — the latest attempt of this ticker × draw",
         "measured": "bool — graded or parse_failed", "clean": "bool — no contaminated call"}),
 }
+TABLES.update(ENERGY_TABLES)     # energy_runs, energy_samples (warehouse.energy)
 
 
 def dictionary(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

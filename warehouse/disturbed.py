@@ -17,6 +17,9 @@ and the run's own calls:
   server generate tokens the calls never received: up to twice the retried call's length
   each (a seeded retry repeats the answer; the run's longest answer for a call that never
   got one) is allowed, and 1% + 64 tokens of slack.
+* **gpu** — the path's GPU changed during the run (`warehouse.energy`): its power limit
+  changed, its PCIe link trained narrower, or a process that was not there when the night
+  began took memory on it.
 * **starved** — the harness, not the server, set the pace: while units were still waiting
   to start (the run's first call to its last unit's start; the scheduler admits a unit
   whenever a slot would sit idle, so a fast enough harness keeps every slot busy there), the
@@ -105,7 +108,8 @@ SELECT run_id, nullif(concat_ws('; ',
          || CASE WHEN q.in_flight >= {KEPT_FULL} THEN 'dualpath kept them full'
                  ELSE 'dualpath held requests for ' || round(100 * q.in_flight)::BIGINT
                       || '% of them' END
-         || ' — the harness''s machine, not the server, set the pace' END), '') AS disturbed
+         || ' — the harness''s machine, not the server, set the pace' END,
+    CASE WHEN g.gpu_changes IS NOT NULL THEN 'gpu: ' || g.gpu_changes END), '') AS disturbed
 FROM (SELECT *, s.restarts > 0 OR s.went_down AS restarted,
              coalesce(s.unanswered_s >= {STALL_S}, false) AS stalled,
              coalesce(NOT (s.restarts > 0 OR s.went_down)
@@ -130,5 +134,9 @@ JOIN (
     FROM (SELECT *, max(completion_tokens) OVER (PARTITION BY run_id) AS longest FROM calls)
     GROUP BY run_id) c USING (run_id)) s
 LEFT JOIN ({QUEUED}) q USING (run_id)
+-- the GPU changed under the run (warehouse.energy): its power limit, its link, or another
+-- process on it; its seconds and joules are not this configuration's
+LEFT JOIN (SELECT run_id, string_agg(changes, '; ') AS gpu_changes FROM energy_runs
+           WHERE changes IS NOT NULL GROUP BY run_id) g USING (run_id)
 """
 

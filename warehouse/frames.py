@@ -7,6 +7,7 @@ from datetime import date
 import pandas as pd
 
 from warehouse.disturbed import DISTURBED
+from warehouse.energy import ENERGY_BY_RUN
 
 
 def _where(experiment: str, since: date | None, paths: list[str] | None, alias: str = "") -> tuple[str, list]:
@@ -53,8 +54,9 @@ def runs_frame(con, experiment: str, since: date | None = None,
     where, params = _where(experiment, since, paths)
     df = con.execute(f"""SELECT run_id, path, night, status, wall_s, units_done AS units,
                                 units_planned, tickers_planned, slots, time_scale, segments,
-                                d.disturbed
+                                d.disturbed, e.joules, e.energy_s, e.idle_w, e.energy_unknown
                          FROM runs LEFT JOIN ({DISTURBED}) d USING (run_id)
+                         LEFT JOIN ({ENERGY_BY_RUN}) e USING (run_id)
                          WHERE {where}""", params).df()
     df["night"] = pd.to_datetime(df["night"])
     return df

@@ -32,6 +32,7 @@ import pandas as pd
 from dualpath.errors import DataError
 from dualpath.records import MEASURED
 from warehouse.db import transaction
+from warehouse.energy import store_telemetry
 from warehouse.ingest_stage import check_quotes, insert_texts, stage_calls, stage_prompts
 from warehouse.journal import JournalContents, read_journal, repair_hint, snapshot
 
@@ -265,6 +266,7 @@ def _ingest(con: duckdb.DuckDBPyConnection, journals: list[Path],
             for name, frame in frames.items():
                 con.register(name, frame)
             new_units, new_calls = _store(con, frames, contents)
+            store_telemetry(con, [jc.path for jc in contents])
     finally:
         for name in frames:
             con.unregister(name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import duckdb
 
 from warehouse.db import transaction
+from warehouse.energy import M026_ENERGY
 
 M001_INITIAL = """
 CREATE TABLE runs (
@@ -400,6 +401,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m023_unanswered", M023_UNANSWERED),
     ("m015_thinking", M015_THINKING),
     ("m017_experiments", M017_EXPERIMENTS),
+    ("m026_energy", M026_ENERGY),
 ]
 
 

@@ -2,7 +2,7 @@
 
 usage: python bench/gpu/make_cfg.py OUTDIR --url http://127.0.0.1:8080 [--queue-depth N]
        --affinity true|false [--tickers 16] [--max-tokens 192] [--slots 4] [--model dp-moe]
-       [--docs-kb 20] [--read-timeout 1800] [--units-per-slot N]
+       [--docs-kb 20] [--read-timeout 1800] [--units-per-slot N] [--telemetry on|off]
 Writes OUTDIR/dualpath.toml with its warehouse and runs under OUTDIR, and (--docs-kb > 0) one
 TICKER.md document per ticker in OUTDIR/docs (`[pipeline] documents_dir`): that many KB of
 filler words, the same bytes for every run (prompts ~4.6k tokens at 20 KB). The path is named
@@ -26,6 +26,8 @@ p.add_argument("--read-timeout", type=float, default=1800.0)
 p.add_argument("--slots", type=int, default=4)
 p.add_argument("--model", default="dp-moe")
 p.add_argument("--name", default="gpu")
+p.add_argument("--telemetry", choices=["on", "off"], default="on",
+               help="[telemetry] enabled: read the GPU (NVML) during the night")
 a = p.parse_args()
 
 out = Path(a.out).resolve()
@@ -64,6 +66,9 @@ presence_penalty = 1.5
 max_tokens = {a.max_tokens}
 
 {docs}
+[telemetry]
+enabled = {"true" if a.telemetry == "on" else "false"}
+
 [warehouse]
 path = "{out}/warehouse.duckdb"
 runs_dir = "{out}/runs"
@@ -84,5 +89,6 @@ grade_format = "json"
 {"" if a.queue_depth is None else f"queue_depth = {a.queue_depth}"}
 {"" if a.units_per_slot is None else f"units_per_slot = {a.units_per_slot}"}
 read_timeout_s = {a.read_timeout}
+gpus = [0]
 """)
 print(out / "dualpath.toml")

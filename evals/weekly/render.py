@@ -123,7 +123,8 @@ def _primary(d: ReportData) -> pd.DataFrame:
 
 
 def cards(d: ReportData) -> list[dict]:
-    """The headline as two cards: each a title line, its detail lines, and a class."""
+    """The headline as cards (quality, speed, energy): each a title line, its detail lines,
+    and a class."""
     h = d.headline
     if h is None:
         return []
@@ -133,6 +134,8 @@ def cards(d: ReportData) -> list[dict]:
     out = [{"cls": f"verdict {tone}", "lines": list(h.quality)}]
     if h.speed:
         out.append({"cls": "slowdown", "lines": list(h.speed)})
+    if getattr(h, "energy", ()):
+        out.append({"cls": "energy", "lines": list(h.energy)})
     return out
 
 

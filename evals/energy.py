@@ -1,0 +1,138 @@
+"""What a ticker costs in energy on each path: board joules per ticker, their ratio over
+paired nights, and the night it implies in kWh (and money, with a price).
+
+Input: the ``runs`` frame (`evals` contract) with the energy columns `joules` (J over the
+run's scoring window, NULL when unknown), `energy_s`, `idle_w` (the idle floor read before
+the night) and `energy_unknown` (why not), and the ``speed_runs`` frame of
+`evals.speed.run_speed` (run_id, path, night, is_result, tickers). Only runs whose speed is a
+result count (complete, one segment, undisturbed — a GPU whose power limit, link or tenants
+changed mid-night disturbs its run).
+
+The ratio is the geometric mean of nightly ratios (candidate ÷ baseline J/ticker, both runs
+results on the same night) with a t interval on their logs, as the slowdown's
+(`evals.headline.slowdown`); the interval's coverage is checked by simulation in the tests.
+The basis is stated every time: board energy (the GPU's own counter or sampled power), the
+scoring window only (not the server's start-up or the ingest), idle floor included.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+BASIS = "board energy, scoring only, idle floor included"
+
+
+def run_energy(runs: pd.DataFrame, speed_runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run: path, night, is_result, J per ticker (all of its draws), J per ticker above
+    the idle floor, mean and idle watts, and why its energy is unknown."""
+    cols = ["run_id", "path", "night", "is_result", "j_per_ticker", "j_above_idle_per_ticker",
+            "mean_w", "idle_w", "energy_unknown"]
+    if not len(speed_runs) or "joules" not in runs:
+        return pd.DataFrame(columns=cols)
+    e = runs.set_index("run_id")[["joules", "energy_s", "idle_w", "energy_unknown"]]
+    s = speed_runs.set_index("run_id")[["path", "night", "is_result", "tickers"]].join(e)
+    t = s["tickers"].astype(float)
+    j = s["joules"].astype(float)
+    out = s.assign(j_per_ticker=j / t,
+                   j_above_idle_per_ticker=(j - s["idle_w"].astype(float)
+                                            * s["energy_s"].astype(float)) / t,
+                   mean_w=j / s["energy_s"].astype(float))
+    return out.reset_index()[cols]
+
+
+@dataclass(frozen=True)
+class EnergyCompare:
+    """Energy per ticker on two paths, and what a night costs."""
+
+    baseline: str
+    candidate: str
+    per_ticker: dict                 # path: median J/ticker (NaN: none known)
+    above_idle: dict                 # path: median J/ticker above the idle floor
+    idle_w: dict                     # path: median idle floor W
+    unknown: dict                    # path: why its energy is unknown (no result has any)
+    ratio: float | None
+    lo: float
+    hi: float
+    level: float
+    nights: int
+    tickers: int
+    draws: int
+    price: float | None = None
+    currency: str = ""
+    kwh: dict = field(default_factory=dict)      # path: kWh of a `tickers` night
+
+
+def compare(energy: pd.DataFrame, baseline: str | None, candidate: str | None, draws: int,
+            tickers: int = 100, level: float = 0.95, price: float | None = None,
+            currency: str = "") -> EnergyCompare | None:
+    """The candidate's J/ticker over the baseline's, or None without both paths' runs."""
+    if not (baseline and candidate) or not len(energy):
+        return None
+    ok = energy[energy["is_result"].astype(bool)]
+    if not {baseline, candidate} <= set(ok["path"]):
+        return None
+    known = ok[ok["j_per_ticker"].notna()]
+    med = lambda col: {p: float(known[known["path"] == p][col].median())
+                       for p in (candidate, baseline)}
+    unknown = {}
+    for p in (candidate, baseline):
+        if not (known["path"] == p).any():
+            why = ok[ok["path"] == p]["energy_unknown"].dropna()
+            unknown[p] = why.iloc[-1] if len(why) else "no GPU reading stored"
+    wide = known.pivot_table(index="night", columns="path", values="j_per_ticker")
+    logs = np.log(wide[candidate] / wide[baseline]).dropna().to_numpy(dtype=float) \
+        if {baseline, candidate} <= set(wide) else np.array([])
+    n = len(logs)
+    ratio, lo, hi = paired_ratio(logs, level)
+    per = med("j_per_ticker")
+    return EnergyCompare(baseline, candidate, per, med("j_above_idle_per_ticker"),
+                         med("idle_w"), unknown, ratio, lo, hi, level, n, tickers, draws, price,
+                         currency, {p: v * tickers / 3.6e6 for p, v in per.items()})
+
+
+def paired_ratio(logs: np.ndarray, level: float = 0.95) -> tuple[float | None, float, float]:
+    """Geometric mean of nightly ratios (given as logs) and its t interval (NaN below 2)."""
+    n = len(logs)
+    if not n:
+        return None, math.nan, math.nan
+    mean = float(logs.mean())
+    if n < 2:
+        return math.exp(mean), math.nan, math.nan
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * logs.std(ddof=1) / math.sqrt(n)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def _kj(j: float) -> str:
+    return "—" if math.isnan(j) else (f"{j / 1e3:.1f} kJ" if j >= 1e3 else f"{j:.0f} J")
+
+
+def energy_lines(e: EnergyCompare | None, candidate: str | None) -> list[str]:
+    """The headline's third answer: energy per ticker on each path with the ratio and its
+    interval, the night in kWh (and money), the basis, the idle floor."""
+    head = "Energy — how much energy per ticker?"
+    if e is None:
+        return [f"{head}  unknown: no complete undisturbed run on both paths yet"] \
+            if candidate else []
+    c, b = e.candidate, e.baseline
+    if e.unknown:
+        return [f"{head}  unknown"] + [f"  {p}: {why}" for p, why in e.unknown.items()]
+    if e.ratio is None:
+        first = f"{head}  unknown ratio: no night with both paths' energy"
+    else:
+        ci = (f"{e.level:.0%} CI {e.lo:.2f}×–{e.hi:.2f}×, {e.nights} paired nights"
+              if e.nights >= 2 else f"no interval: {e.nights} paired night(s)")
+        first = f"{head}  {c} {e.ratio:.2f}× {b} ({ci})"
+    kwh = lambda p: f"{e.kwh[p]:.2f} kWh" + (
+        f" ({e.kwh[p] * e.price:.2f}{(' ' + e.currency) if e.currency else ''})"
+        if e.price is not None else "")
+    return [first,
+            f"  {BASIS}: {c} {_kj(e.per_ticker[c])}, {b} {_kj(e.per_ticker[b])} per ticker "
+            "(medians)",
+            f"  a night of {e.tickers} tickers × {e.draws} draws: {c} {kwh(c)}, {b} {kwh(b)}",
+            f"  idle floor: {c} {e.idle_w[c]:.0f} W, {b} {e.idle_w[b]:.0f} W; above it: "
+            f"{c} {_kj(e.above_idle[c])}/ticker, {b} {_kj(e.above_idle[b])}/ticker"]

@@ -1,0 +1,170 @@
+"""Energy per run: the GPU telemetry each segment appended beside its journal
+(`flows.telemetry`), stored in `energy_runs` (one row per run segment) and `energy_samples`
+(its power over time, at most `[telemetry] max_samples` rows per segment), and read back.
+
+A segment whose GPUs could not be read has `unknown` set (the reason) and NULL joules:
+never 0. `changes` (the power limit changed, the link trained narrower, another process on
+the GPU) marks the run disturbed (`warehouse.disturbed`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pandas as pd
+
+M026_ENERGY = """
+CREATE TABLE energy_runs (
+    run_id VARCHAR NOT NULL, segment INTEGER NOT NULL, host VARCHAR, source VARCHAR,
+    gpus VARCHAR, gpu_name VARCHAR, driver VARCHAR, vram_total_mb DOUBLE,
+    power_limit_w DOUBLE, link VARCHAR, link_max VARCHAR, basis VARCHAR, joules DOUBLE,
+    seconds DOUBLE, mean_w DOUBLE, peak_w DOUBLE, idle_w DOUBLE, idle_s DOUBLE,
+    samples INTEGER, changes VARCHAR, shared_with VARCHAR, unknown VARCHAR,
+    started_wall DOUBLE, ended_wall DOUBLE, PRIMARY KEY (run_id, segment)
+);
+CREATE TABLE energy_samples (
+    run_id VARCHAR NOT NULL, segment INTEGER NOT NULL, t_s DOUBLE NOT NULL, width_s DOUBLE,
+    power_w REAL, max_w REAL, mem_used_mb REAL, sm_mhz REAL, temp_c REAL
+);
+"""
+
+RUN_COLUMNS = ["run_id", "segment", "host", "source", "gpus", "gpu_name", "driver",
+               "vram_total_mb", "power_limit_w", "link", "link_max", "basis", "joules",
+               "seconds", "mean_w", "peak_w", "idle_w", "idle_s", "samples", "changes",
+               "shared_with", "unknown", "started_wall", "ended_wall"]
+SAMPLE_COLUMNS = ["run_id", "segment", "t_s", "width_s", "power_w", "max_w", "mem_used_mb",
+                  "sm_mhz", "temp_c"]
+
+
+def _row(rec: dict) -> tuple[dict, list[list]]:
+    info = rec.get("info") or []
+    s = rec.get("summary") or {}
+    first = info[0] if info else {}
+    gpus = rec.get("gpus")
+    row = {"run_id": rec["run_id"], "segment": rec["segment"], "host": rec.get("host"),
+           "source": s.get("source"),
+           "gpus": "all" if gpus is None else ",".join(map(str, gpus)),
+           "gpu_name": " + ".join(sorted({i["name"] for i in info})) or None,
+           "driver": first.get("driver"),
+           "vram_total_mb": sum(i["vram_total_mb"] or 0 for i in info) or None,
+           "power_limit_w": sum(i["power_limit_w"] or 0 for i in info) or None,
+           "link": rec.get("link"),
+           "link_max": f"Gen{first['pcie_gen_max']} x{first['pcie_width_max']}"
+           if first.get("pcie_width_max") else None,
+           "basis": s.get("basis"), "joules": s.get("joules"), "seconds": s.get("seconds"),
+           "mean_w": s["joules"] / s["seconds"] if s.get("seconds") else None,
+           "peak_w": s.get("peak_w"), "idle_w": s.get("idle_w"), "idle_s": s.get("idle_s"),
+           "samples": s.get("samples"),
+           "changes": "; ".join(s.get("changes") or []) or None,
+           "shared_with": ",".join(rec.get("shared_with") or []) or None,
+           "unknown": rec.get("unknown") if not s else None,
+           "started_wall": rec.get("started_wall"), "ended_wall": rec.get("ended_wall")}
+    samples = [[rec["run_id"], rec["segment"], *b] for b in s.get("buckets") or []]
+    return row, samples
+
+
+def read_telemetry(journals: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every segment record beside these journals (a torn last line is skipped)."""
+    rows, samples = [], []
+    for j in journals:
+        f = Path(j).parent / "telemetry.jsonl"
+        if not f.exists():
+            continue
+        for line in f.read_bytes().splitlines():
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            r, s = _row(rec)
+            rows.append(r)
+            samples += s
+    return (pd.DataFrame(rows, columns=RUN_COLUMNS),
+            pd.DataFrame(samples, columns=SAMPLE_COLUMNS))
+
+
+def store_telemetry(con, journals: list[Path]) -> int:
+    """Store (replace) the telemetry of these journals' segments; returns the rows stored.
+    Runs inside the ingest's transaction."""
+    runs, samples = read_telemetry(journals)
+    if not len(runs):
+        return 0
+    con.register("_energy_runs", runs)
+    con.register("_energy_samples", samples)
+    try:
+        con.execute("DELETE FROM energy_samples WHERE (run_id, segment) IN "
+                    "(SELECT (run_id, segment) FROM _energy_runs)")
+        con.execute("INSERT OR REPLACE INTO energy_runs BY NAME SELECT * FROM _energy_runs")
+        con.execute("INSERT INTO energy_samples BY NAME SELECT * FROM _energy_samples")
+    finally:
+        con.unregister("_energy_runs")
+        con.unregister("_energy_samples")
+    return len(runs)
+
+
+# Per run: the board energy of its scoring (every segment), the idle floor read before it,
+# whether any segment could not be read (and why), what changed on the GPU.
+ENERGY_BY_RUN = """
+SELECT run_id,
+       CASE WHEN bool_and(unknown IS NULL) THEN sum(joules) END AS joules,
+       CASE WHEN bool_and(unknown IS NULL) THEN sum(joules) / nullif(sum(seconds), 0) END
+           AS mean_w,
+       CASE WHEN bool_and(unknown IS NULL) THEN sum(seconds) END AS energy_s,
+       any_value(idle_w ORDER BY segment) AS idle_w,
+       any_value(basis ORDER BY segment) AS energy_basis,
+       string_agg(DISTINCT unknown, '; ') AS energy_unknown,
+       any_value(host ORDER BY segment) AS gpu_host,
+       any_value(gpu_name ORDER BY segment) AS gpu_name,
+       any_value(power_limit_w ORDER BY segment) AS power_limit_w,
+       any_value(link ORDER BY segment) AS link, any_value(link_max ORDER BY segment) AS link_max,
+       string_agg(DISTINCT shared_with, ',') AS gpu_shared_with,
+       string_agg(changes, '; ') AS gpu_changes
+FROM energy_runs GROUP BY run_id
+"""
+
+
+def energy_runs_frame(con, experiment: str) -> pd.DataFrame:
+    """Per run of the experiment: night, path, status, tickers, joules and the idle floor."""
+    return con.execute(f"""SELECT r.run_id, r.path, r.night, r.status, r.segments,
+                                  r.tickers_planned, r.units_planned, r.time_scale, r.wall_s, e.*
+                                  EXCLUDE (run_id)
+                           FROM runs r JOIN ({ENERGY_BY_RUN}) e USING (run_id)
+                           WHERE r.experiment = ?""", [experiment]).df()
+
+
+def samples_frame(con, run_id: str) -> pd.DataFrame:
+    """A run's stored power samples (every segment), in time order."""
+    return con.execute("SELECT * FROM energy_samples WHERE run_id = ? ORDER BY segment, t_s",
+                       [run_id]).df()
+
+
+_W = "epoch s (Unix time)"
+DICTIONARY = {
+    "energy_runs": ("GPU energy and state per run segment (one row each; flows.telemetry)", {
+        "run_id": "id — experiment/night/path", "segment": "1.. — scoring session of the run",
+        "host": "host whose GPUs were read", "source": "nvml | hwmon (amdgpu) | sim",
+        "gpus": "host GPU indices read ('all': nothing narrowed them)",
+        "gpu_name": "model of the GPU(s)", "driver": "driver version",
+        "vram_total_mb": "MiB — VRAM of the GPU(s)",
+        "power_limit_w": "W — enforced power limit (summed over the GPUs) at the start",
+        "link": "PCIe link at the start, 'GenN xW' (idle GPUs may train a lower generation)",
+        "link_max": "PCIe link the GPU and slot can reach",
+        "basis": "counter (the device's energy counter) | sampled (power × time)",
+        "joules": "J — board energy over the scoring window (NULL: unknown, never 0)",
+        "seconds": "s — the scoring window (modelled seconds for simulated paths)",
+        "mean_w": "W — joules ÷ seconds", "peak_w": "W — highest power sample",
+        "idle_w": "W — idle floor read before the first unit (server loaded, nothing in flight)",
+        "idle_s": "s — how long the idle floor was read",
+        "samples": "count — power samples read (10 Hz by default)",
+        "changes": "what changed on the GPU during the run (power limit, link width, another "
+                   "process); set: the run is disturbed",
+        "shared_with": "other paths whose server uses one of these GPUs on this host",
+        "unknown": "why the energy is unknown (no GPU counters on the host, telemetry off)",
+        "started_wall": f"{_W} — telemetry start", "ended_wall": f"{_W} — telemetry end"}),
+    "energy_samples": ("a run segment's power over time, at most [telemetry] max_samples rows "
+                       "(neighbours merged as a night grows)", {
+        "run_id": "id", "segment": "1..", "t_s": "s since the scoring window began",
+        "width_s": "s — span the row averages", "power_w": "W — mean board power over it",
+        "max_w": "W — highest sample in it", "mem_used_mb": "MiB — VRAM in use (last read)",
+        "sm_mhz": "MHz — graphics/SM clock (last read)", "temp_c": "°C — GPU temperature"}),
+}
