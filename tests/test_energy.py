@@ -153,3 +153,20 @@ def test_the_energy_ratios_interval_covers_at_its_level_and_matches_scipy():
     ci = stats.ttest_1samp(logs, 0).confidence_interval(0.95)
     assert e.nights == n
     assert (e.lo, e.hi) == pytest.approx((np.exp(ci.low), np.exp(ci.high)))
+
+
+def test_runs_carry_each_runs_energy_in_wide_and_json(tmp_path):
+    """The seeded warehouse's backup night 0: 190 W × 345 s/ticker = 65,550 J/ticker."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.seeded import seed_warehouse
+
+    cfg_path, _, _ = seed_warehouse(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "dualpath", "runs", "-c", str(cfg_path), "-f",
+                          "json"], capture_output=True, text=True, check=True).stdout
+    first = json.loads(out)["runs"][0]
+    assert (first["path"], first["j_per_ticker"], first["mean_w"], first["idle_w"]) == \
+        ("backup", 65550.0, 190.0, 30.0)
+    assert first["energy_unknown"] is None

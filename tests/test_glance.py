@@ -58,7 +58,7 @@ RUNS = """\
   throughput_s: s/ticker, throughput basis: run wall clock ÷ tickers (all draws of a ticker)
   slot_latency_s: s/unit, slot-latency basis: one ticker-draw's first call start to last call end (≈ throughput per unit × slots)
   parse_failed: measured, but the answer held no readable grade; graded + parse_failed + failed = units_planned once every unit was scored
-  disturbed: why a complete run's seconds are kept out of every median (server restarted, stalled or shared; harness starved)
+  disturbed: why a complete run's seconds are kept out of every median (server restarted, stalled or shared; harness starved; its GPU changed)
 """
 
 SPEED_TABLE = """\

@@ -6,6 +6,7 @@ import duckdb
 import pandas as pd
 
 from warehouse.disturbed import DISTURBED
+from warehouse.energy import ENERGY_BY_RUN
 
 RUN_SUMMARY = """
 WITH u AS (
@@ -44,9 +45,15 @@ SELECT r.run_id, r.night, r.path, r.status, r.status_detail, r.units_planned, r.
        -- waiting in the server's queue (queue_depth requests wait there by design, so it
        -- is not waste), HTTP and harness overhead; llama-server's timings and vLLM's
        -- per-request metrics say
-       1 - c.server_busy_s * r.time_scale / nullif(c.client_busy_s, 0) AS overhead_share
+       1 - c.server_busy_s * r.time_scale / nullif(c.client_busy_s, 0) AS overhead_share,
+       -- board energy (warehouse.energy), per ticker only where the seconds are a result;
+       -- unknown energy says why, never 0
+       CASE WHEN r.status = 'complete' AND r.segments = 1 AND d.disturbed IS NULL
+            THEN e.joules / nullif(r.tickers_planned, 0) END AS j_per_ticker,
+       e.mean_w, e.idle_w, e.energy_unknown
 FROM runs r LEFT JOIN u USING (run_id) LEFT JOIN c USING (run_id)
      LEFT JOIN (""" + DISTURBED + """) d USING (run_id)
+     LEFT JOIN (""" + ENERGY_BY_RUN + """) e USING (run_id)
 """
 
 def run_summaries(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = None) -> pd.DataFrame:

@@ -161,7 +161,7 @@ def _listings():
             "one-segment runs only)",
             ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
              "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
-             "disturbed", "status_detail"],
+             "j_per_ticker", "mean_w", "idle_w", "energy_unknown", "disturbed", "status_detail"],
             ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
              "runaway", "throughput_s", "slot_latency_s", "disturbed", "status_detail"],
             basis={c: SPEED_LABELS[c] for c in ("throughput_s", "slot_latency_s")},
@@ -169,7 +169,10 @@ def _listings():
                                    "parse_failed + failed = units_planned once every unit "
                                    "was scored",
                    "disturbed": "why a complete run's seconds are kept out of every median "
-                                "(server restarted, stalled or shared; harness starved)"})
+                                "(server restarted, stalled or shared; harness starved; its "
+                                "GPU changed)",
+                   "j_per_ticker": "board energy of the scoring ÷ tickers, idle floor "
+                                   "included (complete undisturbed one-segment runs only)"})
     declare("evidence", "server evidence: the calls' tokens and seconds vs the server's own "
             "/metrics counters, its aggregate rates, and slot occupancy from the server's side",
             ["night", "run_id", "session_id", "path", "how", "slots", "calls_prompt_tokens",
