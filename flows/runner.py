@@ -296,8 +296,10 @@ async def score_into_journal(cfg: Config, night: date, work: PathWork, ep: Endpo
         runner.client.pin(ident.model, ident.build, sp.dialect, sp.expect.build)
         todo = [u for u in work.units if u.ticker not in missing
                 and (max_draw is None or u.draw <= max_draw)]
-        async with path_telemetry(cfg, work, ep.base_url, runner.client), \
-                watch_server(cfg, work, ep, ident, http, runner.client, w):
+        # the GPU is read inside the watcher's window: its first and last reads are not the
+        # run's (on a simulated path's compressed clock 0.1 s of them reads as minutes)
+        async with watch_server(cfg, work, ep, ident, http, runner.client, w), \
+                path_telemetry(cfg, work, ep.base_url, runner.client):
             await runner.run_units(todo)
         # a swap seen only at the end still puts the calls since the last good check in doubt
         detail = runner.client.identity_problem
