@@ -27,6 +27,7 @@ from dualpath.config_paths import (ENGINE_REPORTS, Engine, ExpectedIdentity,  # 
                                    MeasuredSpeed, ServingPath, SimProfile, _Model,
                                    unreportable_pins)
 from dualpath.errors import ConfigError
+from dualpath.places import real_path
 
 
 class Experiment(_Model):
@@ -220,8 +221,9 @@ class Config(_Model):
         return self
 
     def resolve(self, p: Path) -> Path:
-        """A config-relative path made absolute."""
-        return p if p.is_absolute() else (self.base_dir / p).resolve()
+        """A config-relative path made absolute and real (symlinks followed: a place is
+        known by what it is, `dualpath.places`)."""
+        return real_path(p if p.is_absolute() else self.base_dir / p)
 
     def tickers(self) -> list[str]:
         """The universe, from the inline list or the universe file.

@@ -18,6 +18,7 @@ from dualpath.cli import ui  # noqa: F401  (registers `dualpath ui`)
 from rich.markup import escape
 
 from dualpath.cli._common import _cell, app, err_console  # noqa: F401  (the package's API)
+from dualpath.cli._common import quiet_prefect_for_own_errors
 from dualpath.errors import DualpathError, UserError
 
 INTERRUPTED = "interrupted; rerun the night to resume"
@@ -80,6 +81,7 @@ def main() -> None:
     included); 130 interrupted.
     """
     click_error, usage_error, no_args, abort = _click_classes()
+    quiet_prefect_for_own_errors()
     try:
         code = app(standalone_mode=False)
     except UserError as e:

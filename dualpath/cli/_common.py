@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from datetime import date
@@ -16,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from dualpath.errors import UserError
+from dualpath.errors import DualpathError, UserError
 from evals.format import cell
 
 
@@ -85,6 +86,44 @@ def prefect_env(home: Path, quiet: bool = False) -> None:
     os.environ.setdefault("PREFECT_UI_ENABLED", "false")
     if quiet:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+class _OwnErrorsOnce(logging.Filter):
+    """Drops Prefect's report of a flow or task that raised one of dualpath's own errors
+    (its traceback, and the 'Finished in state Failed(...)' line naming it): the CLI prints
+    that error in one line, and a damaged warehouse or a full disk printed two tracebacks
+    above it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, DualpathError):
+            return False
+        if isinstance(exc, RuntimeError) and "stopped service instance" in str(exc):
+            # a flow that ends at once races Prefect's heartbeat event against its own
+            # shutdown (prefect/events/utilities.py): nothing was lost, nothing to report
+            return False
+        msg = record.msg if isinstance(record.msg, str) else ""
+        if msg.startswith("Finished in state") and "Failed" in msg:
+            return not any(f"{name}:" in msg or f"{name}(" in msg for name in _own_errors())
+        return True
+
+
+def _own_errors() -> set[str]:
+    out, todo = set(), [DualpathError]
+    while todo:
+        cls = todo.pop()
+        out.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+def quiet_prefect_for_own_errors() -> None:
+    """Install `_OwnErrorsOnce` on the loggers Prefect's engines report runs on."""
+    for name in ("prefect.flow_runs", "prefect.task_runs", "prefect.engine",
+                 "prefect.events.utilities"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _OwnErrorsOnce) for f in logger.filters):
+            logger.addFilter(_OwnErrorsOnce())
 
 
 def progress_bars() -> Progress:
