@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -96,7 +97,7 @@ class _OwnErrorsOnce(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, DualpathError):
+        if isinstance(exc, DualpathError) or unwritable_line(exc) is not None:
             return False
         if isinstance(exc, RuntimeError) and "stopped service instance" in str(exc):
             # a flow that ends at once races Prefect's heartbeat event against its own
@@ -106,6 +107,23 @@ class _OwnErrorsOnce(logging.Filter):
         if msg.startswith("Finished in state") and "Failed" in msg:
             return not any(f"{name}:" in msg or f"{name}(" in msg for name in _own_errors())
         return True
+
+
+# a read-only file system, or a place this user may not write
+UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def unwritable_line(exc: BaseException | None) -> str | None:
+    """The one line for an OSError that says a place cannot be written (the warehouse or its
+    runs folder on a read-only file system once ended `nightly`, `rebuild` and `sql` in
+    'internal error: OSError: [Errno 30]'), else None."""
+    if not isinstance(exc, OSError) or exc.errno not in UNWRITABLE:
+        return None
+    where = exc.filename or "a file dualpath writes"
+    why = "is on a read-only file system" if exc.errno == errno.EROFS else "cannot be written"
+    return (f"{where} {why} ({exc.strerror}); dualpath writes the warehouse, the runs folder "
+            "and the locks beside them: make that place writable, or point [warehouse] path "
+            "and runs_dir at one that is")
 
 
 def _own_errors() -> set[str]:
