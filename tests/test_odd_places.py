@@ -99,3 +99,14 @@ def test_a_long_query_on_a_read_only_warehouse_runs_on_its_lock(read_only):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip() == ("error: query stopped after 6 s (--timeout); narrow it (a "
                                 "WHERE on night, a LIMIT) or allow more")
+
+
+def test_a_damaged_warehouse_is_one_line_with_no_prefect_traceback_above(tmp_path):
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    wh = cfg.resolve(cfg.warehouse.path)
+    wh.write_bytes(wh.read_bytes()[:5000])          # truncated
+    r = _dualpath("nightly", "-c", str(cfg_path), "--date", nights[0].isoformat(), cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and "Traceback" not in out, out
+    assert "Finished in state Failed" not in out and "Encountered exception" not in out, out
+    assert [ln for ln in r.stderr.splitlines() if ln.startswith("error:")][0].count("rebuild")
