@@ -221,8 +221,7 @@ class Config(_Model):
         return self
 
     def resolve(self, p: Path) -> Path:
-        """A config-relative path made absolute and real (symlinks followed: a place is
-        known by what it is, `dualpath.places`)."""
+        """A config-relative path made absolute and real (`dualpath.places.real_path`)."""
         return real_path(p if p.is_absolute() else self.base_dir / p)
 
     def tickers(self) -> list[str]:
