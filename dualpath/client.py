@@ -29,14 +29,15 @@ from typing import Any, Awaitable, Callable
 import orjson
 
 from dualpath.config import Sampling, ServingPath
+from dualpath.finish import check_finish
 from dualpath.records import CallRecord
 from dualpath.sampling import applied_from_request, sampling_body
 from dualpath.retry import TRANSIENT_STATUSES, Backoff, Fault, body_fault, status_fault
+from dualpath.server_numbers import TIMING_FIELDS as _TIMING_FIELDS
+from dualpath.server_numbers import model_changed, note_model
+from dualpath.server_numbers import take_meta as _take_meta
+from dualpath.thinking import keep_thinking_apart, split_thinking  # noqa: F401 (re-exported)
 from dualpath.transport import StreamReply, Timeouts, Transport, as_transport
-
-_TIMING_FIELDS = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
-                  "predicted_per_second", "cache_n", "draft_n", "draft_n_accepted")
-
 
 # attempts at most that wait for an absent server without counting: a guard against a
 # near-zero backoff spinning (at the default 1 s doubling to 60 s, 60 s of waiting is 6)
@@ -155,8 +156,9 @@ class PathClient:
         finally:
             self.in_flight -= 1
         rec.end_mono, rec.end_wall = time.monotonic(), time.time()
-        keep_thinking_apart(rec)
+        keep_thinking_apart(rec, self.sampling.thinking)
         self._check_identity(rec)
+        model_changed(rec)
         return rec
 
     async def _attempts(self, payload: bytes, rec: CallRecord) -> None:
@@ -257,6 +259,7 @@ class PathClient:
             raise Fault("bad_response", f"not a completion: {e!r}: {resp.text[:300]}",
                         False, 200) from None
         _take_meta(rec, data)
+        check_finish(rec)
 
     async def _stream(self, payload: bytes, rec: CallRecord) -> None:
         async with self.http.stream(self.url, payload, self.headers, self.timeout) as resp:
@@ -291,6 +294,7 @@ class PathClient:
                 raise Fault("cut_stream", f"unreadable stream event: {data[:200]}", True, 200) from None
             if "error" in chunk:
                 raise _stream_error(chunk["error"])
+            note_model(rec, chunk)
             for choice in chunk.get("choices") or ():
                 delta = choice.get("delta") or {}
                 text = delta.get("content")
@@ -315,6 +319,7 @@ class PathClient:
             missing = [n for n, ok in (("finish_reason", rec.finish_reason), ("usage", usage),
                                        ("[DONE]", done)) if not ok]
             raise Fault("cut_stream", f"stream ended without {', '.join(missing)}", True, 200)
+        check_finish(rec)
 
 
 def _stream_error(err: Any) -> Fault:
@@ -328,7 +333,7 @@ def _stream_error(err: Any) -> Fault:
 _ATTEMPT_FIELDS = ("first_token_mono", "finish_reason", "response_model", "system_fingerprint",
                    "prompt_tokens", "completion_tokens", "cached_tokens", *_TIMING_FIELDS,
                    "timings_json", "server_metrics_json", "reasoning_tokens",
-                   "reasoning_tokens_basis")
+                   "reasoning_tokens_basis", "untrusted")
 
 
 def _clear_attempt(rec: CallRecord) -> None:
@@ -344,78 +349,7 @@ def record_attempt_log(rec: CallRecord, log: list[dict]) -> None:
         rec.attempt_errors = orjson.dumps(log).decode()
 
 
-def _take_meta(rec: CallRecord, data: dict[str, Any]) -> None:
-    """Copy usage, timings, per-request metrics and identity fields present in `data`."""
-    if data.get("model"):
-        rec.response_model = data["model"]
-    if data.get("system_fingerprint"):
-        rec.system_fingerprint = data["system_fingerprint"]
-    usage = data.get("usage")
-    if usage:
-        rec.prompt_tokens = usage.get("prompt_tokens")
-        rec.completion_tokens = usage.get("completion_tokens")
-        details = usage.get("prompt_tokens_details") or {}
-        if details.get("cached_tokens") is not None:
-            rec.cached_tokens = details["cached_tokens"]
-        # vLLM with a reasoning parser counts the thinking; llama-server does not
-        out_details = usage.get("completion_tokens_details") or {}
-        if isinstance(out_details, dict) and out_details.get("reasoning_tokens") is not None:
-            rec.reasoning_tokens = out_details["reasoning_tokens"]
-            rec.reasoning_tokens_basis = "server"
-    timings = data.get("timings")
-    if timings:
-        for k in _TIMING_FIELDS:
-            if k in timings:
-                setattr(rec, k, timings[k])
-        rec.timings_json = orjson.dumps(timings).decode()
-        if rec.cached_tokens is None and "cache_n" in timings:
-            rec.cached_tokens = timings["cache_n"]
-    metrics = data.get("metrics")
-    if isinstance(metrics, dict):
-        rec.server_metrics_json = orjson.dumps(metrics).decode()
-        # vLLM --enable-per-request-metrics (vllm/entrypoints/generate/base/serving.py, 0.33):
-        # scheduled -> first token is its prefill, first -> last token its decode; the
-        # server's own service time, as llama-server's timings give it
-        if rec.prompt_ms is None and metrics.get("time_to_first_token_ms") is not None:
-            rec.prompt_ms = metrics["time_to_first_token_ms"]
-        if rec.predicted_ms is None and metrics.get("generation_time_ms") is not None:
-            rec.predicted_ms = metrics["generation_time_ms"]
-
-
 def _reasoning_of(msg: dict[str, Any]) -> str:
     """The thinking in a message or delta: llama-server's `reasoning_content`, vLLM's
     `reasoning` (vLLM renames the older `reasoning_content` to it)."""
     return msg.get("reasoning_content") or msg.get("reasoning") or ""
-
-
-_OPEN, _CLOSE = "<think>", "</think>"
-
-
-def split_thinking(text: str) -> tuple[str, str]:
-    """(thinking, answer) of a text that may carry its thinking inline, as vLLM without a
-    reasoning parser returns it: `<think>…</think>answer`, or `…</think>answer` when the chat
-    template opened the block in the prompt, or `<think>…` cut off at max_tokens."""
-    close = text.find(_CLOSE)
-    if close >= 0:
-        head, answer = text[:close], text[close + len(_CLOSE):]
-        opened = head.find(_OPEN)
-        before, thinking = ((head[:opened], head[opened + len(_OPEN):]) if opened >= 0
-                            else ("", head))
-        return thinking.strip(), (before + answer.lstrip()) if before.strip() else answer.lstrip()
-    opened = text.find(_OPEN)
-    if opened >= 0 and not text[:opened].strip():
-        return text[opened + len(_OPEN):].strip(), ""
-    return "", text
-
-
-def keep_thinking_apart(rec: CallRecord) -> None:
-    """Move inline thinking out of the answer and count the thinking's tokens: as the server
-    reported them, else estimated from its share of the generated characters."""
-    inline, answer = split_thinking(rec.output_text)
-    if inline:
-        rec.output_text = answer
-        rec.reasoning_text = f"{rec.reasoning_text}\n{inline}" if rec.reasoning_text else inline
-    if rec.reasoning_text and rec.reasoning_tokens is None and rec.completion_tokens:
-        chars = len(rec.reasoning_text) + len(rec.output_text)
-        rec.reasoning_tokens = round(rec.completion_tokens * len(rec.reasoning_text) / chars)
-        rec.reasoning_tokens_basis = "chars"

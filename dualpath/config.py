@@ -28,6 +28,7 @@ from dualpath.config_paths import (ENGINE_REPORTS, Engine, ExpectedIdentity,  # 
                                    unreportable_pins)
 from dualpath.errors import ConfigError
 from dualpath.telemetry.settings import CostSettings, TelemetrySettings
+from dualpath.places import real_path
 
 
 class Experiment(_Model):
@@ -224,8 +225,8 @@ class Config(_Model):
         return self
 
     def resolve(self, p: Path) -> Path:
-        """A config-relative path made absolute."""
-        return p if p.is_absolute() else (self.base_dir / p).resolve()
+        """A config-relative path made absolute and real (`dualpath.places.real_path`)."""
+        return real_path(p if p.is_absolute() else self.base_dir / p)
 
     def tickers(self) -> list[str]:
         """The universe, from the inline list or the universe file.

@@ -112,3 +112,58 @@ def open_regular(path: Path):
     except BaseException:
         os.close(fd)
         raise
+
+
+# launch arguments that name the model file the server loads (llama-server -m/--model;
+# vLLM `serve MODEL` / --model take a local folder or a hub id: only a local-looking one)
+_MODEL_FLAGS = ("-m", "--model")
+
+
+def _model_args(argv: list[str]) -> list[str]:
+    out = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in _MODEL_FLAGS]
+    out += [a.split("=", 1)[1] for a in argv if a.startswith("--model=")]
+    if len(argv) > 2 and argv[1] == "serve" and not argv[2].startswith("-"):
+        out.append(argv[2])
+    return out
+
+
+def launch_model_problems(name: str, launch: list[str] | None, base_dir: Path) -> list[str]:
+    """A launch argv whose model file is missing: `check` once passed it, and `doctor
+    --launch` then printed 25 lines per path ending "run `dualpath check` first"."""
+    out = []
+    for arg in _model_args(launch or []):
+        if "{" in arg:                 # a placeholder dualpath fills ({gemma3_270m})
+            continue
+        local = arg.startswith(("/", "./", "../", "~")) or arg.endswith(".gguf")
+        path = Path(arg).expanduser()
+        path = path if path.is_absolute() else Path(base_dir) / path
+        if local and not path.exists():
+            out.append(f"paths.{name}.launch: the model file {path} does not exist; fix "
+                       "its -m/--model argument, or download the model there")
+    return out
+
+
+def universe_problem(n_tickers: int) -> str | None:
+    """A universe too small for the quality question ever to be answered."""
+    from evals.rankic import MIN_TICKERS
+
+    if n_tickers >= MIN_TICKERS:
+        return None
+    return (f"experiment: the universe has {n_tickers} ticker(s), and RankIC needs at least "
+            f"{MIN_TICKERS} priced tickers a night: no night could ever answer the quality "
+            f"question; give the universe {MIN_TICKERS} or more tickers")
+
+
+def unanalysable(cfg) -> str | None:
+    """Why no night of `cfg` could ever be analysed for quality (a universe below RankIC's
+    minimum: a plan with δ = 0.27 was frozen on one, and two matured nights later `metrics`
+    still said "insufficient nights (n=0, need 4)"), else None."""
+    return universe_problem(len(cfg.tickers()))
+
+
+def refuse_unanalysable(cfg) -> None:
+    """Raise `ConfigError` (one line) when `unanalysable` says why."""
+    from dualpath.errors import ConfigError
+
+    if (why := unanalysable(cfg)) is not None:
+        raise ConfigError(why)

@@ -149,6 +149,13 @@ class SimProfile(_Model):
     reasoning_parser: bool = Field(True, description="vLLM dialect: launched with "
                                    "--reasoning-parser (thinking in `reasoning`, counted); "
                                    "false: inline <think>...</think> in content.")
+    template_opens_think: bool = Field(False, description="The chat template opens <think> in "
+                                       "the prompt when thinking is on (Qwen3.5/3.6): inline, "
+                                       "the reply starts inside the block (T</think>A; cut: "
+                                       "T, no tag at all).")
+    thinks_when_off: bool = Field(False, description="The model thinks even when the request "
+                                  "says enable_thinking = false (vLLM's qwen3 parser then "
+                                  "keeps <think> in the content and drops </think>).")
     metrics: bool = Field(True, description="llama.cpp dialect: /metrics on (--metrics); "
                           "false: 501, as llama-server without it.")
     stream_error_share: float = Field(0.0, ge=0, le=1, description="Share of streamed calls "

@@ -4,7 +4,11 @@
   one server would each measure the other's load (the 6-slot client that attached to the
   8-slot server as a ninth client). The lock is keyed by the address the name resolves to,
   so `localhost:8080` and `127.0.0.1:8080` are one server (keyed by the host string, they
-  shared a server unlocked: backup 531 against 272 s/ticker, no warning).
+  shared a server unlocked: backup 531 against 272 s/ticker, no warning). Its files live
+  in one fixed place per user, `~/.local/state/dualpath/endpoint-locks/` (the home folder
+  from the password database: two runs started with different `TMPDIR` once took two lock
+  folders and ran on one server at once); a server on this machine is keyed by this host's
+  name too, since a home folder may be shared by several hosts.
 - `night_lock`: one process scores a night of an experiment, across every host that shares
   the warehouse. Two `dualpath nightly` of one night both "completed" with every call stored
   twice. The lock is a file beside the warehouse holding its holder (host, pid, since),
@@ -24,7 +28,6 @@ import ipaddress
 import json
 import os
 import socket
-import tempfile
 import threading
 import time
 import uuid
@@ -35,6 +38,7 @@ from typing import Iterator
 from urllib.parse import urlsplit
 
 from dualpath.errors import EndpointBusy, NightBusy
+from dualpath.places import user_state_dir
 
 HEARTBEAT_S = 10.0
 # a holder on another host whose heartbeat is older than this is dead (its host crashed)
@@ -42,7 +46,8 @@ STALE_S = 60.0
 
 
 def lock_dir() -> Path:
-    return Path(tempfile.gettempdir()) / "dualpath-locks"
+    """Where endpoint locks live: fixed per user, whatever `TMPDIR` says."""
+    return user_state_dir() / "endpoint-locks"
 
 
 # ------------------------------------------------------------------------------ endpoints
@@ -63,7 +68,7 @@ def _is_local(ip: str) -> bool:
 
 
 def endpoint_key(base_url: str) -> str:
-    """The server an address reaches, as a lock name: `local_PORT` for this machine (any
+    """The server an address reaches, as a lock name: `local_HOST_PORT` for this machine (any
     loopback or own address, `localhost` included), else the lowest resolved address."""
     u = urlsplit(base_url)
     port = u.port or (443 if u.scheme == "https" else 80)
@@ -76,8 +81,20 @@ def endpoint_key(base_url: str) -> str:
     if not ips:
         return f"{host}_{port}"
     if any(_is_local(ip) for ip in ips):
-        return f"local_{port}"
+        return f"local_{socket.gethostname().replace('/', '_')}_{port}"
     return f"{ips[0].replace(':', '-')}_{port}"
+
+
+def _flock_soon(fd: int, tries: int = 5) -> bool:
+    """Take the exclusive flock, allowing a moment for `endpoint_holder`'s brief shared one."""
+    for i in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if i + 1 < tries:
+                time.sleep(0.05)
+    return False
 
 
 @contextlib.contextmanager
@@ -89,9 +106,7 @@ def endpoint_lock(base_url: str, owner: str) -> Iterator[Path]:
     path = d / f"{endpoint_key(base_url)}.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _flock_soon(fd):
             holder = path.read_text(errors="replace").strip() or "another process"
             raise EndpointBusy(f"{u.hostname}:{u.port} is in use by {holder}; two experiments "
                                "must never share a server (each would measure the other's "
@@ -103,6 +118,23 @@ def endpoint_lock(base_url: str, owner: str) -> Iterator[Path]:
         yield path
     finally:
         os.close(fd)   # closing the descriptor releases the flock
+
+
+def endpoint_holder(base_url: str) -> str | None:
+    """Who holds the endpoint now (its lock file's text), None when it is free: asked before
+    a night writes anything, so a start refused for a busy server leaves no trace."""
+    path = lock_dir() / f"{endpoint_key(base_url)}.lock"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return path.read_text(errors="replace").strip() or "another process"
+    finally:
+        os.close(fd)
+    return None
 
 
 # ---------------------------------------------------------------------------------- nights

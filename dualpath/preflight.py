@@ -8,6 +8,7 @@ surface inside the Prefect flow, as a failed path or a task traceback, minutes i
 from __future__ import annotations
 
 from dualpath.config import Config
+from dualpath.config_checks import launch_model_problems
 from dualpath.errors import ConfigError, DataError
 
 
@@ -18,8 +19,9 @@ def _cut(text: str, limit: int = 300) -> str:
 
 def preflight(cfg: Config) -> None:
     """Raise `ConfigError` listing every problem a night would meet before its first call:
-    the universe, the pipeline import, each path's API key variable, each `expect` pin its
-    launch argv contradicts (with the value to write)."""
+    the universe, the pipeline import, each path's API key
+    variable, each `expect` pin its launch argv contradicts (with the value to write), a
+    launch model file that is missing."""
     from dualpath.launch_args import pin_disagreements
     from dualpath.night import api_key
     from dualpath.pipeline import load_pipeline
@@ -43,5 +45,6 @@ def preflight(cfg: Config) -> None:
             problems.append(_cut(str(e)))
         # a pin the launch argv contradicts fails identity every night: name it now
         problems += [f"paths.{name}: {p}" for p in pin_disagreements(sp)]
+        problems += launch_model_problems(name, None if sp.work_pool else sp.launch, cfg.base_dir)
     if problems:
         raise ConfigError("not ready to score:\n" + "\n".join(f"  - {p}" for p in problems))

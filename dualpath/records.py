@@ -69,6 +69,10 @@ class CallRecord:
     reasoning_text: str = ""
     reasoning_tokens: int | None = None
     reasoning_tokens_basis: str | None = None   # server | chars
+    # JSON: what the server sent that was not kept as sent (dualpath.server_numbers): a usage
+    # count or timing out of range or of the wrong type (its field path -> the value's JSON
+    # text), the models a reply named when it named more than one (`model`)
+    untrusted: str | None = None
 
     @property
     def latency_s(self) -> float:

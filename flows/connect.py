@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 
 from dualpath.config import Config
 from dualpath.launcher import LaunchedServer, expand_argv, gpu_state, redact_argv, redact_env
-from dualpath.locks import endpoint_lock
+from dualpath.errors import EndpointBusy
+from dualpath.locks import endpoint_holder, endpoint_lock
 from dualpath.sim.fleet import sim_process
 
 
@@ -66,6 +67,20 @@ async def connect(cfg: Config, path: str, run_id: str, log_dir: Path,
                       "log_path": str(server.log_path), "launched_wall": server.started_wall}
         yield Endpoint(base_url=url, how=how, gpu_state=await asyncio.to_thread(gpu_state),
                        **launch)
+
+
+def refuse_busy_servers(cfg: Config, endpoints: dict[str, str] | None,
+                        paths: list[str] | None) -> None:
+    """Raise `EndpointBusy` when a server a path attaches to is held by another dualpath run,
+    before the night writes anything: a refused start once left failed runs and a deviation
+    in the frozen study, its reason printed once per path and segment."""
+    for name in paths or list(cfg.paths):
+        url = (endpoints or {}).get(name) or cfg.paths[name].base_url
+        if url and (holder := endpoint_holder(url)) is not None:
+            u = urlsplit(url)
+            raise EndpointBusy(f"path {name}'s server {u.hostname}:{u.port} is in use by "
+                               f"{holder}; nothing was recorded: start this night when that "
+                               "run has ended, or give the path another server")
 
 
 def _free_ports(avoid: set[int], n: int = 8) -> list[int]:

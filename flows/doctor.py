@@ -154,16 +154,18 @@ def _deployments_check(cfg: Config, config_path, listed: list[tuple[str, dict]])
 
 async def _prefect_checks(cfg: Config, config_path=None) -> list[Check]:
     api = os.environ.get("PREFECT_API_URL")
-    if not api and all(p.engine == "sim" and not p.base_url for p in cfg.paths.values()):
-        # the demo's way: each night on a temporary server, nothing scheduled to need one
+    pools = sorted({p.work_pool for p in cfg.paths.values() if p.work_pool})
+    if not api and not pools:
+        # `dualpath nightly` runs each night on a temporary server without it (exit 1 here
+        # said otherwise); only a schedule needs one
         return [Check("prefect: API", True, "PREFECT_API_URL is not set: each night runs on "
                       "a temporary Prefect server, as the demo's do; a schedule (dualpath "
                       "deploy or serve) needs a server: prefect server start; export "
                       "PREFECT_API_URL=http://127.0.0.1:4200/api", note=True)]
     if not api:
-        return [Check("prefect: API", False, "PREFECT_API_URL is not set (nights run on a "
-                      "temporary server; no schedule)", "prefect server start; export "
-                      "PREFECT_API_URL=http://127.0.0.1:4200/api")]
+        return [Check("prefect: API", False, f"PREFECT_API_URL is not set, and work pool(s) "
+                      f"{pools} are reached only through a Prefect server",
+                      "prefect server start; export PREFECT_API_URL=http://127.0.0.1:4200/api")]
     from prefect.client.orchestration import get_client
 
     try:

@@ -25,6 +25,7 @@ from dualpath.launcher import prepare_launches
 from dualpath.preflight import preflight
 from dualpath.scheduler import Progress
 from flows import inputs, remote, runner
+from flows.connect import refuse_busy_servers
 from flows.progress import LoggedProgress
 from flows.prereg import hold_night_to_plan
 from flows.report import night_summary, summary_markdown
@@ -187,6 +188,7 @@ async def score_night(config_path: str, night: date | None = None,
     calendar.require_session(night)
     # one writer per night: refused here, naming the holder, before anything is written
     with runner.hold_night(cfg, night):
+        refuse_busy_servers(cfg, endpoints, paths)
         runner.claim_night(cfg, night, config_path)
         return await _score_held_night(cfg, night, calendar, tickers, endpoints, paths,
                                        progress)

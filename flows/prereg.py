@@ -15,6 +15,7 @@ import pandas as pd
 
 from dualpath.config import Config
 from dualpath.errors import UserError
+from dualpath.config_checks import unanalysable
 from dualpath.prereg import (Plan, deviations, executable_problems, load_plan, testability)
 from evals.compare import DeltaTest
 from evals.verdict import PrimaryVerdict, WindowFacts, primary_verdict
@@ -35,6 +36,7 @@ def freeze_plan(cfg: Config, plan_path: Path, force: bool = False,
         raise UserError(f"the plan governs experiment {plan.experiment!r} but the config "
                         f"runs {cfg.experiment.name!r}; freeze it with the matching config")
     differ = deviations(plan, cfg) + executable_problems(plan, cfg.experiment.horizons)
+    differ += list(filter(None, [unanalysable(cfg)]))
     if differ:
         raise UserError("the plan cannot be frozen with this config: " + "; ".join(differ)
                         + ". Draft it from the config (`dualpath prereg draft`) or fix it")

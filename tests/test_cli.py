@@ -56,8 +56,11 @@ def test_bad_price_file(tmp_path):
 def test_init_refuses_to_overwrite(tmp_path):
     assert dualpath("init", str(tmp_path / "c.toml")).returncode == 0
     assert_user_error(dualpath("init", str(tmp_path / "c.toml")), "pass --force")
-    # the example names no file that is not there: it checks as written
-    assert dualpath("check", "--config", str(tmp_path / "c.toml")).returncode == 0
+    # the example names no file that is not there but its launch models (on the GPU host)
+    from tests.test_identity_engines import example_with_models
+    r = dualpath("check", "--config", str(tmp_path / "c.toml"))
+    assert r.returncode == 2 and "paths.main.launch: the model file /models/" in r.stderr
+    assert dualpath("check", "--config", str(example_with_models(tmp_path))).returncode == 0
 
 
 def test_messages_with_brackets_print_literally(tmp_path):
@@ -86,7 +89,7 @@ def test_version_suggestions_export_and_an_offline_check(tmp_path):
     r = dualpath("check", "--config", str(bad))
     assert "sampling.tempreature: unknown setting; did you mean 'temperature'?" in r.stderr
     assert "paths.x.slotz: unknown setting; did you mean 'slots'?" in r.stderr
-    cfg_path, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    cfg_path, cfg, _ = make_project(tmp_path, tickers=5, draws=1, nights=1)
     ok = run(app, ["check", "-c", str(cfg_path)])
     assert ok.exit_code == 0 and "offline check" in ok.output
     r = run(app, ["export", "-c", str(cfg_path), "--out", str(tmp_path / "x"), "-f", "csv"])

@@ -161,3 +161,95 @@ def test_counters_are_the_real_servers_and_add_up_the_same(real, sim):
     real_names, sim_names = set(metrics(real)), set(metrics(sim))
     # the one counter the sim has and the real server lacks (see dualpath/sim/server.py)
     assert sim_names - real_names == {"llamacpp:n_requests_total"}
+    # and what the real server has that the sim lacks, each with why no dualpath code needs it
+    assert real_names - sim_names == set(SIM_LACKS)
+
+
+# The real server's /metrics names the simulator does not write (llama.cpp 11434), and why:
+# dualpath reads only the token and second counters, requests_processing and
+# requests_deferred (the load watcher, the disturbed-run checks); these it never reads.
+SIM_LACKS = {
+    "llamacpp:n_busy_slots_per_decode": "a gauge of batching efficiency; no check reads it",
+    "llamacpp:n_decode_total": "llama_decode calls: an engine-internal count",
+    "llamacpp:n_tokens_max": "the longest context seen: identity uses /props instead",
+    "llamacpp:predicted_tokens_seconds": "a rate gauge derived from the counters kept",
+    "llamacpp:prompt_tokens_seconds": "a rate gauge derived from the counters kept",
+    # speculative decoding is read from /props and /slots (identity); sweeps read the
+    # calls' draft_n / draft_n_accepted timings, not these totals
+    "llamacpp:spec_decode_num_accepted_tokens_total": "see above",
+    "llamacpp:spec_decode_num_draft_tokens_total": "see above",
+    "llamacpp:spec_decode_num_drafts_total": "see above",
+}
+
+
+def _reply(url: str, **kw) -> dict:
+    r = post(url, body(**kw))
+    assert r.status_code == 200, (url, r.text)
+    return r.json()
+
+
+def test_cache_prompt_false_reuses_nothing_on_both(real, sim):
+    text = "TICKER: SYN009 | AS OF: 2027-04-29\n" + "The market rose and fell. " * 40
+    for url in (real, sim):
+        off = [_reply(url, text=text, cache_prompt=False, id_slot=2)["timings"]["cache_n"]
+               for _ in range(2)]
+        on = [_reply(url, text=text, id_slot=3)["timings"]["cache_n"] for _ in range(2)]
+        assert off == [0, 0] and on[1] > 0, url
+
+
+def test_a_string_id_slot_runs_on_any_slot_on_both(real, sim):
+    """The real server reads a non-integer id_slot as its default (-1: any slot; measured:
+    "1" did not run on slot 1); the simulator refused it with a 400."""
+    for url in (real, sim):
+        assert _reply(url, id_slot="1")["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+@pytest.mark.parametrize("fmt", ["none", "auto", "deepseek", "deepseek-legacy", "bogus"])
+def test_reasoning_format_values_answer_alike(real, sim, fmt):
+    got = [post(url, body(reasoning_format=fmt)) for url in (real, sim)]
+    assert [r.status_code for r in got] == ([500, 500] if fmt == "bogus" else [200, 200])
+    if fmt == "bogus":
+        assert got[0].json() == got[1].json() == {"error": {
+            "code": 500, "message": "Unknown reasoning format: bogus", "type": "server_error"}}
+
+
+def test_stop_strings_end_the_answer_on_both(real, sim):
+    for url in (real, sim):
+        whole = _reply(url, max_tokens=20)["choices"][0]["message"]["content"]
+        stop = whole[4:7]
+        cut = _reply(url, max_tokens=20, stop=[stop])["choices"][0]
+        assert cut["finish_reason"] == "stop", url
+        assert cut["message"]["content"] == whole[:whole.find(stop)], url
+
+
+def test_n_probs_gives_each_tokens_alternatives_on_both(real, sim):
+    shapes = []
+    for url in (real, sim):
+        lp = _reply(url, n_probs=2)["choices"][0]["logprobs"]["content"]
+        assert lp and all(len(t["top_logprobs"]) == 2 for t in lp), url
+        shapes.append(shape(lp[0]))
+    assert shapes[0] == shapes[1]
+
+
+@pytest.fixture(scope="module")
+def small(gemma, tmp_path_factory):
+    """One 1024-token slot: a long prompt leaves ~20 tokens to generate, quick on a CPU."""
+    with launch(gemma, free_port(), tmp_path_factory.mktemp("s") / "log", alias="gemma-c",
+                slots=1, ctx=1024) as s:
+        yield s.base_url
+
+
+def test_a_reply_stops_at_the_slots_context_end_with_length_on_both(small, sim_server):
+    sim = sim_server(slots=1, n_ctx=1024, model_alias="gemma-c", context_tokens=0,
+                     output_mean_tokens=4000, output_sigma=0.01, runaway_share=0.0).url
+    # the prompt fills most of the slot (each server's own token count: the sim's is
+    # characters / 4), so the real one generates ~20 tokens (measured: 944 + 80 = 1024 at
+    # ~1.7 tokens/s on a loaded 2-core CPU with 150 repeats)
+    for url, repeats in ((small, 160), (sim, 100)):
+        text = ("TICKER: SYN001 | AS OF: 2027-04-29\n" + "The market rose and fell. " * repeats
+                + "Now count upward forever: 1 2 3")
+        n_ctx = httpx.get(f"{url}/props").json()["default_generation_settings"]["n_ctx"]
+        r = _reply(url, text=text, max_tokens=5000)
+        used = r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"]
+        assert r["choices"][0]["finish_reason"] == "length", url
+        assert used == n_ctx == 1024 and r["usage"]["completion_tokens"] < 5000, (url, used)

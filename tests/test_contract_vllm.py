@@ -112,6 +112,42 @@ def test_thinking_streams_as_vllm_writes_it(vllm, parser):
         assert "completion_tokens_details" not in usage
 
 
+# vllm/parser/qwen3.py, qwen3_config: thinking on starts in REASONING (THINK_START dropped,
+# THINK_END moves to CONTENT), thinking off starts in CONTENT, where THINK_END is dropped
+# silently and THINK_START has no transition (kept as text); Qwen3Parser.extract_reasoning
+# returns (None, model_output) with thinking off. Qwen3.5/3.6 templates open <think> in the
+# prompt (add_generation_prompt with enable_thinking), so without a parser the generated
+# text starts inside the block.
+@pytest.mark.parametrize("stream", [True, False])
+def test_qwen3_parser_with_thinking_off_keeps_the_open_tag_as_vllm_does(vllm, stream):
+    url = vllm(thinks=True, reasoning_parser=True, thinks_when_off=True)
+    kw = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
+    r = post(url, body(chat_template_kwargs={"enable_thinking": False}, **kw))
+    if stream:
+        ev = events(r.text)
+        deltas = [e["choices"][0]["delta"] for e in ev[1:-1] if e["choices"]]
+        text = "".join(d.get("content") or "" for d in deltas)
+        assert not any("reasoning" in d for d in deltas)
+        assert text.startswith("<think>\n") and "</think>" not in text and "\n\n\n" in text
+        assert "completion_tokens_details" not in ev[-2]["usage"]
+    else:
+        msg = r.json()["choices"][0]["message"]
+        assert msg["content"].startswith("<think>\n") and "\n</think>\n\n" in msg["content"]
+        assert "reasoning" not in msg
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_a_template_that_opens_thinking_in_the_prompt_generates_no_open_tag(vllm, cut):
+    url = vllm(thinks=True, reasoning_parser=False, template_opens_think=True,
+               runaway_share=1.0 if cut else 0.0)
+    r = post(url, body(chat_template_kwargs={"enable_thinking": True}))
+    choice = r.json()["choices"][0]
+    text = choice["message"]["content"]
+    assert "<think>" not in text
+    assert ("</think>" not in text) if cut else ("\n</think>\n\n" in text)
+    assert choice["finish_reason"] == ("length" if cut else "stop")
+
+
 def test_a_mid_stream_error_is_an_error_event_then_done(vllm):
     ev = events(post(vllm(stream_error_share=1.0), body(stream=True)).text)
     assert ev[-1] == "[DONE]"

@@ -20,7 +20,8 @@ def test_doctor_names_each_failing_check_and_its_fix(tmp_path, sim_server):
     assert any(ln.startswith("✗ backup: identity: slots: expected 6, server reports 4")
                and "fix the server or [paths.backup.expect]" in ln for ln in lines)
     assert any(ln.startswith("✓ warehouse: migrations: current") for ln in lines)
-    assert any(ln.startswith("✗ prefect: API") for ln in lines)
+    # nightly needs no PREFECT_API_URL (a temporary server): a note, not a failure
+    assert any(ln.startswith("– prefect: API: PREFECT_API_URL is not set") for ln in lines)
 
 
 def test_the_demo_market_prices_pass_whatever_todays_date(tmp_path):
@@ -58,3 +59,24 @@ the demo's do; a schedule (dualpath deploy or serve) needs a server: prefect ser
 export PREFECT_API_URL=http://127.0.0.1:4200/api
 6 of 6 checks passed; 1 note
 """
+
+
+async def test_an_attached_config_without_prefect_api_url_is_a_note_not_a_failure(tmp_path,
+                                                                                   monkeypatch):
+    """`dualpath nightly` runs without PREFECT_API_URL whatever the paths (a temporary
+    server): doctor exited 1 for it on any config with a real server."""
+    from flows.doctor import _prefect_checks
+    from tests.helpers import make_project
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    cfg_path, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    attached = cfg.model_copy(update={"paths": {
+        n: p.model_copy(update={"base_url": "http://127.0.0.1:18974"})
+        for n, p in cfg.paths.items()}})
+    check, = await _prefect_checks(attached)
+    assert check.ok and check.note and "PREFECT_API_URL is not set" in check.detail
+    pooled = cfg.model_copy(update={"paths": {
+        n: p.model_copy(update={"work_pool": "gpu"}) for n, p in cfg.paths.items()}})
+    check, = await _prefect_checks(pooled)
+    assert not check.ok and "work pool(s) ['gpu'] are reached only through a Prefect " \
+        "server" in check.detail

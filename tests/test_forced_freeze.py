@@ -18,7 +18,7 @@ def _forced(cfg, plan_path):
 
 
 def test_a_crash_between_the_plan_and_its_deviation_loses_neither(tmp_path, monkeypatch):
-    cfg_path, cfg, nights = make_project(tmp_path, tickers=3, draws=1, nights=2)
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=5, draws=1, nights=2)
     first = tmp_path / "a.toml"
     first.write_text(plan_toml(draft_plan(cfg, nights[0], 4, margin=0.03)))
     kept = freeze_plan(cfg, first)

@@ -37,8 +37,19 @@ def dualpath(*args):
                           text=True, timeout=120)
 
 
-def test_check_accepts_the_shipped_example_and_shows_each_pin_checkable():
-    r = dualpath("check", "-c", str(EXAMPLE))
+def example_with_models(tmp_path: Path) -> Path:
+    """The shipped example with its launch model files present (`check` refuses a launch
+    whose model file is missing), under a folder of this machine instead of /models."""
+    models = tmp_path / "models"
+    (models / "qwen3.6-27b").mkdir(parents=True)
+    (models / "Qwen3.6-35B-A3B-Q4_K_M.gguf").write_bytes(b"GGUF")
+    copy = tmp_path / "dualpath.toml"
+    copy.write_text(EXAMPLE.read_text().replace("/models/", f"{models}/"))
+    return copy
+
+
+def test_check_accepts_the_shipped_example_and_shows_each_pin_checkable(tmp_path):
+    r = dualpath("check", "-c", str(example_with_models(tmp_path)))
     assert r.returncode == 0, r.stdout + r.stderr
     out = " ".join(r.stdout.split())
     assert "expect (vllm reports every pin)" in out

@@ -151,8 +151,9 @@ def quoting_records() -> list:
 # before batches (two DuckDB queries a call): batches must not change a byte. Since the
 # thinking fields (m015) every call line also ends in
 # ,"reasoning_text":"","reasoning_tokens":null,"reasoning_tokens_basis":null; without them
-# the bytes hash to the writer's before batches, 70f20900785d...c867d42dc6c0.
-QUOTING_JOURNAL_SHA256 = "889684d2a2a41adceae55bf37fa9f5957abe8278926d05c7b44cf2b5c14c05b9"
+# the bytes hash to the writer's before batches, 70f20900785d...c867d42dc6c0. Since m025
+# every call line ends in ,"untrusted":null too; without it, 889684d2a2a4...c14c05b9.
+QUOTING_JOURNAL_SHA256 = "b6e582f065b6270f2bb55b505cd9c9302d461d7a348f08338d3cc10fe236db5c"
 
 
 class GatedWriter(JournalWriter):

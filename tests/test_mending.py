@@ -112,7 +112,7 @@ def test_a_rebuilt_warehouse_keeps_its_preregistration(tmp_path):
     from flows.prereg import freeze_plan
     from warehouse.plans import current, freeze_log
 
-    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=2)
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=5, draws=1, nights=2)
     from dualpath.prereg import draft_plan, plan_toml
     (tmp_path / "plan.toml").write_text(plan_toml(draft_plan(cfg, nights[0], len(nights))))
     frozen = freeze_plan(cfg, tmp_path / "plan.toml", force=True, reason="a test window")

@@ -71,17 +71,33 @@ def test_drop_folder_imports_only_what_is_new_and_reports_freshness_per_ticker()
     assert len(load_prices(con)) == 7
 
 
-def test_a_later_file_revises_once_and_never_flip_flops():
+def test_a_corrected_file_revises_once_and_never_flip_flops():
     con = con_()
     drop("a.csv", "AAA,2026-11-27,10,10\n")
     update(con)
-    drop("b.csv", "AAA,2026-11-27,10.2,10.2\n")
+    drop("a.csv", "AAA,2026-11-27,10.2,10.2\n")
     r = update(con)
     assert r.sources[0].revised == 1 and r.sources[0].warnings == [
         f"drop folder {Path('drop').resolve()}: 1 stored price(s) revised, e.g. AAA 2026-11-27 "
         "adj_close 10 -> 10.2 (forward returns of past nights change)"]
     assert update(con).sources[0].revised == 0
     assert load_prices(con)["adj_close"].tolist() == [10.2]
+
+
+def test_two_files_that_disagree_are_refused_naming_both_and_the_rows():
+    """Once the later name won without a word ('56 new, 0 revised, warnings []')."""
+    con = con_()
+    drop("a.csv", "AAA,2026-11-26,10,10\nAAA,2026-11-27,11,11\nBBB,2026-11-27,20,20\n")
+    drop("b.csv", "AAA,2026-11-26,10,10\nAAA,2026-11-27,12,12\nBBB,2026-11-27,21,21\n")
+    r = update(con)
+    assert r.sources[0].error == (
+        f"drop folder {Path('drop').resolve()}: files a.csv and b.csv give different prices "
+        "for 2 (ticker, date) row(s): AAA 2026-11-27 adj_close 11 vs 12, BBB 2026-11-27 "
+        "adj_close 20 vs 21; nothing from the folder was imported: remove or correct one of "
+        "them (to revise a price, change the file that gave it)")
+    assert r.sources[0].new == 0 and load_prices(con).empty
+    drop("b.csv", "AAA,2026-11-26,10,10\n")                 # agreeing rows are fine
+    assert update(con).sources[0].new == 3
 
 
 def test_updates_are_logged_once_the_warehouse_has_the_table():

@@ -100,7 +100,7 @@ def test_check_runs_and_the_drafted_plan_name_the_declared_difference(tmp_path):
         return subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
                               text=True, timeout=120)
 
-    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=5, draws=1, nights=1)
     [declared] = config_differences(cfg)
     check = dualpath("check", "-c", str(cfg_path))
     assert check.returncode == 0

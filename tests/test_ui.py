@@ -128,7 +128,7 @@ def test_the_overview_shows_the_verdict_and_every_night(project, ui, tmp_path):
                           - avg(grade) FILTER (WHERE path = 'main') AS gap
                    FROM units GROUP BY ALL)
         SELECT night::VARCHAR, count(*) FILTER (WHERE abs(gap) >= 1) FROM m GROUP BY 1"""))
-    with TestClient(create_app(cfg)) as c:
+    with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
         html = c.get("/").text
     for night in nights:     # each night's disagreements, linked to that filter
         assert re.findall(rf'href="/night/{night}\?only=disagree">(\d+)<', html) == \
@@ -181,7 +181,7 @@ def test_a_model_answer_holding_a_script_renders_as_text(project, ui, tmp_path):
 
 @pytest.fixture
 def client(project):
-    return TestClient(create_app(project[1]))
+    return TestClient(create_app(project[1]), base_url="http://127.0.0.1")
 
 
 def test_pages_are_read_only_and_refuse_scripts(client, project):
@@ -272,7 +272,7 @@ def test_thinking_kept_apart_is_shown_apart_and_as_text(project, tmp_path):
         con.execute("UPDATE calls SET reasoning_hash = hash(?), reasoning_tokens = 12, "
                     "reasoning_tokens_basis = 'chars' WHERE night = ? AND ticker = ? AND "
                     "draw = 1 AND agent = 'trader'", [thought, nights[0], cfg.tickers()[0]])
-    with TestClient(create_app(cfg, copy)) as c:
+    with TestClient(create_app(cfg, copy), base_url="http://127.0.0.1") as c:
         html = c.get(ticker_url("", nights[0], cfg.tickers()[0])).text
     dom = Dom(html)
     shown = [t for _, classes, t in dom.elements if "thinking" in classes]
@@ -284,7 +284,7 @@ def test_thinking_kept_apart_is_shown_apart_and_as_text(project, tmp_path):
 
 def test_a_warehouse_without_nights_shows_what_is_missing(tmp_path):
     _, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)     # prices, no night
-    with TestClient(create_app(cfg)) as c:
+    with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
         r = c.get("/")
     assert r.status_code == 200 and "no nights yet" in r.text
     assert Dom(r.text).texts("verdict") == ["—"]
@@ -335,7 +335,7 @@ def test_a_rescored_unit_shows_its_earlier_attempt_and_its_calls(tmp_path):
                        GROUP BY ALL ORDER BY ALL""")
     assert cut, "the cut night left no unit mid-way"
     path, ticker, n = cut[0]
-    with TestClient(create_app(cfg)) as c:
+    with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
         html = c.get(ticker_url("", nights[0], ticker)).text
     dom = Dom(html)
     assert f"{path}: earlier attempts of draw 1" in html

@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 import jinja2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
@@ -31,6 +32,7 @@ from dualpath.config import Config
 from dualpath.errors import DualpathError, WarehouseBusy
 from viewer import data
 from viewer.headline import Headline, headline
+from viewer.hosts import HostGuard, served_names
 from viewer.links import night_url, ticker_url
 from viewer.pages import SORTS
 
@@ -121,15 +123,18 @@ class Viewer:
                                                  else 500, str(exc)))
 
 
-def create_app(cfg: Config, warehouse: Path | None = None) -> Starlette:
-    """The viewer's ASGI app for one config (GET only)."""
+def create_app(cfg: Config, warehouse: Path | None = None, host: str | None = None) -> Starlette:
+    """The viewer's ASGI app for one config (GET only), answering only for the names it is
+    served under (`viewer.hosts`; `host`: the address it listens on, default `[ui] host`)."""
     v = Viewer(cfg, warehouse)
     routes = [Route("/", v.overview, methods=["GET"]),
               Route("/night/{night}", v.night, methods=["GET"]),
               Route("/night/{night}/{ticker}", v.ticker, methods=["GET"]),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
+    names = served_names(host or cfg.ui.host, cfg.ui.base_url)
     return Starlette(routes=routes, exception_handlers={HTTPException: v.error,
-                                                        DualpathError: v.failed})
+                                                        DualpathError: v.failed},
+                     middleware=[Middleware(HostGuard, names=names)])
 
 
 def _warm_calendar(cfg: Config) -> None:

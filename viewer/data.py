@@ -164,7 +164,11 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
         texts = wv.texts(con, hashes)
         final = units[units["is_final"] & (units["draw"] == draw)]
         attempts = dict(zip(final["path"], final["unit_attempt"].astype(int)))
-        shown = calls[[attempts.get(p) == a for p, a in zip(calls["path"], calls["unit_attempt"])]]
+        # a mask, also for a unit with no calls (an unpriced ticker: `calls[[]]` would select
+        # no columns, and the page answered 500)
+        shown = calls[pd.Series([attempts.get(p) == a for p, a in
+                                 zip(calls["path"], calls["unit_attempt"])], index=calls.index,
+                                dtype=bool)]
         prompts = wv.prompts(con, shown["prompt_hash"], texts)
         neighbours = wv.night_tickers(con, ids)
     by_path = {r["path"]: r for r in runs.to_dict("records")}

@@ -226,31 +226,36 @@ def _copy_warehouse(path: Path, folder: Path) -> Path:
 def bounded_query(path: Path, run, timeout_s: float, lock_s: float = LOCK_BUDGET_S):
     """run(con) on a sandboxed read-only connection, stopped after `timeout_s`, holding the
     warehouse's read lock for `lock_s` at most: a query still running then is started again
-    on a snapshot, so that a night's ingest (a writer, which waits 120 s for readers) is
-    never kept out. A read lock held by a long `dualpath sql` made a night fail."""
-    import tempfile
+    on a snapshot (`warehouse.snapshots`: removed when the query ends or dies), so that a
+    night's ingest (a writer, which waits 120 s for readers) is never kept out. A read lock
+    held by a long `dualpath sql` made a night fail. Where no snapshot can be written (a
+    read-only folder, which no writer can use either) the query runs on under its lock."""
+    from warehouse.snapshots import snapshot_folder, sweep
 
     began = time.monotonic()
-    with sandboxed_reader(path) as con:
-        try:
-            return _within(con, run, min(timeout_s, lock_s))
-        except duckdb.InterruptException:
-            if timeout_s <= lock_s:
-                raise QueryTimeout(f"query stopped after {timeout_s:g} s (--timeout); narrow "
-                                   "it (a WHERE on night, a LIMIT) or allow more") from None
-        tmp = tempfile.TemporaryDirectory(prefix=".sql-snapshot-", dir=path.parent)
-        try:
-            copy = _copy_warehouse(path, Path(tmp.name))
-        except BaseException:
-            tmp.cleanup()
-            raise
-    with tmp:
+    with contextlib.suppress(OSError):
+        sweep(path.parent)        # copies left by a `dualpath sql` that was killed
+    stopped = QueryTimeout(f"query stopped after {timeout_s:g} s (--timeout); narrow it "
+                           "(a WHERE on night, a LIMIT) or allow more")
+    with contextlib.ExitStack() as keep:
+        with sandboxed_reader(path) as con:
+            try:
+                return _within(con, run, min(timeout_s, lock_s))
+            except duckdb.InterruptException:
+                if timeout_s <= lock_s:
+                    raise stopped from None
+            folder = keep.enter_context(snapshot_folder(path))
+            if folder is None:
+                try:
+                    return _within(con, run, timeout_s - (time.monotonic() - began))
+                except duckdb.InterruptException:
+                    raise stopped from None
+            copy = _copy_warehouse(path, folder)
         with diagnosed(path):
             snap = duckdb.connect(str(copy), read_only=True, config=SANDBOX)
         try:
             return _within(snap, run, timeout_s - (time.monotonic() - began))
         except duckdb.InterruptException:
-            raise QueryTimeout(f"query stopped after {timeout_s:g} s (--timeout); narrow it "
-                               "(a WHERE on night, a LIMIT) or allow more") from None
+            raise stopped from None
         finally:
             snap.close()

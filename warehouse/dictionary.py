@@ -27,7 +27,8 @@ _CALL = {
     "attempt_errors": "JSON — each failed attempt before the last: attempt, kind, status, "
                       "detail, wait_s",
     "error_kind": "class of the final failure (NULL: ok)", "error_detail": "text",
-    "finish_reason": "stop | length (length = runaway: hit max_tokens)",
+    "finish_reason": "stop | length (length = runaway: hit max_tokens); any other end is a "
+                     "failed attempt (error_kind bad_finish)",
     "response_model": "model name the server answered with",
     "system_fingerprint": "build the server answered with (llama-server: its build; vLLM: "
                           "vllm-<version>-<config hash>)",
@@ -52,6 +53,10 @@ _CALL = {
     "reasoning_tokens": "tokens — of completion_tokens, the thinking's (see its basis)",
     "reasoning_tokens_basis": "server (counted by vLLM's reasoning parser) | chars (estimated: "
                               "completion_tokens × the thinking's share of the characters)",
+    "untrusted": "JSON — what the server sent that was not kept as sent: a usage count or "
+                 "timing out of range or of the wrong type (field path → the value's JSON "
+                 "text; NULL in its column), the models one reply named (model); NULL: none. "
+                 "A run with such a call has no speed (v_runs disturbed: untrusted)",
 }
 _UNIT = {
     "run_id": "id — experiment/night/path", "path": "name", "night": "date", "ticker": "symbol",

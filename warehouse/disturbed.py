@@ -20,6 +20,8 @@ and the run's own calls:
 * **gpu** — the path's GPU changed during the run (`warehouse.energy`): its power limit
   changed, its PCIe link trained narrower, or a process that was not there when the night
   began took memory on it.
+* **untrusted** — a call's server sent a token count or timing out of range or of the
+  wrong type (`calls.untrusted`): the run's tokens and speed lack it.
 * **starved** — the harness, not the server, set the pace: while units were still waiting
   to start (the run's first call to its last unit's start; the scheduler admits a unit
   whenever a slot would sit idle, so a fast enough harness keeps every slot busy there), the
@@ -89,6 +91,13 @@ GROUP BY run_id
 HAVING NOT bool_or(untimed) AND any_value(w1 - w0) >= {STARVED_MIN_WINDOW} * any_value(wall_s)
 """
 
+# Per run, the calls whose server sent a number dualpath could not keep (a model named twice
+# in one reply is contamination instead, counted there)
+UNTRUSTED = """
+SELECT run_id, count(*) AS calls FROM calls
+WHERE len(list_filter(json_keys(untrusted), lambda k: k <> 'model')) > 0 GROUP BY run_id
+"""
+
 DISTURBED = f"""
 SELECT run_id, nullif(concat_ws('; ',
     CASE WHEN restarted THEN 'restarted: the server''s counters reset mid-run' END,
@@ -109,7 +118,9 @@ SELECT run_id, nullif(concat_ws('; ',
                  ELSE 'dualpath held requests for ' || round(100 * q.in_flight)::BIGINT
                       || '% of them' END
          || ' — the harness''s machine, not the server, set the pace' END,
-    CASE WHEN g.gpu_changes IS NOT NULL THEN 'gpu: ' || g.gpu_changes END), '') AS disturbed
+    CASE WHEN g.gpu_changes IS NOT NULL THEN 'gpu: ' || g.gpu_changes END,
+    CASE WHEN u.calls > 0 THEN 'untrusted: ' || u.calls || ' call(s) sent token counts or '
+         || 'timings out of range or of the wrong type (calls.untrusted)' END), '') AS disturbed
 FROM (SELECT *, s.restarts > 0 OR s.went_down AS restarted,
              coalesce(s.unanswered_s >= {STALL_S}, false) AS stalled,
              coalesce(NOT (s.restarts > 0 OR s.went_down)
@@ -138,5 +149,6 @@ LEFT JOIN ({QUEUED}) q USING (run_id)
 -- process on it; its seconds and joules are not this configuration's
 LEFT JOIN (SELECT run_id, string_agg(changes, '; ') AS gpu_changes FROM energy_runs
            WHERE changes IS NOT NULL GROUP BY run_id) g USING (run_id)
+LEFT JOIN ({UNTRUSTED}) u USING (run_id)
 """
 

@@ -12,6 +12,7 @@ import duckdb
 
 from dualpath.errors import DataError
 from dualpath.records import CallRecord
+from warehouse.ingest_numbers import CHECKED, checked_columns
 from warehouse.journal import JournalContents, repair_hint
 from warehouse.line_limit import DEFAULT_OBJECT_BYTES, READ_OBJECT_BYTES
 
@@ -20,7 +21,9 @@ CALL_COLUMNS = {"k": "VARCHAR", **{
     f.name: _SQL_TYPE[str(f.type).split(" | ")[0]] for f in fields(CallRecord)},
     # the journal's own fields of a call line (prompts as parts)
     "prompt_hash": "UBIGINT", "prompt_parts": "BIGINT[]"}
-_COLUMNS_SQL = "{" + ", ".join(f"'{k}': '{v}'" for k, v in CALL_COLUMNS.items()) + "}"
+# a server's numbers are read as the text journaled, then checked (warehouse.ingest_numbers)
+_READ_AS = {**CALL_COLUMNS, **{f: "VARCHAR" for f in CHECKED}}
+_COLUMNS_SQL = "{" + ", ".join(f"'{k}': '{v}'" for k, v in _READ_AS.items()) + "}"
 
 
 def stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents]) -> None:
@@ -34,7 +37,8 @@ def stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents])
     for i, (group, size) in enumerate(json_reads(contents, files)):
         con.execute(("CREATE OR REPLACE TEMP TABLE stage_calls AS" if i == 0 else
                      "INSERT INTO stage_calls") + f"""
-            SELECT * EXCLUDE (k, prompt_hash),
+            SELECT * EXCLUDE (k, prompt_hash, untrusted, {", ".join(CHECKED)}),
+                   {checked_columns()},
                    CASE WHEN prompt_parts IS NULL THEN hash(prompt_text) ELSE prompt_hash END
                        AS prompt_hash,
                    hash(output_text) AS output_hash, hash(request_json) AS request_hash,

@@ -360,6 +360,12 @@ M023_UNANSWERED = """
 ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS unanswered_s DOUBLE;
 """
 
+# A server's numbers are untrusted: what a reply sent that was not kept as sent (a count past
+# any context or of the wrong type, several models in one reply) is recorded with the call.
+M025_UNTRUSTED = """
+ALTER TABLE calls ADD COLUMN IF NOT EXISTS untrusted VARCHAR;
+"""
+
 M015_THINKING = """
 -- A thinking model's thinking, kept apart from its answer: the text in texts (by hash; NULL
 -- when the call thought nothing), never quoted into later prompts nor read for a grade; its
@@ -401,6 +407,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m023_unanswered", M023_UNANSWERED),
     ("m015_thinking", M015_THINKING),
     ("m017_experiments", M017_EXPERIMENTS),
+    ("m025_untrusted", M025_UNTRUSTED),
     ("m026_energy", M026_ENERGY),
 ]
 

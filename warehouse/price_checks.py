@@ -124,3 +124,30 @@ def move_warnings(frame: pd.DataFrame, prior: pd.DataFrame | None = None,
     f = frame[list(TARGETS)].assign(date=pd.to_datetime(frame["date"]))
     moves(f.sort_values(["ticker", "date"]).reset_index(drop=True), prior, threshold, source, out)
     return out
+
+
+def file_conflicts(frames: list[pd.DataFrame], names: list[str], source: str) -> str | None:
+    """Why files of one folder cannot be imported together: two of them give different
+    prices for one (ticker, date) (each frame carries `_order`, its index in `names`).
+    Which file is right is the user's call: nothing of the folder is imported, and the
+    message names both files and the rows (once, the later name won without a word)."""
+    if len(frames) < 2:
+        return None
+    rows = pd.concat(frames)[["ticker", "date", "close", "adj_close", "_order"]]
+    rows = rows.drop_duplicates(["ticker", "date", "close", "adj_close"])
+    clash = rows[rows.duplicated(["ticker", "date"], keep=False)].sort_values(
+        ["ticker", "date", "_order"], kind="stable")
+    if clash.empty:
+        return None
+    firsts = clash.groupby(["ticker", "date"], sort=False).nth([0, 1])
+    pairs = {}
+    for (t, d), g in firsts.groupby(["ticker", "date"], sort=False):
+        a, b = g.iloc[0], g.iloc[1]
+        pairs.setdefault((names[int(a["_order"])], names[int(b["_order"])]), []).append(
+            f"{t} {d.date()} adj_close {a['adj_close']:g} vs {b['adj_close']:g}")
+    (fa, fb), shown = next(iter(pairs.items()))
+    n = sum(len(v) for v in pairs.values())
+    more = f" (and {len(pairs) - 1} other pair(s) of files)" if len(pairs) > 1 else ""
+    return (f"{source}: files {fa} and {fb} give different prices for {n} (ticker, date) "
+            f"row(s){more}: {_more(shown)}; nothing from the folder was imported: remove or "
+            "correct one of them (to revise a price, change the file that gave it)")

@@ -2,7 +2,8 @@
 
 Sources, all from `[market]`:
 - `prices_file` and `prices_dir` (a drop folder of *.csv / *.parquet, read in name order;
-  where two files give the same ticker and day the later name wins). Always available and
+  two files that give one ticker and day different prices are refused, naming both and the
+  rows: `price_checks.file_conflicts`). Always available and
   idempotent: every night all files are read, and only rows the warehouse lacks or that
   revise a stored price are written, so an unchanged folder writes nothing and says nothing.
 - `source = "pykrx" | "fdr" | "yfinance"`: the universe's recent sessions fetched online
@@ -28,6 +29,7 @@ from dualpath.calendar import MarketCalendar
 from dualpath.config import MarketSettings
 from dualpath.errors import DataError, DualpathError
 from warehouse.db import has_table
+from warehouse.price_checks import file_conflicts
 from warehouse.freshness import Freshness, freshness
 from warehouse.prices import (TARGETS, import_prices, move_warnings, new_rows,
                               prior_prices, read_prices_file, validate_prices)
@@ -152,6 +154,9 @@ def _from_files(con, paths: list[Path], result: SourceResult, tickers: list[str]
         notes.append((set(zip(f["ticker"], f["date"].dt.date)) | set(f.attrs["halts"]), w))
     result.files = len(paths)
     if not frames:
+        return
+    if clash := file_conflicts(frames, [p.name for p in paths], result.name):
+        result.error = clash
         return
     union = pd.concat(frames).sort_values("_order", kind="stable")
     union = union.drop_duplicates(["ticker", "date"], keep="last")[list(TARGETS)]

@@ -18,6 +18,7 @@ from dualpath.cli import ui  # noqa: F401  (registers `dualpath ui`)
 from rich.markup import escape
 
 from dualpath.cli._common import _cell, app, err_console  # noqa: F401  (the package's API)
+from dualpath.cli._common import quiet_prefect_for_own_errors, unwritable_line
 from dualpath.errors import DualpathError, UserError
 
 INTERRUPTED = "interrupted; rerun the night to resume"
@@ -80,6 +81,7 @@ def main() -> None:
     included); 130 interrupted.
     """
     click_error, usage_error, no_args, abort = _click_classes()
+    quiet_prefect_for_own_errors()
     try:
         code = app(standalone_mode=False)
     except UserError as e:
@@ -109,6 +111,9 @@ def main() -> None:
             pass
         sys.exit(1)
     except Exception as e:     # noqa: BLE001 — the last line of defence: no traceback shown
+        if (line := unwritable_line(e)) is not None:
+            err_console.print(f"[red]error:[/red] {escape(line)}")
+            sys.exit(2)
         _internal_error(e)
         sys.exit(1)
     # without standalone mode typer returns an exit code instead of raising: 130 is its

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import sys
 from datetime import date
@@ -16,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from dualpath.errors import UserError
+from dualpath.errors import DualpathError, UserError
 from evals.format import cell
 
 
@@ -85,6 +87,61 @@ def prefect_env(home: Path, quiet: bool = False) -> None:
     os.environ.setdefault("PREFECT_UI_ENABLED", "false")
     if quiet:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+class _OwnErrorsOnce(logging.Filter):
+    """Drops Prefect's report of a flow or task that raised one of dualpath's own errors
+    (its traceback, and the 'Finished in state Failed(...)' line naming it): the CLI prints
+    that error in one line, and a damaged warehouse or a full disk printed two tracebacks
+    above it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, DualpathError) or unwritable_line(exc) is not None:
+            return False
+        if isinstance(exc, RuntimeError) and "stopped service instance" in str(exc):
+            # a flow that ends at once races Prefect's heartbeat event against its own
+            # shutdown (prefect/events/utilities.py): nothing was lost, nothing to report
+            return False
+        msg = record.msg if isinstance(record.msg, str) else ""
+        if msg.startswith("Finished in state") and "Failed" in msg:
+            return not any(f"{name}:" in msg or f"{name}(" in msg for name in _own_errors())
+        return True
+
+
+# a read-only file system, or a place this user may not write
+UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def unwritable_line(exc: BaseException | None) -> str | None:
+    """The one line for an OSError that says a place cannot be written (the warehouse or its
+    runs folder on a read-only file system once ended `nightly`, `rebuild` and `sql` in
+    'internal error: OSError: [Errno 30]'), else None."""
+    if not isinstance(exc, OSError) or exc.errno not in UNWRITABLE:
+        return None
+    where = exc.filename or "a file dualpath writes"
+    why = "is on a read-only file system" if exc.errno == errno.EROFS else "cannot be written"
+    return (f"{where} {why} ({exc.strerror}); dualpath writes the warehouse, the runs folder "
+            "and the locks beside them: make that place writable, or point [warehouse] path "
+            "and runs_dir at one that is")
+
+
+def _own_errors() -> set[str]:
+    out, todo = set(), [DualpathError]
+    while todo:
+        cls = todo.pop()
+        out.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+def quiet_prefect_for_own_errors() -> None:
+    """Install `_OwnErrorsOnce` on the loggers Prefect's engines report runs on."""
+    for name in ("prefect.flow_runs", "prefect.task_runs", "prefect.engine",
+                 "prefect.events.utilities"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _OwnErrorsOnce) for f in logger.filters):
+            logger.addFilter(_OwnErrorsOnce())
 
 
 def progress_bars() -> Progress:

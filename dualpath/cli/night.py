@@ -24,10 +24,12 @@ from dualpath.procs import start_reaper
 def check(config: Path = CONFIG_OPT) -> None:
     """Validate a config file, check that a night could start (universe, pipeline import,
     API key variables), and show what it describes."""
+    from dualpath.config_checks import refuse_unanalysable
     from dualpath.preflight import preflight
 
     cfg = load_config(config)
     preflight(cfg)
+    refuse_unanalysable(cfg)
     tickers = cfg.tickers()
     console.print("[dim]offline check: the config alone (no server, warehouse or Prefect is "
                   "contacted; `dualpath doctor` does that)[/dim]")

@@ -71,6 +71,8 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
         raise UserError(f"{plan} exists; pass --force to overwrite it")
     output_file(plan, "plan file")
     cfg = load_config(config)
+    from dualpath.config_checks import refuse_unanalysable
+    refuse_unanalysable(cfg)
     if primary is not None and primary not in cfg.experiment.horizons:
         raise UserError(f"--primary {primary}: the experiment's horizons are "
                         f"{cfg.experiment.horizons}")

@@ -50,7 +50,7 @@ def ui_cmd(config: Path = CONFIG_OPT,
     shown = f"[{host}]" if ":" in host else host
     console.print(f"dualpath ui: http://{shown}:{bound}/  (read-only; Ctrl-C stops it)",
                   soft_wrap=True)
-    server = uvicorn.Server(uvicorn.Config(create_app(cfg, path), log_level="warning",
+    server = uvicorn.Server(uvicorn.Config(create_app(cfg, path, host), log_level="warning",
                                            access_log=False, server_header=False))
     server.run(sockets=[sock])
 

@@ -126,24 +126,38 @@ def stream_error(vllm: bool) -> dict:
 # ---------------------------------------------------------------- thinking
 
 
-def thinks(profile, body: dict) -> bool:
-    """Whether the simulated model thinks on this request: a thinking model does unless the
-    chat template is told `enable_thinking = false`, as Qwen3's templates are."""
+def _enabled(body: dict) -> bool:
     kwargs = body.get("chat_template_kwargs")
     enabled = kwargs.get("enable_thinking", True) if isinstance(kwargs, dict) else True
-    return profile.thinks and enabled is not False
+    return enabled is not False
+
+
+def thinks(profile, body: dict) -> bool:
+    """Whether the simulated model thinks on this request: a thinking model does unless the
+    chat template is told `enable_thinking = false`, as Qwen3's templates are (one that
+    `thinks_when_off` does anyway)."""
+    return profile.thinks and (_enabled(body) or profile.thinks_when_off)
 
 
 def apart(profile, body: dict) -> bool:
-    """Whether the engine returns the thinking in its own field (else inline `<think>`)."""
+    """Whether the engine returns the thinking in its own field (else inline). vLLM's qwen3
+    parser with thinking off starts in its CONTENT state (vllm/parser/qwen3.py, 0.33.0
+    `qwen3_config(thinking=False)`): the thinking stays in the content."""
     if profile.dialect == "vllm":
-        return profile.reasoning_parser and body.get("include_reasoning", True) is not False
+        return (profile.reasoning_parser and body.get("include_reasoning", True) is not False
+                and _enabled(body))
     return body.get("reasoning_format", "deepseek") != "none"
 
 
-def _inline(thinking: str, answer: str) -> str:
-    """Thinking left in the content, as vLLM without a reasoning parser returns it (a
-    generation cut off while thinking never closes the block)."""
+def _inline(profile, body: dict, thinking: str, answer: str, stream: bool) -> str:
+    """Thinking left in the content, in the shape the template and the parser leave it (see
+    `dualpath.thinking`): a generation cut off while thinking never closes the block."""
+    if profile.dialect == "vllm" and profile.reasoning_parser and not _enabled(body):
+        # the parser keeps <think> and drops </think>: a whole reply is returned as generated
+        close = "\n</think>\n\n" if not stream else "\n\n\n"
+        return f"<think>\n{thinking}{close}{answer}" if answer else f"<think>\n{thinking}"
+    if profile.template_opens_think and _enabled(body):
+        return f"{thinking}\n</think>\n\n{answer}" if answer else thinking
     return f"<think>\n{thinking}\n</think>\n\n{answer}" if answer else f"<think>\n{thinking}"
 
 
@@ -153,7 +167,7 @@ def message(profile, body: dict, answer: str, thinking: str) -> dict:
     if not thinking:
         return msg
     if not apart(profile, body):
-        return {"role": "assistant", "content": _inline(thinking, answer)}
+        return {"role": "assistant", "content": _inline(profile, body, thinking, answer, False)}
     field = "reasoning" if profile.dialect == "vllm" else "reasoning_content"
     return {**msg, field: thinking}
 
@@ -164,7 +178,7 @@ def deltas(profile, body: dict, answer: str, thinking: str) -> list[dict]:
     if not thinking:
         return [{"content": answer[1:]}] if len(answer) > 1 else []
     if not apart(profile, body):
-        text = _inline(thinking, answer)
+        text = _inline(profile, body, thinking, answer, True)
         return [{"content": text[i:i + 40]} for i in range(8, len(text), 40)]
     field = "reasoning" if profile.dialect == "vllm" else "reasoning_content"
     half = len(thinking) // 2
@@ -176,14 +190,15 @@ def first_delta(profile, body: dict, answer: str, thinking: str) -> dict:
     if not thinking:
         return {"content": answer[:1]}
     if not apart(profile, body):
-        return {"content": "<think>\n"}
+        return {"content": _inline(profile, body, thinking, answer, True)[:8]}
     field = "reasoning" if profile.dialect == "vllm" else "reasoning_content"
     return {field: thinking[:len(thinking) // 2]}
 
 
 def reasoning_usage(profile, body: dict, thinking_tokens: int) -> dict:
-    """The usage fields that count the thinking: vLLM with a reasoning parser only."""
-    if profile.dialect == "vllm" and profile.reasoning_parser:
+    """The usage fields that count the thinking: vLLM with a reasoning parser only, and only
+    what it parsed as thinking (none with thinking off)."""
+    if profile.dialect == "vllm" and apart(profile, body):
         return {"completion_tokens_details": {"reasoning_tokens": thinking_tokens}}
     return {}
 

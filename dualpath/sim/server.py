@@ -29,14 +29,12 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import date
 
 import orjson
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
@@ -44,10 +42,11 @@ from starlette.routing import Route
 
 from dualpath.config import SimProfile
 from dualpath.grades import GRADE_INSTRUCTION, LABELS
-from dualpath.sim import dialect
+from dualpath.sim import dialect, llama_options
 from dualpath.sim import vllm as vllm_dialect
 from dualpath.sim.dialect import Reply
 from dualpath.sim.model import SimModel
+from dualpath.sim.running import RunningServer, serve_in_thread  # noqa: F401 (re-exported)
 from dualpath.sim.slots import ServerSlots
 
 _HEADER = re.compile(r"TICKER: (\S+) \| AS OF: (\d{4}-\d{2}-\d{2})")
@@ -255,12 +254,10 @@ def build_app(sim: SimServer) -> Starlette:
                                        "{role, content} objects with string content"), 400)
         if sim.vllm and body.get("model") != sim.profile.model_alias:
             return _json(dialect.model_not_found(body.get("model")), 404)
-        id_slot = body.get("id_slot")
-        if not sim.vllm and id_slot is not None and not isinstance(id_slot, int):
-            return _error(400, "invalid_request_error", f"invalid id_slot {id_slot!r}")
-        # an id_slot past the last slot wraps around, as llama-server's does
-        if id_slot == -1:
-            body["id_slot"] = None
+        # an id_slot past the last slot wraps around, as llama-server's does (sim.slots)
+        body["id_slot"] = llama_options.slot_of(body.get("id_slot"))
+        if not sim.vllm and (bad := llama_options.reasoning_format_error(body)) is not None:
+            return _json(bad, 500)
         rln = body.get("repeat_last_n", 64)
         if not isinstance(rln, int) or rln < 0:   # as llama-server validates it
             return _error(400, "invalid_request_error", "Field 'repeat_last_n': Value must be "
@@ -269,6 +266,8 @@ def build_app(sim: SimServer) -> Starlette:
         max_tokens, problem = dialect.output_room(sim.n_ctx_slot, sim.vllm, body, prompt_n)
         if problem is not None:
             return _json(problem, problem["error"]["code"])
+        if not sim.vllm:
+            max_tokens = llama_options.slot_room(max_tokens, sim.n_ctx_slot, prompt_n)
         rng = sim.model.rng(body.get("seed"), len(text))
         n_out, runaway = sim.model.output_tokens(rng, max_tokens)
         meta = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
@@ -276,6 +275,8 @@ def build_app(sim: SimServer) -> Starlette:
                 # vLLM stamps it on a whole response and a stream's last chunk only
                 "system_fingerprint": sim.fingerprint}
         reply = sim.reply(body, text, rng, runaway, n_out)
+        if not sim.vllm:
+            reply, n_out, runaway = llama_options.apply_stop(body, reply, n_out, runaway)
         if body.get("stream"):
             return StreamingResponse(
                 _stream(sim, body, text, prompt_n, n_out, runaway, reply, meta),
@@ -284,6 +285,8 @@ def build_app(sim: SimServer) -> Starlette:
         usage.update(dialect.reasoning_usage(sim.profile, body, reply.thinking_tokens))
         choice = {"index": 0, "finish_reason": "length" if runaway else "stop",
                   "message": dialect.message(sim.profile, body, reply.answer, reply.thinking)}
+        if not sim.vllm and (lp := llama_options.logprobs(body, reply.answer, body.get("seed"))):
+            choice["logprobs"] = lp
         out = {**meta, "object": "chat.completion", "choices": [choice], "usage": usage}
         if not sim.vllm:
             out["timings"] = timings
@@ -307,7 +310,7 @@ def build_app(sim: SimServer) -> Starlette:
 def _begin(sim: SimServer, slot: int, body: dict, text: str, prompt_n: int,
            n_out: int) -> tuple[int, float, float]:
     """Take a slot's prompt cache and sampling; returns (cache_n, prefill s, decode s)."""
-    shared = sim.queue.cached(slot, text)
+    shared = sim.queue.cached(slot, text) if llama_options.reuses_cache(body) else 0
     header = _HEADER.search(text)
     # The modelled unsent context belongs to the ticker and sits right after the header: a
     # slot whose cache holds this prompt's header holds that context too.
@@ -427,41 +430,3 @@ async def _stream(sim, body, text, prompt_n, n_out, runaway, reply: Reply, meta)
     else:
         yield event(**finish, **extra)
     yield b"data: [DONE]\n\n"
-
-
-class RunningServer:
-    """A uvicorn server on a loopback port, run in a background thread (tests, in-process demo)."""
-
-    def __init__(self, sim: SimServer, host: str = "127.0.0.1", port: int = 0):
-        self.sim = sim
-        cfg = uvicorn.Config(build_app(sim), host=host, port=port, log_level="warning",
-                             access_log=False, lifespan="off")
-        self._server = uvicorn.Server(cfg)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self.url = ""
-
-    def start(self, timeout: float = 10.0) -> "RunningServer":
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("simulated server did not start")
-            time.sleep(0.01)
-        host, port = self._server.servers[0].sockets[0].getsockname()[:2]
-        self.url = f"http://{host}:{port}"
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-
-    def __enter__(self) -> "RunningServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-def serve_in_thread(profile: SimProfile, slots: int = 4, **kw) -> RunningServer:
-    """Start a simulated server in a thread; use as a context manager."""
-    return RunningServer(SimServer(profile, slots, **kw)).start()
