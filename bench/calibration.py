@@ -21,9 +21,11 @@ pilot would estimate it) and `plugin_ni_0`, the mean power computed from each pa
 The panels are simulated for all replicates at once with numpy (ranks with ties along the
 ticker axis); `check_against_project` recomputes a few replicates with the project's own
 `forward_returns`, `nightly_rank_ic`, `paired_delta_ic` and `delta_test` and requires equal
-results. Last line: `worst_reject=… worst_coverage=… cells=… worst_power_gap=…` (goals
-<= 0.08, >= 0.90, <= 0.05). Run: `python bench/calibration.py [--reps 2000]` (45 s at the
-default on 2 shared cores).
+results. The interchangeability test's cells and power follow (`bench/calibration_icr.py`).
+Last line: `worst_reject=… worst_coverage=… cells=… worst_power_gap=… icr_worst_reject=…
+icr_worst_coverage=… nights_to_decide_equal=… nights_to_decide_noise=…` (goals <= 0.08,
+>= 0.90, <= 0.05, <= 0.08, >= 0.90, <= 10, <= 10). Run: `python bench/calibration.py
+[--reps 2000]` (~2 min at the default on 2 shared cores; the test runs it at 60).
 """
 
 from __future__ import annotations
@@ -212,21 +214,37 @@ def run(reps: int, seed: int, chunk: int = 250) -> tuple[pd.DataFrame, pd.DataFr
     return size, power
 
 
+def icr_bench():
+    """bench/calibration_icr.py (loaded by path: this folder is off sys.path)."""
+    import importlib.util
+    where = Path(__file__).resolve().parent / "calibration_icr.py"
+    spec = importlib.util.spec_from_file_location("calibration_icr", where)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def main(reps: int, seed: int) -> None:
     t0 = time.perf_counter()
     size, power = run(reps, seed)
+    icr = icr_bench()
+    inter = icr.run(max(reps // 2, 20), seed)
     with pd.option_context("display.width", 160, "display.float_format", "{:.3f}".format):
         print(f"{reps} replicates per cell; nominal: reject 0.05, cover 0.95")
         print(size.to_string(index=False, na_rep="insufficient"))
         print(f"\npower of non-inferiority at δ = {POWER_MARGIN}, one-sided α = {ALPHA} "
               "(sim: simulated; pred: the plan's prediction; plugin: from each panel's sd)")
         print(power.to_string(index=False))
+        print("\n".join(icr.report(inter)))
     done = size[size["status"] == "reported"]
     worst_reject = done[["ic_reject", "delta_reject", "ni_reject"]].to_numpy().max()
     worst_cover = done[["ic_cover", "delta_cover"]].to_numpy().min()
     print(f"runtime {time.perf_counter() - t0:.1f} s")
     print(f"worst_reject={worst_reject:.3f} worst_coverage={worst_cover:.3f} cells={len(done)} "
-          f"worst_power_gap={power['gap'].max():.3f}")
+          f"worst_power_gap={power['gap'].max():.3f} "
+          f"icr_worst_reject={inter['worst_reject']:.3f} "
+          f"icr_worst_coverage={inter['worst_coverage']:.3f} "
+          f"nights_to_decide_equal={inter['equal']} nights_to_decide_noise={inter['noise']}")
 
 
 if __name__ == "__main__":
