@@ -28,6 +28,8 @@ import pandas as pd
 from scipy import stats
 
 from evals.format import cell
+from evals.headline_icr import (false_reassurance_line, false_reassurance_of,
+                                interchange_lines, rankic_word)
 from evals.registry import table
 from evals.speed import LABELS
 from evals.verdict import DECISIONS  # noqa: F401  (the verdict words a headline renders)
@@ -111,6 +113,8 @@ class Headline:
     slowdown: Slowdown | None
     quality: tuple[str, ...]        # the answer to question 1, first line first
     speed: tuple[str, ...]          # the answer to question 2
+    interchange: object = None      # evals.interchange.Interchange (the first quality line)
+    false_reassurance: float = math.nan     # the RankIC plan's, given main's IC so far
 
     @property
     def lines(self) -> tuple[str, ...]:
@@ -123,8 +127,14 @@ def headline(metrics, verdict, draws: int, tickers: int = TICKERS) -> Headline:
     (rendered from its fields, never recomputed)."""
     s = slowdown(metrics.speed_runs, metrics.speed, verdict.baseline, verdict.candidate,
                  draws, tickers=tickers)
-    return Headline(verdict, s, tuple(quality_lines(verdict)),
-                    tuple(speed_lines(s, verdict, disturbed_runs(metrics.speed, verdict))))
+    x = getattr(metrics, "interchange", None)
+    frr = false_reassurance_of(verdict, metrics.nightly_ic)
+    first = interchange_lines(x, verdict.label, verdict.label_text,
+                              getattr(metrics, "interchange_planned", False))
+    return Headline(verdict, s, tuple([part for line in first for part in _fit(line)]
+                                      + quality_lines(verdict, frr)),
+                    tuple(speed_lines(s, verdict, disturbed_runs(metrics.speed, verdict))),
+                    x, frr[0])
 
 
 def disturbed_runs(speed: pd.DataFrame, v) -> dict[str, int]:
@@ -142,15 +152,26 @@ def _num(v: float, signed: bool = False) -> str:
     return f"{v:+.3f}" if signed else f"{v:.3f}"
 
 
-def quality_lines(v) -> list[str]:
-    """Question 1: the primary verdict, its margin, interval and power, or what is missing."""
+def quality_lines(v, frr: tuple | None = None) -> list[str]:
+    """Question 1 in RankIC: the primary verdict, its margin, interval and power, or what is
+    missing, and (given ``frr``, `evals.headline_icr.false_reassurance_of`) the plan's
+    false-reassurance rate. An interim look leads with "interim — no decision" and shows
+    no verdict word: a user who stops at the first interim 'non-inferior' does not have
+    the plan's error rate."""
     if not v.candidate:
         return ["Quality: no second path to compare (one path configured)"]
-    head = f"Quality — is {v.candidate} as good as {v.baseline}?  {v.verdict}"
-    label = f"  [{v.label_text}]"
+    q = f"RankIC — is {v.candidate}'s signal as good as {v.baseline}'s?"
+    if v.label == "interim":
+        head, label_text = f"{q}  interim — no decision", v.label_text.split(": ", 1)[-1]
+    else:
+        head, label_text = f"{q}  {rankic_word(v)}", v.label_text
+    label = f"  [{label_text}]"
     # a long label (a forced freeze's reason) wraps rather than losing its end
-    lines = [head + label] if len(head) + len(label) <= WIDTH else \
-        [head, *textwrap.wrap(v.label_text, WIDTH, initial_indent="  ", subsequent_indent="  ")]
+    lines = [part for part in _fit(head)]
+    if len(lines[-1]) + len(label) <= WIDTH:
+        lines[-1] += label
+    else:
+        lines += textwrap.wrap(label_text, WIDTH, initial_indent="  ", subsequent_indent="  ")
     if math.isnan(v.estimate):
         value = "not estimated yet"
     elif math.isnan(v.ci_low):
@@ -164,6 +185,8 @@ def quality_lines(v) -> list[str]:
         lines.append(f"  ({v.ci_text})")
     if not math.isnan(v.power):
         lines.append(f"  power {v.power:.2f} {v.power_text}".rstrip())
+    if frr is not None and v.test != "difference":
+        lines.append(false_reassurance_line(*frr, v))
     if not v.decided:
         lines.append("  before it can decide: " + (v.note or _why_undecided(v)))
     return [part for x in lines for part in _fit(x)]

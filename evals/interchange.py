@@ -37,7 +37,9 @@ so a ticker whose grades persist from night to night is not counted as independe
 with t on K - 1 degrees of freedom: the delta method on log(ratio) and exactly linear for g.
 Chosen over a bootstrap for being exact-in-form, fast enough to calibrate at 10^4 panels,
 and calibrated by `bench/calibration_icr.py` (size and coverage at 1-3 draws, 100 tickers,
-5-30 nights, self-agreement QWK ≈ 0.12). Main needs >= 2 draws on a night for ρ_RR.
+5-30 nights, self-agreement QWK ≈ 0.12; at 20 tickers size <= 0.065, at 8 it reached 0.09,
+so below `MIN_TICKERS` the estimates are given without interval or verdict). Main needs
+>= 2 draws on a night for ρ_RR.
 
 Failed draws (no grade: parse failures, call failures, runaways that left no grade) are
 counted per path and never imputed: a ticker-night uses the pairs of draws that have grades.
@@ -54,7 +56,8 @@ import pandas as pd
 from scipy import stats
 
 LIMIT_SHARE = 0.5      # default preregistered share of main's agreement the backup must keep
-VERDICTS = ("interchangeable", "not interchangeable", "inconclusive")
+MIN_TICKERS = 20       # clusters: at 8 tickers the test's size was 0.08-0.09, at 20 <= 0.065
+VERDICTS = ("interchangeable", "not interchangeable", "inconclusive", "insufficient tickers")
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,10 @@ def _se(psi: np.ndarray) -> float:
 
 
 def interchange(units: pd.DataFrame, baseline: str, candidate: str, limit: float = LIMIT_SHARE,
-                alpha: float = 0.05, level: float = 0.95) -> Interchange:
-    """The candidate's grades against the baseline's over every night of ``units``."""
+                alpha: float = 0.05, level: float = 0.95,
+                min_tickers: int = MIN_TICKERS) -> Interchange:
+    """The candidate's grades against the baseline's over every night of ``units`` (an
+    interval and a verdict from ``min_tickers`` tickers up)."""
     pu = units[units["path"].isin([baseline, candidate])]
     failed = {p: int(pu[(pu["path"] == p) & pu["grade"].isna()].shape[0])
               for p in (candidate, baseline)}
@@ -184,12 +189,17 @@ def interchange(units: pd.DataFrame, baseline: str, candidate: str, limit: float
     lo, hi = g - qa * se_g, g + qa * se_g
     verdict = "interchangeable" if lo > 0 else "not interchangeable" if hi < 0 else \
         "inconclusive"
+    note, ends = "", (ratio * math.exp(-q * se_log), ratio * math.exp(q * se_log))
+    if len(t) < min_tickers:
+        # estimates stand; an interval is only printed where it was calibrated
+        verdict, lo, hi, ends = "insufficient tickers", nan, nan, (nan, nan)
+        note = f"insufficient tickers (n={len(t)}, need {min_tickers})"
     return Interchange(**base, ticker_nights=int(t["tr_n"].sum()), rho_rr=rr, rho_tr=tr,
-                       rho_tt=tt, ratio=ratio, ratio_low=ratio * math.exp(-q * se_log),
-                       ratio_high=ratio * math.exp(q * se_log),
+                       rho_tt=tt, ratio=ratio, ratio_low=ends[0], ratio_high=ends[1],
                        share=tr / rr if rr != 0 else nan, g=g, g_low=lo, g_high=hi,
                        interaction=tt + rr - 2 * tr if math.isfinite(tt) else nan,
-                       noise_excess=rr - tt if math.isfinite(tt) else nan, verdict=verdict)
+                       noise_excess=rr - tt if math.isfinite(tt) else nan, verdict=verdict,
+                       note=note)
 
 
 def grade_shift(units: pd.DataFrame, baseline: str, candidate: str) -> tuple[float, float]:

@@ -39,7 +39,7 @@ HAND = {("main", 0): [1, 2, 3, 4], ("main", 1): [2, 1, 3, 4],
 
 
 def test_hand_computed_case():
-    x = interchange(frame(HAND), "main", "backup")
+    x = interchange(frame(HAND), "main", "backup", min_tickers=3)
     assert (x.rho_rr, x.rho_tr, x.rho_tt) == pytest.approx((0.8, 0.8, 0.8))
     assert x.ratio == pytest.approx(1.0)
     assert (x.ratio_low, x.ratio_high) == pytest.approx((0.016435, 60.845), rel=1e-3)
@@ -49,6 +49,10 @@ def test_hand_computed_case():
     assert x.noise_excess == pytest.approx(0.0, abs=1e-12)
     assert x.shift == pytest.approx(0.75) and x.spread == pytest.approx(1.5 / math.sqrt(1.5))
     assert x.verdict == "inconclusive" and x.tickers == 4 and x.ticker_nights == 4
+    # by default 4 tickers are too few for a calibrated interval: estimates only
+    y = interchange(frame(HAND), "main", "backup")
+    assert y.verdict == "insufficient tickers" and y.note == "insufficient tickers (n=4, need 20)"
+    assert y.ratio == pytest.approx(1.0) and math.isnan(y.ratio_low) and math.isnan(y.g_low)
 
 
 def panel(rng, nights=6, tickers=60, w=0.8):
@@ -113,7 +117,7 @@ def test_a_constant_backup_carries_no_order():
 def test_failed_draws_are_counted_and_their_pairs_left_out():
     u = frame({**HAND, ("backup", 1): [1, 2, 5, 4]})
     u.loc[(u["path"] == "backup") & (u["draw"] == 1) & (u["ticker"] == "T3"), "grade"] = pd.NA
-    x = interchange(u, "main", "backup")
+    x = interchange(u, "main", "backup", min_tickers=3)
     assert x.failed == {"backup": 1, "main": 0}
     # T3 keeps its backup 0 pairs; backup 1 is ranked over its three graded tickers
     assert x.ticker_nights == 4 and math.isfinite(x.ratio)
