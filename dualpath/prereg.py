@@ -46,6 +46,20 @@ class Hypothesis(_Model):
                          "'difference').")
 
 
+class InterchangeTest(_Model):
+    """The primary question: are the candidate's grades interchangeable with the baseline's?
+    (`evals.interchange`; RankIC's primary hypothesis is then the confirmatory follow-up.)"""
+
+    limit: float = Field(0.5, gt=0, lt=1, description="Share of the baseline's draw-to-draw "
+                         "rank agreement the candidate's draws must keep with the baseline's "
+                         "(interchangeable when the one-sided lower bound of ρ_TR − limit·ρ_RR "
+                         "is > 0).")
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="One-sided level of each decision.")
+    nights_for_power: int | None = Field(None, description="Nights the draft computed for the "
+                                         "design's power in both decisions (interchangeable "
+                                         "when equal, not interchangeable when noise).")
+
+
 class Window(_Model):
     """When the comparison runs."""
 
@@ -89,6 +103,11 @@ class Design(_Model):
     sd_delta: dict[str, float] = Field(description="Assumed sd of one night's ΔIC, per "
                                        "horizon (keys: sessions).")
     sd_source: str = Field(description="Where the sd came from: pilot nights or an assumption.")
+    false_reassurance: float | None = Field(None, ge=0, le=1, description="P(a candidate "
+                                            "with no signal passes the RankIC primary), given "
+                                            "the baseline's IC (`main_ic_source`).")
+    main_ic_source: str | None = Field(None, description="The baseline's IC the false-"
+                                       "reassurance rate is computed at: pilot or assumed.")
 
     def sd(self, horizon: int) -> float | None:
         return self.sd_delta.get(str(horizon))
@@ -115,6 +134,9 @@ class Plan(_Model):
         "(freezing refuses any other).")
     design: Design | None = Field(None, description="Power and the assumed noise the "
                                   "window was sized by (`dualpath prereg draft`).")
+    interchange: InterchangeTest | None = Field(None, description="The primary question, "
+                                                "interchangeability of grades; the RankIC "
+                                                "primary is its confirmatory follow-up.")
     interim: Literal["descriptive"] = Field(
         "descriptive", description="Weekly looks are descriptive: no early decision.")
     on_deviation: Literal["record", "refuse"] = Field(
@@ -136,8 +158,15 @@ class Plan(_Model):
     def sha256(self) -> str:
         """The canonical hash: the validated plan as sorted JSON."""
         data = self.model_dump(mode="json")
-        if data.get("design") is None:      # plans frozen before the field hash as they did
+        # plans frozen before a field existed hash as they did
+        if data.get("design") is None:
             data.pop("design", None)
+        else:
+            for k in ("false_reassurance", "main_ic_source"):
+                if data["design"].get(k) is None:
+                    data["design"].pop(k, None)
+        if data.get("interchange") is None:
+            data.pop("interchange", None)
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -168,6 +197,65 @@ def load_plan(path: Path) -> Plan:
         return Plan.model_validate(data)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, str(path))) from None
+
+
+FALSE_REASSURANCE_LIMIT = 0.10    # above it a plan is frozen only with --force --reason
+ASSUMED_MAIN_IC = (0.02, 0.03, 0.04, 0.05)    # a daily stock-scoring model's IC, no pilot
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """What nights already in the warehouse say before the window (`flows.prereg.pilot`)."""
+
+    sd: dict                  # horizon -> sd of nightly ΔIC (horizons with enough nights)
+    source: str
+    main_ic: dict             # horizon -> (mean, sd, nights) of the baseline's nightly IC
+    rho_rr: float = math.nan  # the baseline's draw-to-draw rank agreement
+    var_g: float = math.nan   # one ticker-night's variance of the interchangeability term
+
+
+def false_reassurance(test: str, horizon: int, nights: int, margin: float, alpha: float,
+                      tickers: int, main_ic: tuple | None) -> tuple[float, str]:
+    """(rate, where main's IC came from): the pilot's IC and sd at the horizon, else the
+    worst over `ASSUMED_MAIN_IC` with the sd of pure market noise 1/√(N−1)."""
+    m = pw.independent_count(nights, horizon)
+    if main_ic is not None and math.isfinite(main_ic[1]):
+        mean, sd, n = main_ic
+        return (pw.false_reassurance(test, mean, sd, tickers, m, margin, alpha),
+                f"pilot: {n} nights, main's IC {mean:+.3f} (sd {sd:.3f}) at h={horizon}")
+    noise = 1 / math.sqrt(max(tickers - 1, 1))
+    rates = [pw.false_reassurance(test, ic, noise, tickers, m, margin, alpha)
+             for ic in ASSUMED_MAIN_IC]
+    finite = [r for r in rates if math.isfinite(r)]
+    return (max(finite) if finite else math.nan,
+            f"assumed, no pilot: the worst over main's IC {ASSUMED_MAIN_IC[0]:g}–"
+            f"{ASSUMED_MAIN_IC[-1]:g}")
+
+
+def reassurance_problems(plan: Plan) -> list[str]:
+    """Why a pass of the plan's RankIC primary would not reassure (freezing needs --force)."""
+    rate = plan.design.false_reassurance if plan.design else None
+    if rate is None or rate <= FALSE_REASSURANCE_LIMIT:
+        return []
+    return [f"its false-reassurance rate is {rate:.2f} (> {FALSE_REASSURANCE_LIMIT:.2f}): a "
+            f"{plan.candidate} with no signal would pass the RankIC primary that often "
+            f"({plan.design.main_ic_source})"]
+
+
+def interchange_design(tickers: int, nights: int, power: float, pilot: Pilot | None,
+                       limit: float = 0.5, alpha: float = 0.05) -> "InterchangeTest":
+    """The interchangeability test and the nights it needs for `power` in both decisions:
+    from the pilot's ρ_RR and variance where it has them, else the user's QWK 0.12 with the
+    variances calibrated by simulation (`evals.interchange.ASSUMED_VAR`, 2 draws)."""
+    from evals import interchange as ic
+
+    var, rho = dict(ic.ASSUMED_VAR), ic.ASSUMED_RHO_RR
+    if pilot is not None and math.isfinite(pilot.var_g) and pilot.rho_rr > 0:
+        scale = ic.ASSUMED_VAR["noise"] / ic.ASSUMED_VAR["equal"]
+        var, rho = {"equal": pilot.var_g, "noise": pilot.var_g * scale}, pilot.rho_rr
+    return InterchangeTest(limit=limit, alpha=alpha,
+                           nights_for_power=ic.nights_needed(rho, var, tickers, limit, alpha,
+                                                             power))
 
 
 @dataclass(frozen=True)
@@ -205,9 +293,12 @@ def size_window(cfg: Config, nights: int, sd: dict[int, float] | None = None,
 
 
 def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | None = None,
-               primary: int | None = None, margin: float | None = None) -> Plan:
+               primary: int | None = None, margin: float | None = None,
+               pilot: Pilot | None = None) -> Plan:
     """A plan from the config as it is now, sized by `sizing` (default: the assumed noise):
-    the proposed primary and margin unless given; the user edits, then freezes."""
+    interchangeability of grades as the primary question, the proposed RankIC primary and
+    margin unless given as its follow-up, and the RankIC plan's false-reassurance rate; the
+    user edits, then freezes."""
     c = cfg.comparison
     names = list(cfg.paths)
     baseline = c.baseline or ("main" if "main" in names else names[0])
@@ -217,6 +308,12 @@ def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | Non
     primary_h = primary or sizing.primary
     delta = margin if margin is not None else sizing.margin
     tickers = cfg.tickers()
+    rate, source = false_reassurance(sizing.test, primary_h, nights, delta, c.alpha,
+                                     len(tickers), pilot.main_ic.get(primary_h) if pilot
+                                     else None)
+    design = sizing.design.model_copy(update={
+        "false_reassurance": round(rate, 4) if math.isfinite(rate) else None,
+        "main_ic_source": source if math.isfinite(rate) else None})
     return Plan(
         experiment=cfg.experiment.name, title=f"Is {candidate} as good as {baseline}?",
         baseline=baseline, candidate=candidate,
@@ -225,7 +322,9 @@ def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | Non
                    for h in horizons if h != primary_h],
         universe_sha256=universe_sha256(tickers), tickers=len(tickers),
         draws=cfg.experiment.draws, window=Window(first_night=first_night, nights=nights),
-        paths={n: path_fingerprint(cfg, n) for n in names}, design=sizing.design)
+        paths={n: path_fingerprint(cfg, n) for n in names}, design=design,
+        interchange=interchange_design(len(tickers), nights, sizing.design.power, pilot,
+                                       alpha=c.alpha))
 
 
 def testability(plan: Plan) -> list[str]:

@@ -90,6 +90,7 @@ class Interchange:
     failed: dict = field(default_factory=dict)      # path -> draws without a grade
     flat: dict = field(default_factory=dict)        # path -> draws with one grade for all
     note: str = ""
+    se_g: float = math.nan        # g's cluster-robust standard error
 
 
 def standardized_ranks(units: pd.DataFrame) -> pd.DataFrame:
@@ -199,7 +200,7 @@ def interchange(units: pd.DataFrame, baseline: str, candidate: str, limit: float
                        share=tr / rr if rr != 0 else nan, g=g, g_low=lo, g_high=hi,
                        interaction=tt + rr - 2 * tr if math.isfinite(tt) else nan,
                        noise_excess=rr - tt if math.isfinite(tt) else nan, verdict=verdict,
-                       note=note)
+                       note=note, se_g=se_g)
 
 
 def grade_shift(units: pd.DataFrame, baseline: str, candidate: str) -> tuple[float, float]:
@@ -231,3 +232,30 @@ def _row(x: Interchange) -> dict:
             "ratio_high", "share", "g", "g_low", "g_high", "interaction", "noise_excess",
             "shift", "spread", "verdict", "note")
     return {k: getattr(x, k) for k in keep}
+
+
+# Per ticker-night variance of g's term at 2 draws, self-agreement QWK 0.118, measured by
+# bench/calibration_icr.py at 10 nights x 100 tickers: 0.49 when the paths are
+# interchangeable, 0.66 when the backup is noise (its products do not share main's latent).
+ASSUMED_VAR = {"equal": 0.49, "noise": 0.66}
+ASSUMED_RHO_RR = 0.12          # the user's measured self-agreement (QWK 0.12)
+
+
+def decision_power(rho_rr: float, var: float, tickers: int, nights: int, limit: float,
+                   alpha: float, alternative: str) -> float:
+    """Normal-approximation power of the test after `nights` nights: to declare
+    'interchangeable' when the paths are (g = (1 - limit) ρ_RR) or 'not interchangeable'
+    when the backup is noise (g = -limit ρ_RR); `var` is one ticker-night's variance of g."""
+    g = (1 - limit) * rho_rr if alternative == "equal" else limit * rho_rr
+    se = math.sqrt(var / (tickers * nights))
+    return float(stats.norm.cdf(g / se - stats.norm.ppf(1 - alpha)))
+
+
+def nights_needed(rho_rr: float, var: dict, tickers: int, limit: float, alpha: float,
+                  power: float = 0.8, cap: int = 250) -> int | None:
+    """The fewest nights at which both decisions reach `power` (None beyond `cap`)."""
+    for n in range(2, cap + 1):
+        if all(decision_power(rho_rr, var[a], tickers, n, limit, alpha, a) >= power
+               for a in ("equal", "noise")):
+            return n
+    return None

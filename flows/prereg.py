@@ -6,6 +6,7 @@ they analyse the same nights and print the same label."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import date
@@ -15,7 +16,8 @@ import pandas as pd
 
 from dualpath.config import Config
 from dualpath.errors import UserError
-from dualpath.prereg import (Plan, deviations, executable_problems, load_plan, testability)
+from dualpath.prereg import (Pilot, Plan, deviations, executable_problems, load_plan,
+                             reassurance_problems, testability)
 from evals.compare import DeltaTest
 from evals.verdict import PrimaryVerdict, WindowFacts, primary_verdict
 from warehouse import plans
@@ -45,7 +47,7 @@ def freeze_plan(cfg: Config, plan_path: Path, force: bool = False,
     with writer(where) as con:
         with transaction(con):
             frozen = plans.freeze(con, plan, str(absolute), force, reason, relpath,
-                                  testability(plan))
+                                  testability(plan), reassurance_problems(plan))
         if not frozen.already_frozen:         # committed: kept where a rebuild finds it
             plans.log_freeze(con, where, frozen.plan_hash)
     return frozen
@@ -203,6 +205,13 @@ def study(cfg: Config, since: date | None = None, until: date | None = None,
         m.notes.extend(left_out_notes(facts))
     primary = (planned_tests(plan)[plan.primary.horizon] if plan else
                DeltaTest(q.primary_horizon, margin=q.margin, alpha=q.alpha))
+    if plan is not None and plan.interchange is not None and q.candidate:
+        # the plan's limit, not the default: the interchangeability verdict is preregistered
+        from evals.interchange import interchange
+        from evals.scores import usable_units
+        m.interchange = interchange(usable_units(sel["units"]), q.baseline, q.candidate,
+                                    plan.interchange.limit, plan.interchange.alpha)
+        m.interchange_planned = True
     v = primary_verdict(m.comparison, primary, facts, q.baseline, q.candidate)
     m.notes.insert(0, f"primary: {v.summary()}")
     m.verdict = v
@@ -222,9 +231,10 @@ def left_out_notes(f: WindowFacts) -> list[str]:
     return out
 
 
-def pilot_sd(cfg: Config, min_nights: int = 5) -> tuple[dict[int, float], str] | None:
-    """The sd of one night's ΔIC per horizon from the nights already in the warehouse (a
-    pilot: complete runs, matured horizons, at least `min_nights` each), or None."""
+def pilot(cfg: Config, min_nights: int = 5) -> Pilot | None:
+    """What the nights already in the warehouse say (complete runs; each horizon used once
+    it has `min_nights` matured nights): the sd of nightly ΔIC, main's IC and its sd, and
+    main's draw-to-draw agreement with the interchangeability term's variance; or None."""
     from flows import metrics as fm
 
     path = cfg.resolve(cfg.warehouse.path)
@@ -240,17 +250,31 @@ def pilot_sd(cfg: Config, min_nights: int = 5) -> tuple[dict[int, float], str] |
     m = fm.compute(cfg, q, frames["units"], frames["calls"], frames["runs"], frames["prices"],
                    fm.sessions_for(cfg, frames["prices"]))
     d = m.nightly_delta.dropna(subset=["delta"]) if len(m.nightly_delta) else m.nightly_delta
-    sd, counts = {}, []
+    sd, counts, main_ic = {}, [], {}
     for h, g in (d.groupby("horizon") if len(d) else []):
         if len(g) >= min_nights and g["delta"].std(ddof=1) > 0:
             sd[int(h)] = float(g["delta"].std(ddof=1))
             counts.append(f"h={int(h)}: {len(g)}")
-    if not sd:
+            main_ic[int(h)] = (float(g["ic_baseline"].mean()),
+                               float(g["ic_baseline"].std(ddof=1)), len(g))
+    x = m.interchange
+    rho, var = math.nan, math.nan
+    if x is not None and math.isfinite(x.se_g) and x.ticker_nights:
+        rho, var = x.rho_rr, x.se_g ** 2 * x.ticker_nights
+    if not sd and not math.isfinite(var):
         return None
-    nights = pd.to_datetime(d["night"])
-    return sd, (f"pilot: sd of nightly ΔIC over the warehouse's nights "
-                f"{nights.min():%Y-%m-%d} – {nights.max():%Y-%m-%d} ({', '.join(counts)} "
-                "matured nights)")
+    nights = pd.to_datetime(d["night"]) if len(d) else pd.Series(dtype="datetime64[ns]")
+    source = (f"pilot: sd of nightly ΔIC over the warehouse's nights "
+              f"{nights.min():%Y-%m-%d} – {nights.max():%Y-%m-%d} ({', '.join(counts)} "
+              "matured nights)") if sd else ""
+    return Pilot(sd, source, main_ic, rho, var)
+
+
+def pilot_sd(cfg: Config, min_nights: int = 5) -> tuple[dict[int, float], str] | None:
+    """The sd of one night's ΔIC per horizon from the nights already in the warehouse (a
+    pilot: complete runs, matured horizons, at least `min_nights` each), or None."""
+    p = pilot(cfg, min_nights)
+    return (p.sd, p.source) if p is not None and p.sd else None
 
 
 @dataclass(frozen=True)
