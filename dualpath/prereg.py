@@ -320,7 +320,7 @@ def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | Non
         primary=Hypothesis(horizon=primary_h, test=sizing.test, margin=delta, alpha=c.alpha),
         secondary=[Hypothesis(horizon=h, margin=delta, alpha=c.alpha)
                    for h in horizons if h != primary_h],
-        universe_sha256=universe_sha256(tickers), tickers=len(tickers),
+        universe_sha256=universe_key(tickers), tickers=len(tickers),
         draws=cfg.experiment.draws, window=Window(first_night=first_night, nights=nights),
         paths={n: path_fingerprint(cfg, n) for n in names}, design=design,
         interchange=interchange_design(len(tickers), nights, sizing.design.power, pilot,
@@ -381,14 +381,25 @@ def plan_toml(plan: Plan, declared: list[str] | tuple = ()) -> str:
             "`dualpath prereg freeze` it.\n" + notes + text + "\n")
 
 
+def universe_key(tickers: list[str]) -> str:
+    """The universe's hash as a plan holds it: of the sorted tickers, so reordering the
+    universe file is no deviation (the same tickers are scored; RankIC has no order)."""
+    return universe_sha256(sorted(tickers))
+
+
 def deviations(plan: Plan, cfg: Config) -> list[str]:
     """Each way the running config differs from the plan (empty: it is the planned one)."""
     out = []
     if cfg.experiment.name != plan.experiment:
         out.append(f"experiment {cfg.experiment.name!r} is not the plan's {plan.experiment!r}")
     tickers = cfg.tickers()
-    if universe_sha256(tickers) != plan.universe_sha256:
+    # plans drafted before universe_key hashed the file's order: either hash is the plan's
+    if plan.universe_sha256 not in (universe_key(tickers), universe_sha256(tickers)):
         out.append(f"universe changed ({len(tickers)} tickers; the plan's hash differs)")
+    planned = sorted({h.horizon for h in plan.hypotheses()})
+    if sorted(set(cfg.experiment.horizons)) != planned:
+        # else the label waits on a horizon no longer scored, or another becomes primary
+        out.append(f"horizons {sorted(set(cfg.experiment.horizons))} (plan: {planned})")
     if cfg.experiment.draws != plan.draws:
         out.append(f"draws {cfg.experiment.draws} (plan: {plan.draws})")
     for name, fp in plan.paths.items():

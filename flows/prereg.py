@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime, timezone
+from zoneinfo import ZoneInfo
 from pathlib import Path
 
 import pandas as pd
@@ -141,10 +142,19 @@ def window_facts(cfg: Config, frozen: plans.FrozenPlan, runs: pd.DataFrame,
     return WindowFacts(
         plan_hash=frozen.plan_hash, file_state=state, file_path=path,
         stored_intact=frozen.intact, forced=frozen.forced, force_reason=frozen.force_reason,
-        nights_before_freeze=frozen.nights_before_freeze, frozen_on=frozen.frozen_at.date(),
+        nights_before_freeze=frozen.nights_before_freeze,
+        frozen_on=frozen_on(frozen.frozen_at, cfg.market.timezone),
         window=window, analysed=analysed, failed=failed, pending=pending,
         extra=sorted(n for n in states if n not in window), sub_window=sub,
         untestable=testability(plan), primary_horizon=plan.primary.horizon)
+
+
+def frozen_on(frozen_at: datetime, zone: str) -> date:
+    """The freeze's date in the study's time zone (a night is a session there): compared in
+    UTC, a freeze at 20:30 in New York before night 1 was scored read as the next day, after
+    the window's first night, and the study as exploratory, while Seoul's read interim."""
+    at = frozen_at if frozen_at.tzinfo else frozen_at.replace(tzinfo=timezone.utc)
+    return at.astimezone(ZoneInfo(zone)).date()
 
 
 def planned_tests(plan: Plan) -> dict[int, DeltaTest]:

@@ -79,3 +79,37 @@ def test_draft_prints_the_primary_question_and_the_rate(tmp_path):
     assert (f"false reassurance {p.design.false_reassurance:.2f}: P(a backup with no signal "
             "passes the RankIC primary) (assumed, no pilot: the worst over main's IC 0.02–0.05)"
             " — above 0.10: freezing it needs --force --reason") in text
+
+
+def _rewritten(cfg_path, change):
+    import tomllib
+
+    from dualpath.config import dump_toml, load_config
+
+    data = tomllib.loads(cfg_path.read_text())
+    change(data)
+    cfg_path.write_text(dump_toml(data) + "\n")
+    return load_config(cfg_path)
+
+
+def test_a_reordered_universe_is_no_deviation_and_edited_horizons_are(tmp_path):
+    from dualpath.prereg import deviations
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=6, draws=2, nights=1)
+    plan = draft_plan(cfg, nights[0], 20, margin=0.3)
+    cfg = _rewritten(cfg_path, lambda d: d["experiment"].update(
+        universe=list(reversed(d["experiment"]["universe"]))))
+    assert deviations(plan, cfg) == []
+    cfg = _rewritten(cfg_path, lambda d: d["experiment"].update(horizons=[1, 5]))
+    assert deviations(plan, cfg) == ["horizons [1, 5] (plan: [1, 5, 20])"]
+
+
+def test_the_freeze_date_is_the_studys_not_utcs():
+    from datetime import datetime, timezone
+
+    from flows.prereg import frozen_on
+
+    at = datetime(2027, 1, 5, 1, 30, tzinfo=timezone.utc)      # 20:30 in New York on the 4th
+    assert str(frozen_on(at, "America/New_York")) == "2027-01-04"
+    assert str(frozen_on(at, "Asia/Seoul")) == "2027-01-05"
+    assert str(frozen_on(at.replace(tzinfo=None), "America/New_York")) == "2027-01-04"
