@@ -3,8 +3,8 @@
 Each replicate: 100 tickers, 1-3 draws a path a night, 5-30 nights. A ticker's latent quality
 persists (AR(1), night-to-night correlation 0.9); a draw's grade is round(3 + TAU·latent + e),
 e ~ N(0, SIGMA²), clipped to 1-5, which gives main's draws a self-agreement QWK of 0.118 with
-58% exact agreement (measured over 12,000 ticker-nights; the user's 0.12 and 56-61%). The backup's latent is w·main's + √(1-w²)
-of its own (w = 1: interchangeable; w = 0: its grades are noise, with the same marginal; the
+58% exact agreement (measured over 12,000 ticker-nights; the user's 0.12 and 56-61%). The
+backup's latent is w·main's + √(1-w²) of its own (w = 1: interchangeable; w = 0: its grades are noise, with the same marginal; the
 boundary w* is set so that its true share ρ_TR/ρ_RR is the limit, by a long pooled run).
 
 Cells (draws x nights): the size of 'interchangeable' at the boundary (one-sided α = 0.05),
@@ -83,7 +83,7 @@ def estimate(t: dict, n: int, limit: float = LIMIT, alpha: float = ALPHA) -> dic
     se_g = se(psi["tr"] - limit * psi["rr"])
     qa = stats.t.ppf(1 - alpha, k - 1)
     q = stats.t.ppf(0.975, k - 1)
-    return {"rr": rr, "tr": tr, "tt": m["tt"], "ratio": ratio, "g": g,
+    return {"rr": rr, "tr": tr, "tt": m["tt"], "ratio": ratio, "g": g, "z": g / se_g,
             "g_lo95": g - q * se_g, "g_hi95": g + q * se_g,
             "ratio_low": ratio * np.exp(-q * se_log), "ratio_high": ratio * np.exp(q * se_log),
             "g_low": g - qa * se_g, "g_high": g + qa * se_g}
@@ -142,6 +142,31 @@ def power_rows(rng: np.random.Generator, reps: int, nights: int = 30,
     return pd.DataFrame(rows)
 
 
+def sequential_rows(rng: np.random.Generator, reps: int, w_star: float,
+                    windows=(20, 30)) -> pd.DataFrame:
+    """The group-sequential design (`evals.sequential`, looks every 5 nights) on 2 draws:
+    its overall type I error across all looks at the boundary, and the expected night it
+    stops when the paths are interchangeable and when the backup is noise."""
+    from evals.sequential import bounds, planned_looks
+
+    rows = []
+    for window in windows:
+        looks = planned_looks(window)
+        b = np.array(bounds(looks, window, ALPHA))
+        for case, w in (("boundary", w_star), ("equal", 1.0), ("noise", 0.0)):
+            t = terms(simulate(rng, reps, window, 2, w))
+            z = np.stack([estimate(t, n)["z"] for n in looks], axis=1)
+            up, down = z >= b, z <= -b
+            hit = up | down
+            first = np.where(hit.any(axis=1), hit.argmax(axis=1), len(looks) - 1)
+            idx = np.arange(reps)
+            rows.append({"window": window, "looks": "/".join(map(str, looks)), "case": case,
+                         "interchangeable": float(up[idx, first].mean()),
+                         "not_interchangeable": float(down[idx, first].mean()),
+                         "mean_stop_night": float(np.array(looks)[first].mean())})
+    return pd.DataFrame(rows)
+
+
 def nights_to(power: pd.DataFrame, col: str, goal: float = 0.8) -> int | None:
     hit = power[power[col] >= goal]
     return int(hit["n"].iloc[0]) if len(hit) else None
@@ -179,12 +204,15 @@ def run(reps: int, seed: int) -> dict:
     w_star = boundary(rng)
     size = size_cells(rng, reps, w_star)
     power = {d: power_rows(rng, reps, draws=d) for d in (2, 3)}
+    seq = sequential_rows(rng, reps, w_star)
     done = size[size["status"] == "reported"]
+    at = seq[seq["case"] == "boundary"]
     return {"qwk": qwk, "exact": exact, "w_star": w_star, "size": size, "power": power,
             "worst_reject": float(done["reject"].max()),
             "worst_coverage": float(done[["ratio_cover", "g_cover"]].to_numpy().min()),
             "equal": nights_to(power[2], "equal_interchangeable"),
-            "noise": nights_to(power[2], "noise_not_interchangeable")}
+            "noise": nights_to(power[2], "noise_not_interchangeable"), "seq": seq,
+            "worst_seq_reject": float(at["interchangeable"].max())}
 
 
 def report(r: dict) -> list[str]:
@@ -200,4 +228,7 @@ def report(r: dict) -> list[str]:
             "\npower, 3 draws", pick(r["power"][3]),
             f"nights to power 0.8 (2 draws): interchangeable {r['equal']}, noise "
             f"{r['noise']}; (3 draws): {nights_to(r['power'][3], 'equal_interchangeable')}, "
-            f"{nights_to(r['power'][3], 'noise_not_interchangeable')}"]
+            f"{nights_to(r['power'][3], 'noise_not_interchangeable')}",
+            "\ngroup-sequential looks (O'Brien-Fleming spending, 2 draws): share declared "
+            "at the first crossing (boundary: the type I error over all looks)",
+            r["seq"].to_string(index=False)]

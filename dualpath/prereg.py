@@ -58,6 +58,10 @@ class InterchangeTest(_Model):
     nights_for_power: int | None = Field(None, description="Nights the draft computed for the "
                                          "design's power in both decisions (interchangeable "
                                          "when equal, not interchangeable when noise).")
+    looks: list[int] | None = Field(None, description="The planned looks (window nights) of "
+                                    "the group-sequential design (`evals.sequential`, "
+                                    "O'Brien-Fleming alpha spending); none: one look at the "
+                                    "window's end.")
 
 
 class Window(_Model):
@@ -253,9 +257,12 @@ def interchange_design(tickers: int, nights: int, power: float, pilot: Pilot | N
     if pilot is not None and math.isfinite(pilot.var_g) and pilot.rho_rr > 0:
         scale = ic.ASSUMED_VAR["noise"] / ic.ASSUMED_VAR["equal"]
         var, rho = {"equal": pilot.var_g, "noise": pilot.var_g * scale}, pilot.rho_rr
+    from evals.sequential import planned_looks
+
     return InterchangeTest(limit=limit, alpha=alpha,
                            nights_for_power=ic.nights_needed(rho, var, tickers, limit, alpha,
-                                                             power))
+                                                             power),
+                           looks=planned_looks(nights))
 
 
 @dataclass(frozen=True)

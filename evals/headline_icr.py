@@ -21,12 +21,17 @@ def _f(v: float, fmt: str) -> str:
     return "—" if v is None or not math.isfinite(v) else format(v, fmt)
 
 
-def interchange_lines(x, label: str, label_text: str, planned: bool) -> list[str]:
-    """Interchangeability as the first quality line(s); [] without a comparison."""
+def interchange_lines(x, label: str, label_text: str, planned: bool,
+                      seq: dict | None = None) -> list[str]:
+    """Interchangeability as the first quality line(s); [] without a comparison. Under the
+    plan's group-sequential design (`seq`, `flows.prereg.sequential_interchange`) a crossed
+    boundary decides at that look, even while the window is interim."""
     if x is None:
         return []
     q = f"Quality — are {x.candidate}'s grades interchangeable with {x.baseline}'s?"
     nights = f"{x.nights} night(s)"
+    if seq is not None and planned:
+        return _sequential_head(q, x, label, label_text, seq) + _detail(x, seq)
     if label == "interim":
         head = [f"{q}  interim — no decision, {nights}", "  " + label_text.split(": ", 1)[-1]]
     elif label == "confirmatory" and planned:
@@ -34,15 +39,36 @@ def interchange_lines(x, label: str, label_text: str, planned: bool) -> list[str
     else:
         why = "" if planned else f"; limit {x.limit:.0%} by default, not preregistered"
         head = [f"{q}  {x.verdict}, {nights}", f"  [{label_text}{why}]"]
+    return head + _detail(x)
+
+
+def _sequential_head(q: str, x, label: str, label_text: str, seq: dict) -> list[str]:
+    looks, k = seq["looks"], seq["look"]
+    where = f"look {seq['reached']} of {len(looks)}"
+    if k is not None and k < len(looks) - 1:
+        word = f"stopped early for {seq['verdict']} at night {seq['night']} (look {k + 1} of " \
+               f"{len(looks)})"
+    elif k is not None or seq["verdict"] == "inconclusive":
+        word = f"{seq['verdict']}, {looks[-1]} night(s)"
+    else:
+        word = f"interim — no decision, {x.nights} night(s) ({where}: no boundary crossed)"
+    shown = label_text if label != "interim" else "interim"
+    return [f"{q}  {word}",
+            f"  [{shown}; group-sequential: O'Brien-Fleming spending over looks at night(s) "
+            + "/".join(map(str, looks)) + "]"]
+
+
+def _detail(x, seq: dict | None = None) -> list[str]:
     if not math.isfinite(x.ratio):
-        return [*head, f"  before it can decide: {x.note}"]
+        return [f"  before it can decide: {x.note}"]
     ci = (f", {x.level:.0%} CI [{x.ratio_low:.2f}, {x.ratio_high:.2f}]"
           if math.isfinite(x.ratio_low) else " (no interval)")
-    return [*head,
-            f"  disagreement {x.candidate}–{x.baseline} ÷ {x.baseline}–{x.baseline} draws "
+    test = (f"; z {seq['z']:+.2f} against ±{seq['bound']:.2f} at the look"
+            if seq is not None and math.isfinite(seq.get("z", math.nan)) else _bounds(x))
+    return [f"  disagreement {x.candidate}–{x.baseline} ÷ {x.baseline}–{x.baseline} draws "
             f"{x.ratio:.2f}{ci}; {x.tickers} tickers",
             f"  {x.candidate} keeps {_f(x.share, '.0%')} of {x.baseline}'s draw-to-draw rank "
-            f"agreement (limit {x.limit:.0%}{_bounds(x)})",
+            f"agreement (limit {x.limit:.0%}{test})",
             f"  apart: shift {_f(x.shift, '+.2f')} grade, spread ×{_f(x.spread, '.2f')} (not "
             f"disagreement); ticker × path {_f(x.interaction, '+.3f')}",
             "  draws without a grade (counted, never imputed): "

@@ -38,6 +38,7 @@ class Metrics:
     verdict: object = None            # evals.verdict.PrimaryVerdict (set by flows.prereg.study)
     interchange: object = None        # evals.interchange.Interchange of the pair's grades
     interchange_planned: bool = False  # its limit is the frozen plan's (set by flows.prereg)
+    interchange_sequential: dict | None = None   # the plan's group-sequential verdict
 
 
 def default_primary(horizons: list[int]) -> int:

@@ -27,7 +27,7 @@ def test_power_rows_hold_simulated_and_predicted_power(capsys):
     last = capsys.readouterr().out.strip().splitlines()[-1]
     keys = [kv.split("=")[0] for kv in last.split()]
     assert keys == ["worst_reject", "worst_coverage", "cells", "worst_power_gap",
-                    "icr_worst_reject", "icr_worst_coverage", "nights_to_decide_equal",
+                    "worst_seq_reject", "icr_worst_reject", "icr_worst_coverage", "nights_to_decide_equal",
                     "nights_to_decide_noise"]
     size, power = b.run(60, 3)
     assert set(zip(power["h"], power["n"])) == {(1, 20), (1, 30), (5, 20), (5, 30)}
