@@ -17,7 +17,8 @@ from dualpath.demo import demo_config_data, demo_market
 from dualpath.errors import UserError
 from dualpath.sim.fleet import SimFleet
 from flows.nightly import ingest_night, nightly_local, run_cancellable
-from dualpath.prereg import draft_plan, plan_toml, reassurance_problems, testability
+from dualpath.prereg import draft_plan, plan_toml, testability
+from dualpath.prereg_design import reassurance_problems
 from flows.prereg import freeze_plan
 from flows.runner import plan_night
 from flows.weekly import write_report

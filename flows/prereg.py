@@ -17,8 +17,8 @@ import pandas as pd
 
 from dualpath.config import Config
 from dualpath.errors import UserError
-from dualpath.prereg import (Pilot, Plan, deviations, executable_problems, load_plan,
-                             reassurance_problems, testability)
+from dualpath.prereg import Plan, deviations, executable_problems, load_plan, testability
+from dualpath.prereg_design import Pilot, reassurance_problems
 from evals.compare import DeltaTest
 from evals.verdict import PrimaryVerdict, WindowFacts, primary_verdict
 from warehouse import plans

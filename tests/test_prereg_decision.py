@@ -7,8 +7,8 @@ import math
 import pytest
 
 from dualpath.errors import UserError
-from dualpath.prereg import (ASSUMED_MAIN_IC, draft_plan, false_reassurance, load_plan,
-                             plan_toml, reassurance_problems)
+from dualpath.prereg import draft_plan, load_plan, plan_toml
+from dualpath.prereg_design import ASSUMED_MAIN_IC, false_reassurance, reassurance_problems
 from evals import power as pw
 from evals.interchange import ASSUMED_RHO_RR, ASSUMED_VAR, nights_needed
 from flows.prereg import freeze_plan

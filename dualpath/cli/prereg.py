@@ -50,7 +50,7 @@ def print_sizing(sizing, alpha: float, chosen: float) -> None:
 
 def print_decision_design(p) -> None:
     """The primary question and what the RankIC follow-up would let through."""
-    from dualpath.prereg import FALSE_REASSURANCE_LIMIT
+    from dualpath.prereg_design import FALSE_REASSURANCE_LIMIT
 
     x = p.interchange
     if x is not None:
