@@ -26,7 +26,7 @@ Last line: `worst_reject=… worst_coverage=… cells=… worst_power_gap=… wo
 icr_worst_reject=… icr_worst_coverage=… nights_to_decide_equal=… nights_to_decide_noise=…`
 (goals <= 0.08, >= 0.90, <= 0.05, <= α + 0.01, <= 0.08, >= 0.90, <= 10, <= 10; the
 sequential rows also give the expected stopping night when equal and when noise). Run:
-`python bench/calibration.py [--reps 2000]` (~4 min at the default on 2 shared cores; the
+`python bench/calibration.py [--reps 2000]` (~6 min at the default on 2 shared cores; the
 test runs it at 60).
 """
 
