@@ -11,7 +11,9 @@ report's first screen and its Prefect artifact print `Headline.lines` as they ar
 fits 100 columns, so the verdict and the ratio are never cut.
 
 The slowdown is the geometric mean of nightly ratios (candidate ÷ baseline s/ticker, both runs
-results on the same night) with a t interval on their logs: the paths share each night's
+results on the same night) with an interval on their logs that holds under night-to-night
+drift (`evals.speed.slowdown_interval`: an EWC HAC variance, t on its df; the plain t interval
+at 2-3 nights): the paths share each night's
 tickers, so the pairing removes what a night's prompts do to both; below 2 paired nights no
 interval is given, and with none the slowdown is unknown (never the ratio of two medians
 taken on different nights: that mixes what the nights' prompts did into the ratio).
@@ -25,13 +27,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from evals.format import cell
 from evals.headline_icr import (false_reassurance_line, false_reassurance_of,
                                 interchange_lines, rankic_word)
 from evals.registry import table
-from evals.speed import LABELS
+from evals.speed import LABELS, slowdown_interval
 from evals.verdict import DECISIONS  # noqa: F401  (the verdict words a headline renders)
 
 WIDTH = 100
@@ -81,8 +82,7 @@ def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None
     ratio = float(np.exp(logs.mean())) if n else None
     lo = hi = math.nan
     if n >= 2:
-        half = stats.t.ppf(0.5 + level / 2, n - 1) * logs.std(ddof=1) / math.sqrt(n)
-        lo, hi = float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+        lo, hi = (float(np.exp(b)) for b in slowdown_interval(logs, level)[:2])
     hours = {p: float(med[p]) * tickers / 3600 for p in (candidate, baseline)}
     own = _own_tickers(ok[ok["path"].isin([baseline, candidate])])
     own_hours = {p: float(med[p]) * own / 3600 for p in (candidate, baseline)} if own else {}
