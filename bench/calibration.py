@@ -21,10 +21,13 @@ pilot would estimate it) and `plugin_ni_0`, the mean power computed from each pa
 The panels are simulated for all replicates at once with numpy (ranks with ties along the
 ticker axis); `check_against_project` recomputes a few replicates with the project's own
 `forward_returns`, `nightly_rank_ic`, `paired_delta_ic` and `delta_test` and requires equal
-results. The interchangeability test's cells and power follow (`bench/calibration_icr.py`).
+results. The interchangeability test's cells and power follow (`bench/calibration_icr.py`), then
+the slowdown interval's coverage under night-to-night drift and clustered runaways
+(`bench/calibration_speed.py`).
 Last line: `worst_reject=… worst_coverage=… cells=… worst_power_gap=… worst_seq_reject=…
-icr_worst_reject=… icr_worst_coverage=… nights_to_decide_equal=… nights_to_decide_noise=…`
-(goals <= 0.08, >= 0.90, <= 0.05, <= α + 0.01, <= 0.08, >= 0.90, <= 10, <= 10; the
+icr_worst_reject=… icr_worst_coverage=… nights_to_decide_equal=… nights_to_decide_noise=…
+slowdown_drift_coverage=…` (goals <= 0.08, >= 0.90, <= 0.05, <= α + 0.01, <= 0.08, >= 0.90,
+<= 10, <= 10, >= 0.92; the
 sequential rows also give the expected stopping night when equal and when noise). Run:
 `python bench/calibration.py [--reps 2000]` (~6 min at the default on 2 shared cores; the
 test runs it at 60).
@@ -242,11 +245,12 @@ def false_reassurance_rows(rng: np.random.Generator, reps: int, tickers: int = 1
     return pd.DataFrame(rows)
 
 
-def icr_bench():
-    """bench/calibration_icr.py (loaded by path: this folder is off sys.path)."""
+def icr_bench(name: str = "calibration_icr"):
+    """bench/calibration_icr.py, or another bench module `name` (loaded by path: this folder
+    is off sys.path)."""
     import importlib.util
-    where = Path(__file__).resolve().parent / "calibration_icr.py"
-    spec = importlib.util.spec_from_file_location("calibration_icr", where)
+    where = Path(__file__).resolve().parent / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, where)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -269,6 +273,9 @@ def main(reps: int, seed: int) -> None:
               f"α = {ALPHA}): a no-signal backup passes; sim vs evals.power")
         print(frr.to_string(index=False))
         print(f"worst false-reassurance gap {frr['gap'].max():.3f} (goal <= 0.05)")
+        speed = icr_bench("calibration_speed")
+        slow = speed.run(max(reps, 200), seed)
+        print("\n".join(speed.report(slow, max(reps, 200))))
     done = size[size["status"] == "reported"]
     worst_reject = done[["ic_reject", "delta_reject", "ni_reject"]].to_numpy().max()
     worst_cover = done[["ic_cover", "delta_cover"]].to_numpy().min()
@@ -278,7 +285,8 @@ def main(reps: int, seed: int) -> None:
           f"worst_seq_reject={inter['worst_seq_reject']:.3f} "
           f"icr_worst_reject={inter['worst_reject']:.3f} "
           f"icr_worst_coverage={inter['worst_coverage']:.3f} "
-          f"nights_to_decide_equal={inter['equal']} nights_to_decide_noise={inter['noise']}")
+          f"nights_to_decide_equal={inter['equal']} nights_to_decide_noise={inter['noise']} "
+          f"slowdown_drift_coverage={speed.drift_coverage(slow):.3f}")
 
 
 if __name__ == "__main__":

@@ -90,19 +90,20 @@ def seconds(runs: pd.DataFrame, basis: Basis = "throughput", per: Per = "ticker"
 
 def drift_df(nights: int) -> int:
     """The cosine contrasts (the interval's degrees of freedom) for `nights` nightly log
-    ratios: floor(0.8 n^(2/3)), at least 2, at most n - 1 (so 2-3 nights give the t interval)."""
-    return int(min(nights - 1, max(2, math.floor(0.8 * nights ** (2 / 3)))))
+    ratios: floor(0.6 n^(2/3)), at least 2, at most n - 1 (so 2-3 nights give the t interval)."""
+    return int(min(nights - 1, max(2, math.floor(0.6 * nights ** (2 / 3)))))
 
 
 def slowdown_interval(logs: np.ndarray, level: float = 0.95) -> tuple[float, float, int]:
     """(lo, hi, df) of the mean nightly log ratio, robust to night-to-night drift: an
     equal-weighted cosine (EWC) HAC variance with Student-t critical values on its df
     (Lazarus, Lewis, Stock & Watson 2018). A backup whose speed wanders from night to night
-    makes neighbouring nights' ratios alike, and the plain t interval then covered 0.84-0.86
-    (AR(1) 0.5 drift); Newey-West with fixed-b critical values 0.86-0.92; this one >= 0.92
-    at 5-30 nights and exactly t under independent nights (`bench/calibration_speed.py`).
-    The variance is the mean square of the series' first df DCT-II coefficients, i.e. the
-    long-run variance at the lowest frequencies. Needs 2 or more nights."""
+    makes neighbouring nights' ratios alike: under AR(1) drift (φ 0.5) the plain t interval
+    covered 0.84-0.88 at 5-30 nights, Newey-West with fixed-b critical values 0.86-0.92;
+    this one 0.926-0.942 at 10-30 nights and 0.916 at 5, and 0.94-0.955 under independent
+    nights, where it is exactly t (`bench/calibration_speed.py`). The variance is the mean
+    square of the series' first df DCT-II coefficients, i.e. the long-run variance at the
+    lowest frequencies. Needs 2 or more nights."""
     x = np.asarray(logs, dtype=float)
     n = len(x)
     if n < 2:

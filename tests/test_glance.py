@@ -26,7 +26,7 @@ RankIC — is backup's signal as good as main's?  insufficient nights  [explorat
   ΔIC = IC(backup) − IC(main) at h=5: not estimated yet; margin δ = 0.030
   false reassurance: unknown (the test has 2 non-overlapping night(s) at h=5, needs 4)
   before it can decide: insufficient nights (n=9, need 16)
-Speed — how much slower is backup?  5.7× slower than main (95% CI 5.7×–5.7×, 9 paired nights)
+Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.8×, 9 paired nights)
   throughput basis (run wall clock ÷ tickers): backup 347 s/ticker, main 61 s/ticker (medians)
   a night of 8 tickers × 2 draws (this experiment's): backup 46 min, main 8 min
   projected to 100 tickers × 2 draws: backup 9.6 h, main 1.7 h
@@ -221,7 +221,7 @@ def test_report_markdown_opens_with_the_same_headline(seeded, tmp_path):
     assert md.startswith(title + "```text\n" + HEADLINE + "```\n")
     html = next((tmp_path / "rep").glob("*.html")).read_text()
     first_screen = html[:html.index("1. Plan integrity")]
-    assert "5.7× slower than main (95% CI 5.7×–5.7×, 9 paired nights)" in first_screen
+    assert "5.7× slower than main (95% CI 5.6×–5.8×, 9 paired nights)" in first_screen
     assert "max-width:1200px" not in html
 
 
