@@ -21,9 +21,16 @@ pilot would estimate it) and `plugin_ni_0`, the mean power computed from each pa
 The panels are simulated for all replicates at once with numpy (ranks with ties along the
 ticker axis); `check_against_project` recomputes a few replicates with the project's own
 `forward_returns`, `nightly_rank_ic`, `paired_delta_ic` and `delta_test` and requires equal
-results. Last line: `worst_reject=… worst_coverage=… cells=… worst_power_gap=…` (goals
-<= 0.08, >= 0.90, <= 0.05). Run: `python bench/calibration.py [--reps 2000]` (45 s at the
-default on 2 shared cores).
+results. The interchangeability test's cells and power follow (`bench/calibration_icr.py`), then
+the slowdown interval's coverage under night-to-night drift and clustered runaways
+(`bench/calibration_speed.py`).
+Last line: `worst_reject=… worst_coverage=… cells=… worst_power_gap=… worst_seq_reject=…
+icr_worst_reject=… icr_worst_coverage=… nights_to_decide_equal=… nights_to_decide_noise=…
+slowdown_drift_coverage=…` (goals <= 0.08, >= 0.90, <= 0.05, <= α + 0.01, <= 0.08, >= 0.90,
+<= 10, <= 10, >= 0.92; the
+sequential rows also give the expected stopping night when equal and when noise). Run:
+`python bench/calibration.py [--reps 2000]` (~6 min at the default on 2 shared cores; the
+test runs it at 60).
 """
 
 from __future__ import annotations
@@ -212,21 +219,74 @@ def run(reps: int, seed: int, chunk: int = 250) -> tuple[pd.DataFrame, pd.DataFr
     return size, power
 
 
+FRR_CELLS = [(0.02, 20, 0.06), (0.03, 20, 0.06), (0.05, 20, 0.06), (0.02, 30, 0.05),
+             (0.04, 30, 0.05)]       # (main's true IC, nights at h = 1, margin δ)
+
+
+def false_reassurance_rows(rng: np.random.Generator, reps: int, tickers: int = 100) -> pd.DataFrame:
+    """The RankIC plan's false-reassurance rate: simulated (a backup of 2-draw noise grades
+    against main's scores of true IC m, on 100 tickers) beside `evals.power`'s, computed
+    from main's mean IC and sd pooled over the panels (as a long pilot would see them)."""
+    rows = []
+    for m_ic, n, margin in FRR_CELLS:
+        ret = rng.normal(size=(reps * n, tickers))
+        c = 2 * math.sin(math.pi * m_ic / 6)          # Pearson giving Spearman m_ic
+        main = c * ret + math.sqrt(1 - c * c) * rng.normal(size=ret.shape)
+        back = np.clip(np.round(3 + rng.normal(0, 0.45, ret.shape + (2,))), 1, 5).mean(-1)
+        ic_m, _ = spearman_rows(main, ret)
+        ic_b, _ = spearman_rows(back, ret)
+        d = (ic_b - ic_m).reshape(reps, n)
+        t = t_rows(d, 0.95)
+        passed = t["mean"] - stats.t.ppf(1 - ALPHA, n - 1) * t["se"] > -margin
+        pred = pw.false_reassurance("non-inferiority", float(ic_m.mean()),
+                                    float(ic_m.std(ddof=1)), tickers, n, margin, ALPHA)
+        rows.append({"main_ic": m_ic, "n": n, "margin": margin, "sim": float(passed.mean()),
+                     "pred": pred, "gap": abs(float(passed.mean()) - pred)})
+    return pd.DataFrame(rows)
+
+
+def icr_bench(name: str = "calibration_icr"):
+    """bench/calibration_icr.py, or another bench module `name` (loaded by path: this folder
+    is off sys.path)."""
+    import importlib.util
+    where = Path(__file__).resolve().parent / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, where)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def main(reps: int, seed: int) -> None:
     t0 = time.perf_counter()
     size, power = run(reps, seed)
+    icr = icr_bench()
+    inter = icr.run(max(reps // 2, 20), seed)
     with pd.option_context("display.width", 160, "display.float_format", "{:.3f}".format):
         print(f"{reps} replicates per cell; nominal: reject 0.05, cover 0.95")
         print(size.to_string(index=False, na_rep="insufficient"))
         print(f"\npower of non-inferiority at δ = {POWER_MARGIN}, one-sided α = {ALPHA} "
               "(sim: simulated; pred: the plan's prediction; plugin: from each panel's sd)")
         print(power.to_string(index=False))
+        print("\n".join(icr.report(inter)))
+        frr = false_reassurance_rows(np.random.default_rng(seed + 1), max(reps, 200))
+        print("\nfalse reassurance of the RankIC plan (non-inferiority, h = 1, one-sided "
+              f"α = {ALPHA}): a no-signal backup passes; sim vs evals.power")
+        print(frr.to_string(index=False))
+        print(f"worst false-reassurance gap {frr['gap'].max():.3f} (goal <= 0.05)")
+        speed = icr_bench("calibration_speed")
+        slow = speed.run(max(reps, 200), seed)
+        print("\n".join(speed.report(slow, max(reps, 200))))
     done = size[size["status"] == "reported"]
     worst_reject = done[["ic_reject", "delta_reject", "ni_reject"]].to_numpy().max()
     worst_cover = done[["ic_cover", "delta_cover"]].to_numpy().min()
     print(f"runtime {time.perf_counter() - t0:.1f} s")
     print(f"worst_reject={worst_reject:.3f} worst_coverage={worst_cover:.3f} cells={len(done)} "
-          f"worst_power_gap={power['gap'].max():.3f}")
+          f"worst_power_gap={power['gap'].max():.3f} "
+          f"worst_seq_reject={inter['worst_seq_reject']:.3f} "
+          f"icr_worst_reject={inter['worst_reject']:.3f} "
+          f"icr_worst_coverage={inter['worst_coverage']:.3f} "
+          f"nights_to_decide_equal={inter['equal']} nights_to_decide_noise={inter['noise']} "
+          f"slowdown_drift_coverage={speed.drift_coverage(slow):.3f}")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,24 @@ class Hypothesis(_Model):
                          "'difference').")
 
 
+class InterchangeTest(_Model):
+    """The primary question: are the candidate's grades interchangeable with the baseline's?
+    (`evals.interchange`; RankIC's primary hypothesis is then the confirmatory follow-up.)"""
+
+    limit: float = Field(0.5, gt=0, lt=1, description="Share of the baseline's draw-to-draw "
+                         "rank agreement the candidate's draws must keep with the baseline's "
+                         "(interchangeable when the one-sided lower bound of ρ_TR − limit·ρ_RR "
+                         "is > 0).")
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="One-sided level of each decision.")
+    nights_for_power: int | None = Field(None, description="Nights the draft computed for the "
+                                         "design's power in both decisions (interchangeable "
+                                         "when equal, not interchangeable when noise).")
+    looks: list[int] | None = Field(None, description="The planned looks (window nights) of "
+                                    "the group-sequential design (`evals.sequential`, "
+                                    "O'Brien-Fleming alpha spending); none: one look at the "
+                                    "window's end.")
+
+
 class Window(_Model):
     """When the comparison runs."""
 
@@ -89,6 +107,11 @@ class Design(_Model):
     sd_delta: dict[str, float] = Field(description="Assumed sd of one night's ΔIC, per "
                                        "horizon (keys: sessions).")
     sd_source: str = Field(description="Where the sd came from: pilot nights or an assumption.")
+    false_reassurance: float | None = Field(None, ge=0, le=1, description="P(a candidate "
+                                            "with no signal passes the RankIC primary), given "
+                                            "the baseline's IC (`main_ic_source`).")
+    main_ic_source: str | None = Field(None, description="The baseline's IC the false-"
+                                       "reassurance rate is computed at: pilot or assumed.")
 
     def sd(self, horizon: int) -> float | None:
         return self.sd_delta.get(str(horizon))
@@ -115,6 +138,9 @@ class Plan(_Model):
         "(freezing refuses any other).")
     design: Design | None = Field(None, description="Power and the assumed noise the "
                                   "window was sized by (`dualpath prereg draft`).")
+    interchange: InterchangeTest | None = Field(None, description="The primary question, "
+                                                "interchangeability of grades; the RankIC "
+                                                "primary is its confirmatory follow-up.")
     interim: Literal["descriptive"] = Field(
         "descriptive", description="Weekly looks are descriptive: no early decision.")
     on_deviation: Literal["record", "refuse"] = Field(
@@ -136,8 +162,15 @@ class Plan(_Model):
     def sha256(self) -> str:
         """The canonical hash: the validated plan as sorted JSON."""
         data = self.model_dump(mode="json")
-        if data.get("design") is None:      # plans frozen before the field hash as they did
+        # plans frozen before a field existed hash as they did
+        if data.get("design") is None:
             data.pop("design", None)
+        else:
+            for k in ("false_reassurance", "main_ic_source"):
+                if data["design"].get(k) is None:
+                    data["design"].pop(k, None)
+        if data.get("interchange") is None:
+            data.pop("interchange", None)
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -205,9 +238,12 @@ def size_window(cfg: Config, nights: int, sd: dict[int, float] | None = None,
 
 
 def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | None = None,
-               primary: int | None = None, margin: float | None = None) -> Plan:
+               primary: int | None = None, margin: float | None = None,
+               pilot=None) -> Plan:
     """A plan from the config as it is now, sized by `sizing` (default: the assumed noise):
-    the proposed primary and margin unless given; the user edits, then freezes."""
+    interchangeability of grades as the primary question, the proposed RankIC primary and
+    margin unless given as its follow-up, and the RankIC plan's false-reassurance rate; the
+    user edits, then freezes. ``pilot``: a `dualpath.prereg_design.Pilot`."""
     c = cfg.comparison
     names = list(cfg.paths)
     baseline = c.baseline or ("main" if "main" in names else names[0])
@@ -216,16 +252,26 @@ def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | Non
     horizons = cfg.experiment.horizons
     primary_h = primary or sizing.primary
     delta = margin if margin is not None else sizing.margin
+    from dualpath.prereg_design import false_reassurance, interchange_design
+
     tickers = cfg.tickers()
+    rate, source = false_reassurance(sizing.test, primary_h, nights, delta, c.alpha,
+                                     len(tickers), pilot.main_ic.get(primary_h) if pilot
+                                     else None)
+    design = sizing.design.model_copy(update={
+        "false_reassurance": round(rate, 4) if math.isfinite(rate) else None,
+        "main_ic_source": source if math.isfinite(rate) else None})
     return Plan(
         experiment=cfg.experiment.name, title=f"Is {candidate} as good as {baseline}?",
         baseline=baseline, candidate=candidate,
         primary=Hypothesis(horizon=primary_h, test=sizing.test, margin=delta, alpha=c.alpha),
         secondary=[Hypothesis(horizon=h, margin=delta, alpha=c.alpha)
                    for h in horizons if h != primary_h],
-        universe_sha256=universe_sha256(tickers), tickers=len(tickers),
+        universe_sha256=universe_key(tickers), tickers=len(tickers),
         draws=cfg.experiment.draws, window=Window(first_night=first_night, nights=nights),
-        paths={n: path_fingerprint(cfg, n) for n in names}, design=sizing.design)
+        paths={n: path_fingerprint(cfg, n) for n in names}, design=design,
+        interchange=interchange_design(len(tickers), nights, sizing.design.power, pilot,
+                                       alpha=c.alpha))
 
 
 def testability(plan: Plan) -> list[str]:
@@ -282,14 +328,25 @@ def plan_toml(plan: Plan, declared: list[str] | tuple = ()) -> str:
             "`dualpath prereg freeze` it.\n" + notes + text + "\n")
 
 
+def universe_key(tickers: list[str]) -> str:
+    """The universe's hash as a plan holds it: of the sorted tickers, so reordering the
+    universe file is no deviation (the same tickers are scored; RankIC has no order)."""
+    return universe_sha256(sorted(tickers))
+
+
 def deviations(plan: Plan, cfg: Config) -> list[str]:
     """Each way the running config differs from the plan (empty: it is the planned one)."""
     out = []
     if cfg.experiment.name != plan.experiment:
         out.append(f"experiment {cfg.experiment.name!r} is not the plan's {plan.experiment!r}")
     tickers = cfg.tickers()
-    if universe_sha256(tickers) != plan.universe_sha256:
+    # plans drafted before universe_key hashed the file's order: either hash is the plan's
+    if plan.universe_sha256 not in (universe_key(tickers), universe_sha256(tickers)):
         out.append(f"universe changed ({len(tickers)} tickers; the plan's hash differs)")
+    planned = sorted({h.horizon for h in plan.hypotheses()})
+    if sorted(set(cfg.experiment.horizons)) != planned:
+        # else the label waits on a horizon no longer scored, or another becomes primary
+        out.append(f"horizons {sorted(set(cfg.experiment.horizons))} (plan: {planned})")
     if cfg.experiment.draws != plan.draws:
         out.append(f"draws {cfg.experiment.draws} (plan: {plan.draws})")
     for name, fp in plan.paths.items():

@@ -11,7 +11,9 @@ report's first screen and its Prefect artifact print `Headline.lines` as they ar
 fits 100 columns, so the verdict and the ratio are never cut.
 
 The slowdown is the geometric mean of nightly ratios (candidate ÷ baseline s/ticker, both runs
-results on the same night) with a t interval on their logs: the paths share each night's
+results on the same night) with an interval on their logs that holds under night-to-night
+drift (`evals.speed.slowdown_interval`: an EWC HAC variance, t on its df; the plain t interval
+at 2-3 nights): the paths share each night's
 tickers, so the pairing removes what a night's prompts do to both; below 2 paired nights no
 interval is given, and with none the slowdown is unknown (never the ratio of two medians
 taken on different nights: that mixes what the nights' prompts did into the ratio).
@@ -25,12 +27,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from evals import energy
 from evals.format import cell
+from evals.headline_icr import (false_reassurance_line, false_reassurance_of,
+                                interchange_lines, rankic_word)
 from evals.registry import table
-from evals.speed import LABELS
+from evals.speed import LABELS, slowdown_interval
 from evals.verdict import DECISIONS  # noqa: F401  (the verdict words a headline renders)
 
 WIDTH = 100
@@ -80,8 +83,7 @@ def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None
     ratio = float(np.exp(logs.mean())) if n else None
     lo = hi = math.nan
     if n >= 2:
-        half = stats.t.ppf(0.5 + level / 2, n - 1) * logs.std(ddof=1) / math.sqrt(n)
-        lo, hi = float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+        lo, hi = (float(np.exp(b)) for b in slowdown_interval(logs, level)[:2])
     hours = {p: float(med[p]) * tickers / 3600 for p in (candidate, baseline)}
     own = _own_tickers(ok[ok["path"].isin([baseline, candidate])])
     own_hours = {p: float(med[p]) * own / 3600 for p in (candidate, baseline)} if own else {}
@@ -114,6 +116,8 @@ class Headline:
     speed: tuple[str, ...]          # the answer to question 2
     energy: tuple[str, ...] = ()    # what a ticker costs (evals.energy)
     energy_cmp: object = None       # evals.energy.EnergyCompare, or None
+    interchange: object = None      # evals.interchange.Interchange (the first quality line)
+    false_reassurance: float = math.nan     # the RankIC plan's, given main's IC so far
 
     @property
     def lines(self) -> tuple[str, ...]:
@@ -129,10 +133,17 @@ def headline(metrics, verdict, draws: int, tickers: int = TICKERS,
                  draws, tickers=tickers)
     e = energy.compare(getattr(metrics, "energy_runs", pd.DataFrame()), verdict.baseline,
                        verdict.candidate, draws, tickers, price=price, currency=currency)
-    return Headline(verdict, s, tuple(quality_lines(verdict)),
+    x = getattr(metrics, "interchange", None)
+    frr = false_reassurance_of(verdict, metrics.nightly_ic)
+    first = interchange_lines(x, verdict.label, verdict.label_text,
+                              getattr(metrics, "interchange_planned", False),
+                              getattr(metrics, "interchange_sequential", None))
+    return Headline(verdict, s, tuple([part for line in first for part in _fit(line)]
+                                      + quality_lines(verdict, frr)),
                     tuple(speed_lines(s, verdict, disturbed_runs(metrics.speed, verdict))),
-                    tuple(x for line in energy.energy_lines(e, verdict.candidate)
-                          for x in _fit(line)), e)
+                    energy=tuple(part for line in energy.energy_lines(e, verdict.candidate)
+                                 for part in _fit(line)),
+                    energy_cmp=e, interchange=x, false_reassurance=frr[0])
 
 
 def disturbed_runs(speed: pd.DataFrame, v) -> dict[str, int]:
@@ -150,15 +161,26 @@ def _num(v: float, signed: bool = False) -> str:
     return f"{v:+.3f}" if signed else f"{v:.3f}"
 
 
-def quality_lines(v) -> list[str]:
-    """Question 1: the primary verdict, its margin, interval and power, or what is missing."""
+def quality_lines(v, frr: tuple | None = None) -> list[str]:
+    """Question 1 in RankIC: the primary verdict, its margin, interval and power, or what is
+    missing, and (given ``frr``, `evals.headline_icr.false_reassurance_of`) the plan's
+    false-reassurance rate. An interim look leads with "interim — no decision" and shows
+    no verdict word: a user who stops at the first interim 'non-inferior' does not have
+    the plan's error rate."""
     if not v.candidate:
         return ["Quality: no second path to compare (one path configured)"]
-    head = f"Quality — is {v.candidate} as good as {v.baseline}?  {v.verdict}"
-    label = f"  [{v.label_text}]"
+    q = f"RankIC — is {v.candidate}'s signal as good as {v.baseline}'s?"
+    if v.label == "interim":
+        head, label_text = f"{q}  interim — no decision", v.label_text.split(": ", 1)[-1]
+    else:
+        head, label_text = f"{q}  {rankic_word(v)}", v.label_text
+    label = f"  [{label_text}]"
     # a long label (a forced freeze's reason) wraps rather than losing its end
-    lines = [head + label] if len(head) + len(label) <= WIDTH else \
-        [head, *textwrap.wrap(v.label_text, WIDTH, initial_indent="  ", subsequent_indent="  ")]
+    lines = [part for part in _fit(head)]
+    if len(lines[-1]) + len(label) <= WIDTH:
+        lines[-1] += label
+    else:
+        lines += textwrap.wrap(label_text, WIDTH, initial_indent="  ", subsequent_indent="  ")
     if math.isnan(v.estimate):
         value = "not estimated yet"
     elif math.isnan(v.ci_low):
@@ -172,6 +194,8 @@ def quality_lines(v) -> list[str]:
         lines.append(f"  ({v.ci_text})")
     if not math.isnan(v.power):
         lines.append(f"  power {v.power:.2f} {v.power_text}".rstrip())
+    if frr is not None and v.test != "difference":
+        lines.append(false_reassurance_line(*frr, v))
     if not v.decided:
         lines.append("  before it can decide: " + (v.note or _why_undecided(v)))
     return [part for x in lines for part in _fit(x)]

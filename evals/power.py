@@ -148,3 +148,21 @@ def propose(rows: list[dict], margin: float, power: float, step: float = 0.005) 
     if best["mde"] <= margin:             # the window has `power` at this margin already
         return best["horizon"], margin
     return best["horizon"], round(math.ceil(best["mde"] / step - 1e-9) * step, 6)
+
+
+def false_reassurance(test: str, main_ic: float, sd_main_ic: float, tickers: int, m: int,
+                      margin: float, alpha: float) -> float:
+    """P(a backup whose grades carry no signal passes the plan), given main's IC.
+
+    With no signal the backup's nightly RankIC is noise of sd ≈ 1/√(N-1) that does not
+    co-move with main's, so the nightly ΔIC has mean -main_ic and sd
+    √(sd_main_ic² + 1/(N-1)) — larger than a pilot's sd of two correlated paths. NaN below
+    4 independent nights or without main's IC and its sd.
+    """
+    if not (math.isfinite(main_ic) and math.isfinite(sd_main_ic)) or tickers < 3:
+        return math.nan
+    sd = math.sqrt(sd_main_ic ** 2 + 1 / (tickers - 1))
+    passing = "non-inferior" if test == "non-inferiority" else "equivalent"
+    if test == "difference":
+        return math.nan
+    return decision_probability(test, passing, sd, m, margin, alpha, -main_ic)

@@ -11,6 +11,7 @@ from evals.energy import run_energy
 
 from evals.agreement import grade_distribution, self_agreement
 from evals.compare import compare_paths, cross_path_agreement, paired_delta_ic
+from evals.interchange import LIMIT_SHARE, interchange
 from evals.rankic import NIGHTLY, nightly_rank_ic, rank_ic_summary
 from evals.returns import COLUMNS, forward_returns
 from evals.scores import ticker_scores, usable_units
@@ -38,6 +39,9 @@ class Metrics:
     nightly_delta: pd.DataFrame = field(default_factory=pd.DataFrame)
     verdict: object = None            # evals.verdict.PrimaryVerdict (set by flows.prereg.study)
     energy_runs: pd.DataFrame = field(default_factory=pd.DataFrame)   # evals.energy.run_energy
+    interchange: object = None        # evals.interchange.Interchange of the pair's grades
+    interchange_planned: bool = False  # its limit is the frozen plan's (set by flows.prereg)
+    interchange_sequential: dict | None = None   # the plan's group-sequential verdict
 
 
 def default_primary(horizons: list[int]) -> int:
@@ -50,14 +54,16 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
                     seed: int = 20260101, *, margin: float = 0.03, alpha: float = 0.05,
                     primary_horizon: int | None = None,
                     sessions: Sequence | None = None, tests: dict | None = None,
-                    power: float = 0.8) -> Metrics:
+                    power: float = 0.8, interchange_limit: float = LIMIT_SHARE) -> Metrics:
     """Metrics over usable units (complete runs, uncontaminated); partial runs only in speed.
 
     ``pair``: (baseline, candidate); ΔIC = IC(candidate) − IC(baseline), judged non-inferior
     at ``primary_horizon`` when its one-sided (1-alpha) lower bound exceeds −margin.
     ``sessions``: exchange session dates for forward returns (else dates with any price).
     ``tests``: the planned `evals.compare.DeltaTest` per horizon (test, margin, α, assumed sd);
-    ``power``: the power the minimum detectable ΔIC is stated at.
+    ``power``: the power the minimum detectable ΔIC is stated at;
+    ``interchange_limit``: the share of main's draw-to-draw agreement the candidate's grades
+    must keep to be interchangeable (`evals.interchange`).
     ``seed`` is kept for callers; no table draws random numbers.
     """
     notes = []
@@ -93,7 +99,9 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
     grade_ret = by_grade(scores, returns) if len(returns) else pd.DataFrame()
     per_run = run_speed(calls, units, runs) if len(runs) and len(calls) else pd.DataFrame()
     speed = path_speed(per_run) if len(per_run) else pd.DataFrame()
+    inter = interchange(usable, pair[0], pair[1], interchange_limit, alpha) \
+        if pair and len(usable) else None
     m = Metrics(nightly, summary, comparison, cross, agree, agree_n, grades, per_run, speed,
-                   notes, draws, shape, grade_ret, delta)
+                notes, draws, shape, grade_ret, delta, interchange=inter)
     m.energy_runs = run_energy(runs, per_run) if len(per_run) else pd.DataFrame()
     return m

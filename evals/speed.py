@@ -27,8 +27,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+import math
+
 import numpy as np
 import pandas as pd
+from scipy import fft, stats
 
 from evals.registry import table
 
@@ -83,6 +86,32 @@ def seconds(runs: pd.DataFrame, basis: Basis = "throughput", per: Per = "ticker"
         out = pd.Series(unit_s, index=r.index, dtype=float)
         out = out * n / tickers if per == "ticker" else out
     return (out / scale).replace([np.inf, -np.inf], np.nan)
+
+
+def drift_df(nights: int) -> int:
+    """The cosine contrasts (the interval's degrees of freedom) for `nights` nightly log
+    ratios: floor(0.6 n^(2/3)), at least 2, at most n - 1 (so 2-3 nights give the t interval)."""
+    return int(min(nights - 1, max(2, math.floor(0.6 * nights ** (2 / 3)))))
+
+
+def slowdown_interval(logs: np.ndarray, level: float = 0.95) -> tuple[float, float, int]:
+    """(lo, hi, df) of the mean nightly log ratio, robust to night-to-night drift: an
+    equal-weighted cosine (EWC) HAC variance with Student-t critical values on its df
+    (Lazarus, Lewis, Stock & Watson 2018). A backup whose speed wanders from night to night
+    makes neighbouring nights' ratios alike: under AR(1) drift (φ 0.5) the plain t interval
+    covered 0.84-0.88 at 5-30 nights, Newey-West with fixed-b critical values 0.86-0.92;
+    this one 0.926-0.942 at 10-30 nights and 0.916 at 5, and 0.94-0.955 under independent
+    nights, where it is exactly t (`bench/calibration_speed.py`). The variance is the mean
+    square of the series' first df DCT-II coefficients, i.e. the long-run variance at the
+    lowest frequencies. Needs 2 or more nights."""
+    x = np.asarray(logs, dtype=float)
+    n = len(x)
+    if n < 2:
+        raise ValueError("a slowdown interval needs 2 or more paired nights")
+    nu = drift_df(n)
+    lam = fft.dct(x, type=2, norm="ortho")[1:nu + 1]
+    half = stats.t.ppf(0.5 + level / 2, nu) * math.sqrt(float(np.mean(lam ** 2)) / n)
+    return float(x.mean() - half), float(x.mean() + half), nu
 
 
 def with_speed(summary: pd.DataFrame) -> pd.DataFrame:

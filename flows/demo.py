@@ -18,6 +18,7 @@ from dualpath.errors import UserError
 from dualpath.sim.fleet import SimFleet
 from flows.nightly import ingest_night, nightly_local, run_cancellable
 from dualpath.prereg import draft_plan, plan_toml, testability
+from dualpath.prereg_design import reassurance_problems
 from flows.prereg import freeze_plan
 from flows.runner import plan_night
 from flows.weekly import write_report
@@ -89,10 +90,12 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
     plan = draft_plan(cfg, nights_list[0], len(nights_list))
     plan_path = root / "prereg.toml"
     plan_path.write_text(plan_toml(plan))
-    untestable = testability(plan)
-    freeze_plan(cfg, plan_path, force=bool(untestable),
-                reason=f"a {len(nights_list)}-night demo: " + "; ".join(untestable)
-                if untestable else None)
+    # a demo's window is short: its RankIC primary cannot reassure, so it is frozen the way
+    # a user's would have to be, with --force and the reason printed
+    why = testability(plan) + reassurance_problems(plan)
+    reason = f"a {len(nights_list)}-night demo: " + "; ".join(why) if why else None
+    freeze_plan(cfg, plan_path, force=bool(why), reason=reason)
+    freeze_notes = [f"plan frozen with --force --reason '{reason}'"] if why else []
     overall = bars.add_task("nights", total=nights, what="") if bars else None
     t0 = time.monotonic()
     current: dict = {}
@@ -128,8 +131,9 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
     summary = summary[summary["run_id"].str.startswith(f"{cfg.experiment.name}/")]
     totals = path_totals(with_speed(summary))
     html, _, data = write_report(cfg, root / "reports")
-    return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals, warnings, not_complete,
-                      html, data.verdict, len(summary), starved_runs(summary))
+    return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals,
+                      list(warnings) + freeze_notes, not_complete, html, data.verdict,
+                      len(summary), starved_runs(summary))
 
 
 class _CancelCrash(logging.Filter):

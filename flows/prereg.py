@@ -6,9 +6,11 @@ they analyse the same nights and print the same label."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime, timezone
+from zoneinfo import ZoneInfo
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +18,8 @@ import pandas as pd
 from dualpath.config import Config
 from dualpath.errors import UserError
 from dualpath.config_checks import unanalysable
-from dualpath.prereg import (Plan, deviations, executable_problems, load_plan, testability)
+from dualpath.prereg import Plan, deviations, executable_problems, load_plan, testability
+from dualpath.prereg_design import Pilot, reassurance_problems
 from evals.compare import DeltaTest
 from evals.verdict import PrimaryVerdict, WindowFacts, primary_verdict
 from warehouse import plans
@@ -47,7 +50,7 @@ def freeze_plan(cfg: Config, plan_path: Path, force: bool = False,
     with writer(where) as con:
         with transaction(con):
             frozen = plans.freeze(con, plan, str(absolute), force, reason, relpath,
-                                  testability(plan))
+                                  testability(plan), reassurance_problems(plan))
         if not frozen.already_frozen:         # committed: kept where a rebuild finds it
             plans.log_freeze(con, where, frozen.plan_hash)
     return frozen
@@ -141,10 +144,19 @@ def window_facts(cfg: Config, frozen: plans.FrozenPlan, runs: pd.DataFrame,
     return WindowFacts(
         plan_hash=frozen.plan_hash, file_state=state, file_path=path,
         stored_intact=frozen.intact, forced=frozen.forced, force_reason=frozen.force_reason,
-        nights_before_freeze=frozen.nights_before_freeze, frozen_on=frozen.frozen_at.date(),
+        nights_before_freeze=frozen.nights_before_freeze,
+        frozen_on=frozen_on(frozen.frozen_at, cfg.market.timezone),
         window=window, analysed=analysed, failed=failed, pending=pending,
         extra=sorted(n for n in states if n not in window), sub_window=sub,
         untestable=testability(plan), primary_horizon=plan.primary.horizon)
+
+
+def frozen_on(frozen_at: datetime, zone: str) -> date:
+    """The freeze's date in the study's time zone (a night is a session there): compared in
+    UTC, a freeze at 20:30 in New York before night 1 was scored read as the next day, after
+    the window's first night, and the study as exploratory, while Seoul's read interim."""
+    at = frozen_at if frozen_at.tzinfo else frozen_at.replace(tzinfo=timezone.utc)
+    return at.astimezone(ZoneInfo(zone)).date()
 
 
 def planned_tests(plan: Plan) -> dict[int, DeltaTest]:
@@ -205,10 +217,43 @@ def study(cfg: Config, since: date | None = None, until: date | None = None,
         m.notes.extend(left_out_notes(facts))
     primary = (planned_tests(plan)[plan.primary.horizon] if plan else
                DeltaTest(q.primary_horizon, margin=q.margin, alpha=q.alpha))
+    if plan is not None and plan.interchange is not None and q.candidate:
+        # the plan's limit, not the default: the interchangeability verdict is preregistered
+        from evals.interchange import interchange
+        from evals.scores import usable_units
+        usable = usable_units(sel["units"])
+        m.interchange = interchange(usable, q.baseline, q.candidate, plan.interchange.limit,
+                                    plan.interchange.alpha)
+        m.interchange_planned = True
+        m.interchange_sequential = sequential_interchange(usable, q, plan)
     v = primary_verdict(m.comparison, primary, facts, q.baseline, q.candidate)
     m.notes.insert(0, f"primary: {v.summary()}")
     m.verdict = v
     return Study(m, v, facts, frozen, sorted(keep))
+
+
+def sequential_interchange(usable: pd.DataFrame, q, plan: Plan) -> dict | None:
+    """The plan's group-sequential interchangeability verdict: the test at each planned look
+    the analysed nights have reached (on its first nights), against its boundary."""
+    from evals.interchange import interchange
+    from evals.sequential import bounds, sequential_verdict
+
+    t = plan.interchange
+    if not t.looks or not len(usable):
+        return None
+    nights = sorted(pd.to_datetime(usable["night"]).dt.date.unique())
+    zs = []
+    for look in [n for n in t.looks if n <= len(nights)]:
+        part = usable[pd.to_datetime(usable["night"]).dt.date.isin(nights[:look])]
+        x = interchange(part, q.baseline, q.candidate, t.limit, t.alpha)
+        # no z where the test gives no interval (too few tickers, one draw on main)
+        zs.append(x.g / x.se_g if math.isfinite(x.g_low) and x.se_g > 0 else math.nan)
+    verdict, k = sequential_verdict(zs, t.looks, plan.window.nights, t.alpha)
+    b = bounds(t.looks, plan.window.nights, t.alpha)
+    at = k if k is not None else len(zs) - 1
+    return {"verdict": verdict, "look": k, "looks": list(t.looks), "reached": len(zs),
+            "night": t.looks[k] if k is not None else None,
+            "z": zs[at] if zs else math.nan, "bound": b[at] if zs else math.nan}
 
 
 def left_out_notes(f: WindowFacts) -> list[str]:
@@ -224,9 +269,10 @@ def left_out_notes(f: WindowFacts) -> list[str]:
     return out
 
 
-def pilot_sd(cfg: Config, min_nights: int = 5) -> tuple[dict[int, float], str] | None:
-    """The sd of one night's ΔIC per horizon from the nights already in the warehouse (a
-    pilot: complete runs, matured horizons, at least `min_nights` each), or None."""
+def pilot(cfg: Config, min_nights: int = 5) -> Pilot | None:
+    """What the nights already in the warehouse say (complete runs; each horizon used once
+    it has `min_nights` matured nights): the sd of nightly ΔIC, main's IC and its sd, and
+    main's draw-to-draw agreement with the interchangeability term's variance; or None."""
     from flows import metrics as fm
 
     path = cfg.resolve(cfg.warehouse.path)
@@ -242,17 +288,31 @@ def pilot_sd(cfg: Config, min_nights: int = 5) -> tuple[dict[int, float], str] |
     m = fm.compute(cfg, q, frames["units"], frames["calls"], frames["runs"], frames["prices"],
                    fm.sessions_for(cfg, frames["prices"]))
     d = m.nightly_delta.dropna(subset=["delta"]) if len(m.nightly_delta) else m.nightly_delta
-    sd, counts = {}, []
+    sd, counts, main_ic = {}, [], {}
     for h, g in (d.groupby("horizon") if len(d) else []):
         if len(g) >= min_nights and g["delta"].std(ddof=1) > 0:
             sd[int(h)] = float(g["delta"].std(ddof=1))
             counts.append(f"h={int(h)}: {len(g)}")
-    if not sd:
+            main_ic[int(h)] = (float(g["ic_baseline"].mean()),
+                               float(g["ic_baseline"].std(ddof=1)), len(g))
+    x = m.interchange
+    rho, var = math.nan, math.nan
+    if x is not None and math.isfinite(x.se_g) and x.ticker_nights:
+        rho, var = x.rho_rr, x.se_g ** 2 * x.ticker_nights
+    if not sd and not math.isfinite(var):
         return None
-    nights = pd.to_datetime(d["night"])
-    return sd, (f"pilot: sd of nightly ΔIC over the warehouse's nights "
-                f"{nights.min():%Y-%m-%d} – {nights.max():%Y-%m-%d} ({', '.join(counts)} "
-                "matured nights)")
+    nights = pd.to_datetime(d["night"]) if len(d) else pd.Series(dtype="datetime64[ns]")
+    source = (f"pilot: sd of nightly ΔIC over the warehouse's nights "
+              f"{nights.min():%Y-%m-%d} – {nights.max():%Y-%m-%d} ({', '.join(counts)} "
+              "matured nights)") if sd else ""
+    return Pilot(sd, source, main_ic, rho, var)
+
+
+def pilot_sd(cfg: Config, min_nights: int = 5) -> tuple[dict[int, float], str] | None:
+    """The sd of one night's ΔIC per horizon from the nights already in the warehouse (a
+    pilot: complete runs, matured horizons, at least `min_nights` each), or None."""
+    p = pilot(cfg, min_nights)
+    return (p.sd, p.source) if p is not None and p.sd else None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,28 @@ def test_power_rows_hold_simulated_and_predicted_power(capsys):
     b.main(60, 3)
     last = capsys.readouterr().out.strip().splitlines()[-1]
     keys = [kv.split("=")[0] for kv in last.split()]
-    assert keys == ["worst_reject", "worst_coverage", "cells", "worst_power_gap"]
+    assert keys == ["worst_reject", "worst_coverage", "cells", "worst_power_gap",
+                    "worst_seq_reject", "icr_worst_reject", "icr_worst_coverage", "nights_to_decide_equal",
+                    "nights_to_decide_noise", "slowdown_drift_coverage"]
     size, power = b.run(60, 3)
     assert set(zip(power["h"], power["n"])) == {(1, 20), (1, 30), (5, 20), (5, 30)}
     assert (power["pred_ni_0"].between(0, 1)).all() and (power["gap"] >= 0).all()
+
+
+def test_interchange_bench_equals_the_project_and_prints_its_cells():
+    icr = bench().icr_bench()
+    icr.check_against_project(np.random.default_rng(2), reps=2)   # raises on any difference
+    r = icr.run(20, 3)
+    cells = r["size"]
+    assert set(cells[cells["status"] == "reported"]["draws"]) == {2, 3}
+    assert set(cells[cells["draws"] == 1]["status"]) == {"not estimable (main needs 2 draws)"}
+    assert 0 <= r["worst_reject"] <= 1 and 0 <= r["worst_coverage"] <= 1
+
+
+def test_slowdown_bench_runs_the_projects_interval_on_every_cell():
+    speed = bench().icr_bench("calibration_speed")
+    t = speed.run(50, 4)
+    assert set(zip(t["scenario"], t["nights"])) == {
+        (s, n) for s in ("independent", "drift", "runaways") for n in (5, 10, 20, 30)}
+    assert t["coverage"].between(0, 1).all() and t["df"].tolist()[:4] == [2, 2, 4, 5]
+    assert 0 <= speed.drift_coverage(t) <= 1

@@ -21,7 +21,7 @@ def test_a_crash_between_the_plan_and_its_deviation_loses_neither(tmp_path, monk
     cfg_path, cfg, nights = make_project(tmp_path, tickers=5, draws=1, nights=2)
     first = tmp_path / "a.toml"
     first.write_text(plan_toml(draft_plan(cfg, nights[0], 4, margin=0.03)))
-    kept = freeze_plan(cfg, first)
+    kept = freeze_plan(cfg, first, force=True, reason="a test window: its false reassurance is accepted")
     second = tmp_path / "b.toml"
     second.write_text(first.read_text().replace("margin = 0.03", "margin = 0.05", 1))
 

@@ -15,8 +15,16 @@ import pytest
 from tests.seeded import seed_warehouse
 
 HEADLINE = """\
-Quality — is backup as good as main?  insufficient nights  [exploratory — no frozen plan]
+Quality — are backup's grades interchangeable with main's?  insufficient tickers, 10 night(s)
+  [exploratory — no frozen plan; limit 50% by default, not preregistered]
+  disagreement backup–main ÷ main–main draws 0.99 (no interval); 8 tickers
+  backup keeps 101% of main's draw-to-draw rank agreement (limit 50%)
+  apart: shift +0.10 grade, spread ×1.03 (not disagreement); ticker × path -0.015
+  draws without a grade (counted, never imputed): backup 0, main 0
+  before it can decide: insufficient tickers (n=8, need 20)
+RankIC — is backup's signal as good as main's?  insufficient nights  [exploratory — no frozen plan]
   ΔIC = IC(backup) − IC(main) at h=5: not estimated yet; margin δ = 0.030
+  false reassurance: unknown (the test has 2 non-overlapping night(s) at h=5, needs 4)
   before it can decide: insufficient nights (n=9, need 16)
 Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.8×, 9 paired nights)
   throughput basis (run wall clock ÷ tickers): backup 347 s/ticker, main 61 s/ticker (medians)

@@ -24,7 +24,7 @@ def history(tmp_path, nights=4, window=4, primary=1, skip=(), change_at=None, fr
     text = plan_toml(draft_plan(cfg, all_nights[0], window, primary=primary, margin=0.5))
     plan.write_text(edit(text) if edit else text)
     if freeze:
-        freeze_plan(cfg, plan)
+        freeze_plan(cfg, plan, force=True, reason="a test window: its false reassurance is accepted")
     with SimFleet(cfg) as fleet:
         for i, n in enumerate(all_nights):
             if i == change_at:

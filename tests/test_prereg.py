@@ -29,7 +29,7 @@ def test_the_hash_is_of_the_content_not_the_formatting(tmp_path):
 
 def test_freeze_then_status_then_a_changed_config_is_a_logged_deviation(tmp_path):
     cfg_path, cfg, nights, plan_path = project(tmp_path)
-    frozen = freeze_plan(cfg, plan_path)
+    frozen = freeze_plan(cfg, plan_path, force=True, reason="a test window: its false reassurance is accepted")
     assert not frozen.forced and frozen.plan_hash == load_plan(plan_path).sha256()
     assert hold_night_to_plan(cfg, nights[0]) == []          # the planned config
     cfg_path.write_text(cfg_path.read_text().replace("temperature = 0.7", "temperature = 0.6"))
@@ -45,7 +45,7 @@ def test_a_plan_that_refuses_deviations_stops_the_night(tmp_path):
     cfg_path, cfg, nights, plan_path = project(tmp_path)
     plan_path.write_text(plan_path.read_text().replace('on_deviation = "record"',
                                                        'on_deviation = "refuse"'))
-    freeze_plan(cfg, plan_path)
+    freeze_plan(cfg, plan_path, force=True, reason="a test window: its false reassurance is accepted")
     cfg_path.write_text(cfg_path.read_text().replace("draws = 1", "draws = 2"))
     with pytest.raises(UserError, match="refused: the config differs from the frozen plan"):
         hold_night_to_plan(load_config(cfg_path), nights[0])

@@ -98,7 +98,7 @@ def test_a_decided_verdict_prints_its_interval_and_power_within_100_columns():
         power=0.83, power_text="to show non-inferiority if ΔIC = 0", n_independent=20,
         nights_analysed=96, window_nights=96, note="")
     assert quality_lines(v) == [
-        "Quality — is backup as good as main?  non-inferior  [confirmatory]",
+        "RankIC — is backup's signal as good as main's?  non-inferior  [confirmatory]",
         "  ΔIC = IC(backup) − IC(main) at h=5: +0.004, 90% CI [-0.012, +0.020]; margin δ = 0.030",
         "  (90% two-sided t interval on 20 non-overlapping nights, df=19)",
         "  power 0.83 to show non-inferiority if ΔIC = 0"]

@@ -11,7 +11,7 @@ def study(tmp_path, nights=4, window=4, cut_last=False, change_after=None):
     cfg_path, cfg, all_nights = make_project(tmp_path, tickers=6, draws=2, nights=nights)
     plan = tmp_path / "prereg.toml"
     plan.write_text(plan_toml(draft_plan(cfg, all_nights[0], window, margin=0.03)))
-    freeze_plan(cfg, plan)
+    freeze_plan(cfg, plan, force=True, reason="a test window: its false reassurance is accepted")
     with SimFleet(cfg) as fleet:
         for i, n in enumerate(all_nights):
             if change_after is not None and i == change_after:

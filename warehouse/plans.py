@@ -45,10 +45,15 @@ def nights_in_window(con: duckdb.DuckDBPyConnection, plan: Plan) -> list[date]:
 
 def freeze(con: duckdb.DuckDBPyConnection, plan: Plan, plan_path: str,
            force: bool = False, reason: str | None = None, relpath: str | None = None,
-           untestable: list[str] | None = None) -> FrozenPlan:
+           untestable: list[str] | None = None,
+           unreassuring: list[str] | None = None) -> FrozenPlan:
     """Record the plan's hash; refused when nights of its window exist, when another plan is
     frozen, or when the window cannot test its primary (`untestable`), unless forced. A plan
-    whose hash is already the frozen one records nothing (`already_frozen`), forced or not."""
+    whose hash is already the frozen one records nothing (`already_frozen`), forced or not.
+    A plan whose RankIC pass would not reassure (`unreassuring`: its false-reassurance rate
+    is high) needs --force with a reason too, which is recorded; that alone does not make
+    the window exploratory (its test is still the preregistered one, and every headline
+    prints the rate)."""
     existing = current(con, plan.experiment)
     if existing is not None and existing.plan_hash == plan.sha256():
         return replace(existing, already_frozen=True)
@@ -66,8 +71,12 @@ def freeze(con: duckdb.DuckDBPyConnection, plan: Plan, plan_path: str,
         raise UserError("the window cannot test the primary: " + "; ".join(untestable)
                         + ". Choose a shorter primary horizon or a longer window (`dualpath "
                         "prereg draft` proposes one), or pass --force --reason '…'")
+    if unreassuring and not force:
+        raise UserError("the plan would not reassure: " + "; ".join(unreassuring) + ". Tie "
+                        "the margin to main's IC, lengthen the window, or pass --force "
+                        "--reason '…' (recorded with the plan)")
     forced = bool(existing or before or untestable)
-    if forced and not (reason or "").strip():
+    if (forced or unreassuring) and not (reason or "").strip():
         raise UserError("a forced freeze needs --reason '…': every report quotes it")
     now = datetime.now(timezone.utc)
     con.execute("INSERT INTO plans (plan_hash, experiment, frozen_at, forced, "
@@ -75,7 +84,7 @@ def freeze(con: duckdb.DuckDBPyConnection, plan: Plan, plan_path: str,
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [plan.sha256(), plan.experiment, now, forced, len(before), plan_path,
                  orjson.dumps(plan.model_dump(mode="json")).decode(), relpath,
-                 reason.strip() if forced else None])
+                 reason.strip() if forced or unreassuring else None])
     if existing is not None:
         record_deviation(con, plan.experiment, None, "plan replaced",
                          f"plan {existing.plan_hash[:12]} replaced by {plan.sha256()[:12]}",

@@ -48,6 +48,29 @@ def print_sizing(sizing, alpha: float, chosen: float) -> None:
     console.print(f"noise: {sizing.design.sd_source}")
 
 
+def print_decision_design(p) -> None:
+    """The primary question and what the RankIC follow-up would let through."""
+    from dualpath.prereg_design import FALSE_REASSURANCE_LIMIT
+
+    x = p.interchange
+    if x is not None:
+        need = (f"{x.nights_for_power} nights for power {p.design.power:g} in both decisions"
+                if x.nights_for_power else "no window up to 250 nights reaches power "
+                f"{p.design.power:g}")
+        console.print(f"primary: interchangeability of grades ({p.candidate} keeps ≥ "
+                      f"{x.limit:.0%} of {p.baseline}'s draw-to-draw agreement), {need} "
+                      f"(normal approximation); the window has {p.window.nights}; RankIC "
+                      "non-inferiority is the confirmatory follow-up", markup=False,
+                      highlight=False)
+    rate = p.design.false_reassurance if p.design else None
+    if rate is not None:
+        warn = (f" — above {FALSE_REASSURANCE_LIMIT:.2f}: freezing it needs --force --reason"
+                if rate > FALSE_REASSURANCE_LIMIT else "")
+        console.print(f"false reassurance {rate:.2f}: P(a {p.candidate} with no signal passes "
+                      f"the RankIC primary) ({p.design.main_ic_source}){warn}", markup=False,
+                      highlight=False)
+
+
 @prereg_app.command("draft")
 def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan file to write."),
                  config: Path = CONFIG_OPT,
@@ -65,7 +88,8 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
     minimum detectable ΔIC, the power at δ and the nights needed; it proposes the primary and
     the margin (edit, then freeze)."""
     from dualpath.prereg import draft_plan, plan_toml, size_window
-    from flows.prereg import pilot_sd
+    from evals.power import null_sd_delta
+    from flows.prereg import pilot as read_pilot
 
     if plan.exists() and not force:
         raise UserError(f"{plan} exists; pass --force to overwrite it")
@@ -76,19 +100,21 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
     if primary is not None and primary not in cfg.experiment.horizons:
         raise UserError(f"--primary {primary}: the experiment's horizons are "
                         f"{cfg.experiment.horizons}")
-    sd, source = None, None
+    sd, source, got = None, None, None
     if sd_delta:
         sd, source = parse_sd(sd_delta, cfg.experiment.horizons), f"given: --sd-delta {sd_delta}"
     else:
-        got = pilot_sd(cfg)
-        if got:
-            sd = {h: got[0].get(h) for h in cfg.experiment.horizons}
-            if any(v is None for v in sd.values()):
-                sd = None                           # a horizon the pilot did not mature
-            else:
-                source = got[1]
+        got = read_pilot(cfg)
+        if got is not None and got.sd:
+            # horizon by horizon: a pilot of 10 nights has matured h=1 long before h=20
+            assumed = [h for h in cfg.experiment.horizons if h not in got.sd]
+            sd = {h: got.sd.get(h, null_sd_delta(len(cfg.tickers())))
+                  for h in cfg.experiment.horizons}
+            source = got.source + (f"; assumed for h={', '.join(map(str, assumed))} (not "
+                                   "matured on 5 pilot nights)" if assumed else "")
     sizing = size_window(cfg, nights, sd, source, power, margin)
-    p = draft_plan(cfg, _parse_date(first_night, "--first-night"), nights, sizing, primary)
+    p = draft_plan(cfg, _parse_date(first_night, "--first-night"), nights, sizing, primary,
+                   pilot=got)
     print_sizing(sizing, cfg.comparison.alpha, margin or cfg.comparison.margin)
     row = next(r for r in sizing.rows if r["horizon"] == p.primary.horizon)
     from dualpath.prereg import planned_power, testability
@@ -97,6 +123,7 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
                   f"{_fmt(planned_power(p))} at δ={p.primary.margin:g})")
     for why in testability(p):
         console.print(f"[red]cannot test:[/red] {why}; freezing it needs --force --reason")
+    print_decision_design(p)
     from dualpath.sampling import config_differences
     plan.write_text(plan_toml(p, config_differences(cfg)))
     console.print(f"wrote {plan} (sha256 {p.sha256()[:12]}); review the hypotheses, then "
@@ -129,6 +156,9 @@ def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
                       + (f" [yellow](forced: {escape(frozen.force_reason or '')})[/yellow]"
                          if frozen.forced else ""))
     p = load_plan(plan)
+    if not frozen.already_frozen and p.design and p.design.false_reassurance is not None:
+        console.print(f"false reassurance recorded: {p.design.false_reassurance:.2f} "
+                      f"({p.design.main_ic_source})", markup=False, highlight=False)
     pw = planned_power(p)
     if p.design and pw < p.design.power:
         console.print(f"[yellow]underpowered:[/yellow] power {pw:.2f} at δ={p.primary.margin:g}"

@@ -62,9 +62,12 @@ def _print_tables(frames: dict, notes: list[str], headline, wide: bool) -> None:
             continue
         title = spec.title
         if key == "comparison" and "margin" in frame:
-            r = frame.iloc[0]
-            title += (f" — {r['candidate']} vs {r['baseline']}, margin δ = {r['margin']:g}, "
-                      f"α = {r['alpha']:g}")
+            # the primary's margin: the first row is the shortest horizon, an exploratory
+            # row whose margin may be another (a plan's δ = 0.9 at h = 1 headed the table)
+            primary = frame[frame["role"] == "primary"] if "role" in frame else frame
+            r = (primary if len(primary) else frame).iloc[0]
+            title += (f" — {r['candidate']} vs {r['baseline']}, primary h={r['horizon']} "
+                      f"margin δ = {r['margin']:g}, α = {r['alpha']:g}")
         print_registered(spec, frame, wide, title)
     if not wide:
         console.print("(brief columns; --wide, -f csv and -f json show every column)",

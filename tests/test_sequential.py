@@ -1,0 +1,45 @@
+"""Group-sequential looks: gsDesign's published bounds, the first crossing decides, and the
+headline says when a study stopped early."""
+
+import pytest
+
+from evals.headline_icr import interchange_lines
+from evals.sequential import bounds, obf_spending, planned_looks, sequential_verdict
+from tests.test_headline_icr import X
+
+
+def test_obrien_fleming_bounds_equal_gsdesigns_published_ones():
+    # gsDesign (R) gsDesign(k=5, test.type=1, alpha=0.025, sfu=sfLDOF)$upper$bound
+    assert bounds([1, 2, 3, 4, 5], 5, 0.025) == pytest.approx(
+        [4.8769, 3.3569, 2.6803, 2.2898, 2.0310], abs=2e-4)
+    assert obf_spending(1.0, 0.05) == pytest.approx(0.05)
+    assert planned_looks(20) == [5, 10, 15, 20] and planned_looks(6) == [5, 6]
+
+
+def test_the_first_crossing_decides():
+    looks = [5, 10, 15, 20]
+    b = bounds(looks, 20, 0.05)
+    assert sequential_verdict([1.0, b[1] + 0.01], looks, 20, 0.05) == ("interchangeable", 1)
+    assert sequential_verdict([-b[0] - 0.01, 5.0], looks, 20, 0.05) == (
+        "not interchangeable", 0)
+    assert sequential_verdict([1.0, 1.0], looks, 20, 0.05) == ("no decision yet", None)
+    assert sequential_verdict([1.0] * 4, looks, 20, 0.05) == ("inconclusive", None)
+
+
+def test_a_study_that_stopped_early_says_so():
+    seq = {"verdict": "interchangeable", "look": 1, "looks": [5, 10, 15, 20], "reached": 2,
+           "night": 10, "z": 2.71, "bound": 2.54}
+    lines = interchange_lines(X, "interim", "interim — no decision: 10 of 20 window nights",
+                              True, seq)
+    assert lines[:3] == [
+        "Quality — are backup's grades interchangeable with main's?  stopped early for "
+        "interchangeable at night 10 (look 2 of 4)",
+        "  [interim; group-sequential: O'Brien-Fleming spending over looks at night(s) "
+        "5/10/15/20]",
+        "  disagreement backup–main ÷ main–main draws 1.01, 95% CI [0.96, 1.06]; 100 tickers"]
+    assert lines[3] == ("  backup keeps 96% of main's draw-to-draw rank agreement (limit 50%; "
+                        "z +2.71 against ±2.54 at the look)")
+    waiting = dict(seq, verdict="no decision yet", look=None, night=None)
+    assert interchange_lines(X, "interim", "interim", True, waiting)[0] == (
+        "Quality — are backup's grades interchangeable with main's?  interim — no decision, "
+        "10 night(s) (look 2 of 4: no boundary crossed)")
