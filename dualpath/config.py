@@ -23,7 +23,7 @@ from pydantic import (BaseModel, Field, PrivateAttr, ValidationError, field_vali
 from dualpath.config_checks import open_regular, places, plain_path
 from dualpath.config_market import MarketSettings
 # a path's settings live in config_paths; every name stays importable from here
-from dualpath.config_paths import (ENGINE_REPORTS, Engine, ExpectedIdentity,  # noqa: F401
+from dualpath.config_paths import (Engine, ExpectedIdentity,  # noqa: F401
                                    MeasuredSpeed, ServingPath, SimProfile, _Model,
                                    unreportable_pins)
 from dualpath.errors import ConfigError

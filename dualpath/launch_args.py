@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from dualpath import binaries
 from dualpath.config import ServingPath
+from dualpath.engines import engine
 
 
 @dataclass(frozen=True)
@@ -198,19 +199,12 @@ def derive(sp: ServingPath) -> tuple[dict[str, Derived], list[str]]:
     """The identity fields `sp.launch` determines, and contradictions within the launch."""
     if not sp.launch:
         return {}, []
-    if sp.engine == "llama.cpp":
-        return llama_server(sp.launch, dict(sp.launch_env), sp.base_url)
-    if sp.engine == "vllm":
-        return vllm(sp.launch, sp.base_url)
-    return {}, []
+    return engine(sp.engine).derive_launch(sp.launch, dict(sp.launch_env), sp.base_url)
 
 
 def launch_warnings(sp: ServingPath) -> list[str]:
     """What a launch does that is allowed but probably not meant."""
-    if sp.engine == "vllm" and sp.launch and "--host" not in _flags(sp.launch, {"--host"}):
-        return ["the vLLM launch sets no --host, so vLLM listens on every interface: add "
-                "\"--host\", \"127.0.0.1\" (or the address you mean)"]
-    return []
+    return engine(sp.engine).launch_warnings(sp.launch) if sp.launch else []
 
 
 def pin_disagreements(sp: ServingPath) -> list[str]:

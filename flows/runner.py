@@ -196,7 +196,7 @@ def chat_transport(cfg: Config, path: str, headers: dict[str, str]) -> AiohttpTr
     """The path's chat calls: one aiohttp pool sized to what the path keeps in flight, so
     every call finds a kept-alive connection (`dualpath.transport` says why aiohttp)."""
     sp = cfg.paths[path]
-    pinned = cfg.experiment.prefix_affinity and sp.dialect == "llama.cpp"
+    pinned = sp.pins_slots(cfg.experiment.prefix_affinity)
     # at most this many calls are in flight (dualpath.slots): pinned, each slot takes its
     # own call and `queue_depth` more of its unit's
     in_flight = sp.slots * (1 + sp.server_queue_depth) if pinned else \

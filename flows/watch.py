@@ -30,8 +30,8 @@ import orjson
 from dualpath.client import PathClient
 from dualpath.config import Config
 from dualpath.errors import DualpathError
-from dualpath.identity import (busy_slots, effective_sampling, identity_drift, read_identity,
-                               read_metrics)
+from dualpath.engines import engine
+from dualpath.identity import busy_slots, identity_drift, read_identity, read_metrics
 from dualpath.records import ServerIdentity, SessionEnd
 from flows.connect import Endpoint
 
@@ -188,8 +188,7 @@ async def watch_server(cfg: Config, work, ep: Endpoint, ident: ServerIdentity,
         if st.restarts:       # kept beside the counters they invalidate
             after = {**(after or {}), RESTARTS_KEY: float(st.restarts),
                      FIRST_RESTART_KEY: st.first_restart_wall}
-        applied = (await _quiet(effective_sampling(http, url)) if dialect == "llama.cpp"
-                   else client.applied_sampling())
+        applied = await _quiet(engine(dialect).applied_sampling(http, url, client.sampling))
         journal.write(SessionEnd(
             session_id=f"{work.run_id}#{work.segment}", stopped_wall=time.time(),
             metrics_before_json=_dumps(before), metrics_after_json=_dumps(after),
