@@ -86,7 +86,21 @@ def declared_differences(s: Sampling, dialects: Iterable[str]) -> list[str]:
             f"{' and '.join(output_only)} penalise{'s' if len(output_only) == 1 else ''} "
             f"output tokens only. {with_prompt[0].label} has no setting that keeps the prompt "
             "out; presence_penalty = 0 makes both sample alike")
+    out += _order_differences(s, facts)
     return out
+
+
+def _order_differences(s: Sampling, facts) -> list[str]:
+    """Engines whose fixed sampler orders differ cut different distributions where min-p and
+    top-p both act: after min-p's cut, top-p's nucleus is taken over fewer tokens. (The
+    llama.cpp dialect sends its chain in vLLM's order, so those two agree.)"""
+    orders = {f.sampler_order: f.label for f in facts if f.sampler_order is not None}
+    if len(orders) < 2 or s.min_p == 0 or s.top_p >= 1:
+        return []
+    shown = "; ".join(f"{label}: {', '.join(order)}" for order, label in orders.items())
+    return [f"sampler order with min_p {s.min_p:g} and top_p {s.top_p:g}: {shown}; the "
+            "engines cannot be told each other's order, so they sample from different "
+            "distributions; min_p = 0 or top_p = 1 makes both sample alike"]
 
 
 def applied_differences(a: dict, b: dict,
