@@ -10,6 +10,7 @@ _MODULES = {             # engine name -> module of dualpath.engines
     "vllm": "vllm",
     "openai": "openai",
     "sim": "sim",
+    "sglang": "sglang",
 }
 _LOADED: dict = {}
 

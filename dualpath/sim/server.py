@@ -45,6 +45,7 @@ from starlette.routing import Route
 from dualpath.config import SimProfile
 from dualpath.grades import GRADE_INSTRUCTION, LABELS
 from dualpath.sim import dialect
+from dualpath.sim import sglang as sglang_dialect
 from dualpath.sim import vllm as vllm_dialect
 from dualpath.sim.dialect import Reply
 from dualpath.sim.model import SimModel
@@ -131,7 +132,7 @@ class SimServer:
 
     @property
     def vllm(self) -> bool:
-        return self.profile.dialect == "vllm"
+        return self.profile.dialect in ("vllm", "sglang")   # sglang: vLLM's, said as SGLang
 
     @property
     def fingerprint(self) -> str | None:
@@ -297,8 +298,9 @@ def build_app(sim: SimServer) -> Starlette:
     common = [Route("/v1/models", models), Route("/metrics", metrics),
               Route("/v1/chat/completions", chat, methods=["POST"])]
     if sim.vllm:
-        return Starlette(routes=[Route("/health", vllm_health), Route("/version", version),
-                                 *common])
+        app = Starlette(routes=[Route("/health", vllm_health), Route("/version", version),
+                                *common])
+        return sglang_dialect.SGLangApp(app, sim) if sim.profile.dialect == "sglang" else app
     return Starlette(routes=[
         Route("/health", health), Route("/props", props), Route("/slots", slots),
         Route("/models", models), Route("/chat/completions", chat, methods=["POST"]), *common])
