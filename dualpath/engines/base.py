@@ -124,6 +124,13 @@ class Engine:
         """What a launch does that is allowed but probably not meant."""
         return []
 
+    def pinned_advice(self, argv: list[str] | None, env: dict[str, str], pinned: bool,
+                      seen: ServerIdentity | None = None) -> list[str]:
+        """What a server does that costs a night whose units are pinned to its slots
+        (`pinned`): started with the launch `argv`, or (argv None) running as `seen` read
+        it from its process on this host."""
+        return []
+
     def thinking_caveat(self, name: str, path: ServingPath) -> str | None:
         """How a path keeps thinking apart where the engine does not (None: it does)."""
         return None

@@ -95,6 +95,15 @@ class LlamaCpp(Engine):
         url = urlsplit(base_url)
         pid = await asyncio.to_thread(binaries.listening_pid, url.hostname or "", url.port or 80)
         if pid is not None:
+            # what /props does not show, from its argv (kept: the size, never the argv,
+            # which may hold --api-key): the RAM prompt cache
+            argv = await asyncio.to_thread(binaries.process_argv, pid)
+            if argv and "llama" in argv[0].rsplit("/", 1)[-1]:   # not a stand-in server
+                from dualpath.launch_args import llama_cache_ram
+
+                env = await asyncio.to_thread(binaries.process_env, pid, {"LLAMA_ARG_CACHE_RAM"})
+                cache = llama_cache_ram(argv, env)
+                ident.raw["cache_ram"] = {"mib": cache.value, "how": cache.how}
             ident.binary_sha256 = await asyncio.to_thread(binaries.binary_sha256, pid)
             ident.model_sha256 = await asyncio.to_thread(binaries.model_sha256,
                                                          ident.model_path, pid)
@@ -118,6 +127,25 @@ class LlamaCpp(Engine):
         from dualpath.launch_args import llama_server
 
         return llama_server(argv, env, base_url)
+
+    def pinned_advice(self, argv, env, pinned, seen=None):
+        # Under prefix affinity each unit's context lives in its own slot, so the RAM prompt
+        # cache (tools/server/server-context.cpp) only costs: every new task first saves
+        # each idle slot's state to RAM (--cache-idle-slots, on by default, requires the
+        # cache; with unified KV it then clears those slots), and a slot taken for a prompt
+        # that keeps under half its context saves and reloads it, all on the main thread
+        # that serves every slot. --cache-ram 0 turns both off.
+        from dualpath.launch_args import Derived, llama_cache_ram
+
+        read = (seen.raw.get("cache_ram") if seen is not None else None) or {}
+        cache = (llama_cache_ram(argv, env) if argv is not None else
+                 Derived(read["mib"], read["how"]) if read else None)
+        if not pinned or cache is None or cache.value == 0:
+            return []
+        return [f"llama-server keeps its RAM prompt cache on ({cache.how}): with prefix "
+                "affinity each unit's context stays in its slot, and the cache only copies "
+                "idle slots' state to RAM on the server's main thread at every new request "
+                "(with unified KV it also clears them); add \"--cache-ram\", \"0\""]
 
 
 def _speculative(params: dict, slots: list | None) -> bool | None:
