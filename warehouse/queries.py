@@ -6,8 +6,8 @@ import duckdb
 import pandas as pd
 
 from dualpath.engines import cached_counter_names, counter_names
-
 from warehouse.disturbed import DISTURBED
+from warehouse.quoting import ident, literal
 
 RUN_SUMMARY = """
 WITH u AS (
@@ -111,7 +111,7 @@ def suspect_runs(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
 def _read_counter(col: str, names: tuple[str, ...]) -> str:
     """SQL: the first of these /metrics counters a session's reading holds (each engine's
     counters have their own prefix, so at most one is there)."""
-    reads = ", ".join(f"json_extract(s.{col}, '$.\"{n}\"')" for n in names)
+    reads = ", ".join(f"json_extract(s.{col}, {literal('$.' + ident(n))})" for n in names)
     return f"coalesce({reads})::DOUBLE"
 
 
