@@ -336,12 +336,19 @@ def _close(w: JournalWriter, work: PathWork, runner, began: float, detail: str |
                        started_wall=run.start_wall if run and run.start_wall else began,
                        ended_wall=run.end_wall if run and run.end_wall else time.time(),
                        status=status, detail=detail, units_done=done, units_measured=measured,
-                       calls=calls))
+                       calls=calls, wall_s=_mono_seconds(run)))
     except OSError:
         pass                       # the writer's own error, raised by close below
     finally:
         _close_journal(w)
     return PathOutcome(work.path, work.run_id, status, reason, done, measured, calls)
+
+
+def _mono_seconds(run) -> float | None:
+    """How long the segment's scheduler ran, by the monotonic clock (None: it never did)."""
+    if run is None or not run.start_mono:
+        return None
+    return (run.end_mono or time.monotonic()) - run.start_mono
 
 
 def _close_journal(w: JournalWriter) -> None:
@@ -372,7 +379,7 @@ def record_failure(cfg: Config, night: date, work: PathWork, detail: str) -> Non
         w.write(_begin(cfg, night, work, now))
         w.write(RunEnd(run_id=work.run_id, segment=work.segment, started_wall=now,
                        ended_wall=now, status="failed", detail=detail, units_done=0,
-                       units_measured=0, calls=0))
+                       units_measured=0, calls=0, wall_s=0.0))
     except OSError:
         pass
     try:

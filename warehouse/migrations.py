@@ -359,6 +359,11 @@ M023_UNANSWERED = """
 ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS unanswered_s DOUBLE;
 """
 
+M028_SESSION_MONO = """
+ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS identity_lost_after_mono DOUBLE;
+ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS stopped_mono DOUBLE;
+"""
+
 M015_THINKING = """
 -- A thinking model's thinking, kept apart from its answer: the text in texts (by hash; NULL
 -- when the call thought nothing), never quoted into later prompts nor read for a grade; its
@@ -400,6 +405,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m023_unanswered", M023_UNANSWERED),
     ("m015_thinking", M015_THINKING),
     ("m017_experiments", M017_EXPERIMENTS),
+    ("m028_session_mono", M028_SESSION_MONO),
 ]
 
 
