@@ -10,7 +10,7 @@ REAL := $(VENV)/.real-$(HASH)
 # unbounded build starts dozens of compilers on 2 cores) and skip what is not needed.
 LLAMA_ENV := LLAMA_CPP_BUILD_JOBS=2 CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF"
 
-.PHONY: demo test bench clean chromium
+.PHONY: demo test test-fast bench clean chromium
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -43,6 +43,11 @@ chromium:
 
 test: $(REAL) chromium
 	$(BIN)/python -m pytest -q
+
+# The developer's loop: the `fast` subset (tests/conftest.py FAST), every package in a few
+# minutes, without the real llama-server build or Chromium.
+test-fast: $(CORE)
+	$(BIN)/python -m pytest -q -m fast
 
 bench: $(CORE)
 	$(BIN)/python bench/scheduler.py

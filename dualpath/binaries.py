@@ -67,6 +67,25 @@ def listening_pid(host: str, port: int) -> int | None:
     return None
 
 
+def process_argv(pid: int) -> list[str] | None:
+    """The argv `pid` was started with (None: unreadable)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]] or None
+
+
+def process_env(pid: int, names: set[str]) -> dict[str, str]:
+    """Those of `names` set in `pid`'s environment (empty: none, or unreadable)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.decode(errors="replace").partition("=") for item in raw.split(b"\0"))
+    return {k: v for k, _, v in pairs if k in names}
+
+
 def _file_key(path: str) -> tuple:
     st = os.stat(path)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)

@@ -31,7 +31,8 @@ import orjson
 from dualpath.config import Sampling, ServingPath
 from dualpath.finish import check_finish
 from dualpath.records import CallRecord
-from dualpath.sampling import applied_from_request, sampling_body
+from dualpath.engines import engine
+from dualpath.sampling import sampling_body
 from dualpath.retry import TRANSIENT_STATUSES, Backoff, Fault, body_fault, status_fault
 from dualpath.server_numbers import TIMING_FIELDS as _TIMING_FIELDS
 from dualpath.server_numbers import model_changed, note_model
@@ -61,10 +62,7 @@ class ChatRequest:
 
 def schema_body(dialect: str, schema: dict[str, Any]) -> dict[str, Any]:
     """Constrained-output fields for a JSON schema in the server's dialect."""
-    if dialect == "llama.cpp":
-        return {"json_schema": schema}
-    return {"response_format": {"type": "json_schema",
-                                "json_schema": {"name": "answer", "schema": schema}}}
+    return engine(dialect).schema_body(schema)
 
 
 class PathClient:
@@ -115,18 +113,14 @@ class PathClient:
         else taken from the first response that carries one, which must be of the version
         `/version` reported (`build` = `vllm-<version>`)."""
         self.expected_model = model
-        self.expected_fingerprint = build if dialect == "llama.cpp" else None
-        self._fingerprint_of = build if dialect == "vllm" else None
-        if self._fingerprint_of and fingerprint and fingerprint.startswith(build + "-"):
-            self.expected_fingerprint = fingerprint
+        self.expected_fingerprint, self._fingerprint_of = \
+            engine(dialect).fingerprint_pin(build, fingerprint)
 
     def applied_sampling(self) -> dict[str, Any] | None:
-        """The sampling a vLLM server applies, which it never reports: what it is sent
-        (see `dualpath.sampling.applied_from_request`); None for other dialects, whose
-        servers are asked (llama-server's /slots)."""
-        if self.path.dialect != "vllm":
-            return None
-        return applied_from_request(sampling_body("vllm", self.sampling, None))
+        """The sampling a server that never reports it applies (vLLM): what it is sent
+        (see `dualpath.sampling.applied_from_request`); None for other engines, whose
+        servers are asked (llama-server's /slots) or say nothing."""
+        return engine(self.path.dialect).sent_sampling(self.sampling)
 
     def body(self, req: ChatRequest) -> dict[str, Any]:
         """The request body without messages (recorded as `request_json`)."""
@@ -136,8 +130,8 @@ class PathClient:
             body["stream_options"] = {"include_usage": True}
         if req.json_schema is not None:
             body.update(schema_body(self.path.dialect, req.json_schema))
-        if req.id_slot is not None and self.path.dialect == "llama.cpp":
-            body["id_slot"] = req.id_slot
+        if req.id_slot is not None:
+            body.update(engine(self.path.dialect).slot_body(req.id_slot))
         return body
 
     async def chat(self, req: ChatRequest) -> CallRecord:

@@ -12,9 +12,16 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from dualpath import engines
 from dualpath.telemetry.settings import SimPower
 
-Engine = Literal["llama.cpp", "vllm", "openai", "sim"]
+# The registered engines (`dualpath.engines.registry`), and those the simulated server speaks.
+Engine = Literal[engines.names()]
+SimDialect = Literal[engines.simulated_dialects()]
+
+
+def _quoted(names: tuple[str, ...]) -> str:
+    return ", ".join(f"'{n}'" for n in names[:-1]) + f" or '{names[-1]}'"
 
 
 class _Model(BaseModel):
@@ -24,7 +31,7 @@ class _Model(BaseModel):
 class ExpectedIdentity(_Model):
     """What the server behind a path must report; unset fields are not checked.
 
-    Only what the path's engine reports can be pinned (`ENGINE_REPORTS`): a pin the server
+    Only what the path's engine reports can be pinned (`reports`): a pin the server
     can never confirm would fail every night, so it is refused when the config is read."""
 
     model: str | None = Field(None, description="Model alias (/props model_alias, /v1/models id).")
@@ -54,33 +61,17 @@ class ExpectedIdentity(_Model):
                                      "'sampled:').")
 
 
-# What each engine's endpoints report, so what an `expect` pin can be checked against.
-# vLLM reports no slot count, and shows speculative decoding only by the presence of its
-# vllm:spec_decode_* counters (registered only when it is on): neither can be pinned, but a
-# pinned vLLM build (system_fingerprint) covers its speculative config in its config hash.
-_LLAMA_REPORTS = frozenset({"model", "model_path_contains", "slots", "n_ctx_per_slot",
-                            "build", "speculative", "binary_sha256", "model_sha256"})
-ENGINE_REPORTS: dict[str, frozenset[str]] = {
-    "llama.cpp": _LLAMA_REPORTS,
-    "vllm": frozenset({"model", "model_path_contains", "n_ctx_per_slot", "build"}),
-    "openai": frozenset({"model"}),
-    # a simulated server runs no binary of its own and loads no model file
-    "sim:llama.cpp": _LLAMA_REPORTS - {"binary_sha256", "model_sha256"},
-    "sim:vllm": frozenset({"model", "model_path_contains", "n_ctx_per_slot", "build"}),
-}
-_CANNOT_REPORT = {
-    ("vllm", "slots"): "vLLM reports no slot count",
-    ("vllm", "speculative"): "vLLM shows speculative decoding only as vllm:spec_decode_* "
-                             "counters; pin expect.build to its system_fingerprint, whose "
-                             "config hash covers it",
-}
+def reports(engine_key: str) -> frozenset[str]:
+    """The pins a server of `engine_key` (an engine, or `sim:<dialect>`) can confirm."""
+    name, _, dialect = engine_key.partition(":")
+    return engines.reports(name, dialect)
 
 
 def unreportable_pins(engine_key: str, expect: ExpectedIdentity) -> list[str]:
     """Each pin in `expect` the engine cannot report, with why (empty: all checkable)."""
-    allowed = ENGINE_REPORTS[engine_key]
-    base = engine_key.removeprefix("sim:")
-    return [f"expect.{name} ({_CANNOT_REPORT.get((base, name), 'not reported')})"
+    allowed = reports(engine_key)
+    why = engines.engine(engine_key.rpartition(":")[2]).facts.cannot_report
+    return [f"expect.{name} ({why.get(name, 'not reported')})"
             for name in type(expect).model_fields
             if getattr(expect, name) is not None and name not in allowed]
 
@@ -124,7 +115,7 @@ class SimProfile(_Model):
     signal_weight: float = Field(0.35, ge=0, description="How strongly grades follow the hidden signal.")
     night_noise: float = Field(0.8, ge=0, description="Noise shared by all draws of a ticker-night.")
     draw_noise: float = Field(1.0, ge=0, description="Noise of each draw.")
-    dialect: Literal["llama.cpp", "vllm"] = Field(
+    dialect: SimDialect = Field(
         "llama.cpp", description="Which real server the simulated one speaks like: "
         "llama-server (/props, /slots, timings, build in system_fingerprint) or vLLM "
         "(/version, vllm: metrics, 404 for an unknown model, no timings, system_fingerprint "
@@ -198,7 +189,7 @@ class ServingPath(_Model):
     # inf and nan pass every gt/le bound check's spirit but not its letter: refuse them
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    engine: Engine = Field(description="Server software: 'llama.cpp', 'vllm', 'openai' or 'sim'.")
+    engine: Engine = Field(description=f"Server software: {_quoted(engines.names())}.")
     base_url: str | None = Field(
         None, description="http://host:port of the server; for 'sim' leave unset to start one.")
     model: str = Field(description="Model name sent in requests (llama.cpp ignores it; vLLM checks).")
@@ -286,7 +277,12 @@ class ServingPath(_Model):
         most any setting keeps queued: what transports and time-outs are sized for)."""
         if self.queue_depth is not None:
             return self.queue_depth
-        return 1 if self.dialect == "llama.cpp" else 0
+        return engines.engine(self.dialect).facts.default_queue_depth
+
+    def pins_slots(self, prefix_affinity: bool) -> bool:
+        """Whether each unit runs on one slot of its own: prefix affinity, on an engine
+        whose requests can name their slot (llama-server's `id_slot`)."""
+        return prefix_affinity and engines.engine(self.dialect).facts.pins_slots
 
     def queue_depth_for(self, pinned: bool) -> int:
         """Requests kept queued beyond the slots: with prefix affinity (`pinned`), 0 unless
@@ -338,5 +334,5 @@ class ServingPath(_Model):
 
     @property
     def reports_key(self) -> str:
-        """Which row of `ENGINE_REPORTS` says what this path's server can report."""
+        """Whose facts say what this path's server can report (`reports`)."""
         return f"sim:{self.sim.dialect}" if self.engine == "sim" else self.engine

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from dualpath import binaries
 from dualpath.config import ServingPath
+from dualpath.engines import engine
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,23 @@ def _llama_ctx(found: dict, env: dict[str, str]) -> tuple[int | None, int, Deriv
 
 _LLAMA_FLAGS = {"-m", "--model", "-a", "--alias", "-np", "--parallel", "-c", "--ctx-size",
                 "-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified", "--kv-unified-per-slot",
-                "-md", "--model-draft", "--spec-draft-model", "--spec-type", "--port"}
+                "-md", "--model-draft", "--spec-draft-model", "--spec-type", "--port",
+                "-cram", "--cache-ram"}
+# llama-server's RAM prompt cache unless told (common/common.h, cache_ram_mib)
+LLAMA_CACHE_RAM_DEFAULT_MIB = 8192
+
+
+def llama_cache_ram(argv: list[str], env: dict[str, str]) -> Derived:
+    """The MiB llama-server started with `argv` keeps for its RAM prompt cache (0: off)."""
+    found = _flags(argv[1:], {"-cram", "--cache-ram"})
+    flag = _first(found, "-cram", "--cache-ram")
+    if flag and _int(flag[1]) is not None:
+        return Derived(_int(flag[1]), f"{flag[0]} {flag[1]}")
+    if _int(env.get("LLAMA_ARG_CACHE_RAM")) is not None:
+        return Derived(_int(env["LLAMA_ARG_CACHE_RAM"]),
+                       f"LLAMA_ARG_CACHE_RAM={env['LLAMA_ARG_CACHE_RAM']}")
+    return Derived(LLAMA_CACHE_RAM_DEFAULT_MIB,
+                   f"no --cache-ram: llama-server keeps {LLAMA_CACHE_RAM_DEFAULT_MIB} MiB")
 
 
 def llama_server(argv: list[str], env: dict[str, str], base_url: str | None
@@ -198,19 +215,17 @@ def derive(sp: ServingPath) -> tuple[dict[str, Derived], list[str]]:
     """The identity fields `sp.launch` determines, and contradictions within the launch."""
     if not sp.launch:
         return {}, []
-    if sp.engine == "llama.cpp":
-        return llama_server(sp.launch, dict(sp.launch_env), sp.base_url)
-    if sp.engine == "vllm":
-        return vllm(sp.launch, sp.base_url)
-    return {}, []
+    return engine(sp.engine).derive_launch(sp.launch, dict(sp.launch_env), sp.base_url)
 
 
-def launch_warnings(sp: ServingPath) -> list[str]:
-    """What a launch does that is allowed but probably not meant."""
-    if sp.engine == "vllm" and sp.launch and "--host" not in _flags(sp.launch, {"--host"}):
-        return ["the vLLM launch sets no --host, so vLLM listens on every interface: add "
-                "\"--host\", \"127.0.0.1\" (or the address you mean)"]
-    return []
+def launch_warnings(sp: ServingPath, prefix_affinity: bool = True) -> list[str]:
+    """What a launch does that is allowed but probably not meant (`prefix_affinity`: the
+    experiment's, which decides whether units are pinned to the server's slots)."""
+    if not sp.launch:
+        return []
+    eng = engine(sp.engine)
+    return eng.launch_warnings(sp.launch) + eng.pinned_advice(
+        sp.launch, dict(sp.launch_env), sp.pins_slots(prefix_affinity))
 
 
 def pin_disagreements(sp: ServingPath) -> list[str]:

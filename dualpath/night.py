@@ -104,7 +104,7 @@ def path_runner(cfg: Config, night: date, path: str, base_url: str, history: Pri
     sp = cfg.paths[path]
     client = PathClient(path, sp, cfg.sampling, http, run_id_for(cfg.experiment.name, night, path),
                         base_url=base_url, api_key=api_key(cfg, path))
-    pinned = cfg.experiment.prefix_affinity and sp.dialect == "llama.cpp"
+    pinned = sp.pins_slots(cfg.experiment.prefix_affinity)
     return PathRunner(client, pipeline, night, slots=sp.slots, sink=sink, inputs=inputs,
                       queue_depth=sp.queue_depth_for(pinned),
                       units_per_slot=sp.server_units_per_slot,

@@ -242,6 +242,11 @@ class SessionEnd:
     # wall time of the last identity re-read that still matched; set only when a later one
     # did not: calls that ended after it may have come from another server
     identity_lost_after_wall: float | None = None
+    # the same instant and the segment's stop on the monotonic clock of the process that
+    # made the calls: the window compared with the calls' end_mono (a wall clock stepped
+    # back after a swap emptied the wall window)
+    identity_lost_after_mono: float | None = None
+    stopped_mono: float | None = None
     identity_problem: str | None = None
     # the longest stretch, beyond one poll period, in which the server answered no /health
     # poll (stopped, hung or restarting): the run's seconds include it
@@ -261,3 +266,6 @@ class RunEnd:
     units_done: int
     units_measured: int
     calls: int
+    # seconds the segment ran, by the monotonic clock (the wall stamps above only label it:
+    # a stepped wall clock read -3,580 s); None in journals from before it was kept
+    wall_s: float | None = None

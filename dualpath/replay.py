@@ -29,6 +29,7 @@ import pandas as pd
 
 from dualpath.client import ChatRequest, PathClient
 from dualpath.config import Sampling, ServingPath
+from dualpath.engines import engine
 from dualpath.errors import DataError
 from dualpath.records import CallRecord
 
@@ -217,10 +218,7 @@ class _ProbeClient(PathClient):
     """The probe generates exactly `max_tokens` where the engine allows (llama.cpp)."""
 
     def body(self, req: ChatRequest) -> dict:
-        body = super().body(req)
-        if self.path.dialect == "llama.cpp":
-            body.update(ignore_eos=True, cache_prompt=False)
-        return body
+        return {**super().body(req), **engine(self.path.dialect).probe_body()}
 
 
 @dataclass(frozen=True)
@@ -237,7 +235,7 @@ class ProbeResult:
 async def probe(http: httpx.AsyncClient, base_url: str, dialect: str, model: str,
                 long_tokens: int, max_tokens: int, time_scale: float = 1.0) -> ProbeResult:
     """Send the short and the long probe prompt, one at a time, and read their speeds."""
-    sp = ServingPath(engine="vllm" if dialect == "vllm" else "llama.cpp", base_url=base_url,
+    sp = ServingPath(engine=dialect, base_url=base_url,
                      model=model, stream=True, max_attempts=2, backoff_s=0.5)
     client = _ProbeClient("probe", sp, Sampling(temperature=0.0, max_tokens=max_tokens,
                                                 seed_policy="none"), http, "probe")

@@ -18,12 +18,14 @@ from typing import Mapping
 import httpx
 import orjson
 
+from dualpath.engines import overflow_markers
+
 # 408 request timeout, 429 rate limited, 500 server error (llama-server answers 500 for a
 # slot that crashed mid-request), 502/503/504: loading, overloaded, or a proxy in between.
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-# Markers of a prompt longer than the server's context: llama-server's error type, vLLM's text.
-_OVERFLOW_MARKERS = ("exceed_context_size_error", "maximum context length",
-                     "context length exceeded", "context_length_exceeded")
+# Markers of a prompt longer than the server's context, in every engine's error bodies
+# (llama-server's error type, vLLM's text, OpenAI's code).
+_OVERFLOW_MARKERS = overflow_markers()
 _DETAIL_MAX = 500
 
 

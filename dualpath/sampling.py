@@ -29,30 +29,20 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from dualpath.config import Sampling
-
-# llama-server sampler names, in the order vLLM applies them.
-VLLM_ORDER = ("penalties", "temperature", "min_p", "top_k", "top_p")
-
-# Where each dialect streams the thinking (delta) and puts it in a whole message.
-REASONING_FIELDS = {"llama.cpp": "reasoning_content", "vllm": "reasoning"}
+from dualpath.engines import engine
+from dualpath.engines.llama_cpp import VLLM_ORDER
 
 
 def thinking_body(dialect: str, thinking: str) -> dict[str, Any]:
-    """The request fields that switch thinking on or off, identically on both engines."""
-    if dialect not in ("llama.cpp", "vllm"):
-        return {}
-    body: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": thinking == "on"}}
-    if dialect == "llama.cpp":
-        # thinking apart in reasoning_content, in streamed deltas too (also when "off": a
-        # model that thinks anyway must not leak it into the answer)
-        body["reasoning_format"] = "deepseek"
-    else:
-        body["include_reasoning"] = True
-    return body
+    """The request fields that switch thinking on or off, identically on every engine that
+    takes them (`Engine.thinking_body`)."""
+    return engine(dialect).thinking_body(thinking)
 
 
 def sampling_body(dialect: str, s: Sampling, seed: int | None) -> dict[str, Any]:
-    """The sampling fields of a request body in the server's dialect (thinking included)."""
+    """The sampling fields of a request body in the server's dialect (thinking included):
+    OpenAI's, then the engine's own (`Engine.sampling_body`)."""
+    eng = engine(dialect)
     body: dict[str, Any] = {
         "temperature": s.temperature,
         "top_p": s.top_p,
@@ -60,18 +50,8 @@ def sampling_body(dialect: str, s: Sampling, seed: int | None) -> dict[str, Any]
         "frequency_penalty": 0.0,
         "max_tokens": s.max_tokens,
     }
-    if dialect == "llama.cpp":
-        # The penalty window defaults to the last 64 tokens; max_tokens covers the whole
-        # output as vLLM's does (-1 is rejected by current llama-server), at the price of
-        # the prompt's last tokens (see the module docstring). repeat_penalty 1.0: vLLM
-        # applies none by default. The chain in vLLM's order; mirostat and dynamic
-        # temperature, which would replace or reshape it, off whatever the server's flags.
-        body.update(top_k=s.top_k, min_p=s.min_p, repeat_last_n=s.max_tokens,
-                    repeat_penalty=1.0, samplers=list(VLLM_ORDER), mirostat=0,
-                    dynatemp_range=0.0, cache_prompt=True)
-    elif dialect == "vllm":
-        body.update(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
-    body.update(thinking_body(dialect, s.thinking))
+    body.update(eng.sampling_body(s))
+    body.update(eng.thinking_body(s.thinking))
     if seed is not None:
         body["seed"] = seed
     return body
@@ -94,16 +74,33 @@ def applied_from_request(body: dict[str, Any]) -> dict[str, Any]:
 def declared_differences(s: Sampling, dialects: Iterable[str]) -> list[str]:
     """What the engines of these paths cannot be made to do alike with these settings: each
     a sentence naming the parameter and its effect on each engine (empty: none)."""
-    kinds = set(dialects)
+    facts = [engine(d).facts for d in dict.fromkeys(dialects)]
+    with_prompt = [f for f in facts if f.penalty_window == "prompt and output"]
+    output_only = [f.label for f in facts if f.penalty_window == "output"]
     out = []
-    if {"llama.cpp", "vllm"} <= kinds and s.presence_penalty != 0:
+    if with_prompt and output_only and s.presence_penalty != 0:
         out.append(
-            f"presence_penalty {s.presence_penalty:g}: llama-server's penalty window "
+            f"presence_penalty {s.presence_penalty:g}: {with_prompt[0].label}'s penalty window "
             f"(repeat_last_n = max_tokens = {s.max_tokens}) also holds the prompt's last "
-            "tokens, the grade instruction included, until the output fills it; vLLM "
-            "penalises output tokens only. llama-server has no setting that keeps the prompt "
+            f"tokens, the grade instruction included, until the output fills it; "
+            f"{' and '.join(output_only)} penalise{'s' if len(output_only) == 1 else ''} "
+            f"output tokens only. {with_prompt[0].label} has no setting that keeps the prompt "
             "out; presence_penalty = 0 makes both sample alike")
+    out += _order_differences(s, facts)
     return out
+
+
+def _order_differences(s: Sampling, facts) -> list[str]:
+    """Engines whose fixed sampler orders differ cut different distributions where min-p and
+    top-p both act: after min-p's cut, top-p's nucleus is taken over fewer tokens. (The
+    llama.cpp dialect sends its chain in vLLM's order, so those two agree.)"""
+    orders = {f.sampler_order: f.label for f in facts if f.sampler_order is not None}
+    if len(orders) < 2 or s.min_p == 0 or s.top_p >= 1:
+        return []
+    shown = "; ".join(f"{label}: {', '.join(order)}" for order, label in orders.items())
+    return [f"sampler order with min_p {s.min_p:g} and top_p {s.top_p:g}: {shown}; the "
+            "engines cannot be told each other's order, so they sample from different "
+            "distributions; min_p = 0 or top_p = 1 makes both sample alike"]
 
 
 def applied_differences(a: dict, b: dict,
@@ -125,9 +122,6 @@ def config_differences(cfg) -> list[str]:
     out = declared_differences(cfg.sampling, [p.dialect for p in cfg.paths.values()])
     if cfg.sampling.thinking == "on":
         for name, p in cfg.paths.items():
-            if p.dialect == "vllm" and p.launch and "--reasoning-parser" not in " ".join(p.launch):
-                out.append(f"thinking on path {name}: its vLLM launch has no --reasoning-parser, "
-                           "so the thinking arrives inline (<think>…</think>) and dualpath "
-                           "splits it out; its tokens are estimated from characters, not "
-                           "counted by the server")
+            if (caveat := engine(p.dialect).thinking_caveat(name, p)) is not None:
+                out.append(caveat)
     return out

@@ -16,8 +16,10 @@ from pathlib import Path
 import httpx
 
 from dualpath.config import Config
+from dualpath.engines import engine
 from dualpath.errors import DualpathError
 from dualpath.identity import auth_headers, differences, read_identity
+from dualpath.records import ServerIdentity
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> li
         out.append(Check(f"{name}: expect vs launch argv", not clash, "; ".join(clash) or
                          "every pin agrees with what the argv gives (`dualpath doctor "
                          "--launch` checks the running server)", "write the values named"))
+        out += _pinned_advice(cfg, name, None)
     if sp.engine == "sim" and not sp.base_url:
         out.append(Check(f"{name}: server", True, "simulated, started by each night"))
         return out
@@ -64,6 +67,8 @@ async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> li
     diffs = differences(seen, sp.expect)
     out.append(Check(f"{name}: identity", not diffs, "; ".join(diffs) or "matches expect",
                      f"fix the server or [paths.{name}.expect]"))
+    if not sp.launch:
+        out += _pinned_advice(cfg, name, seen)
     if seen.n_ctx_per_slot and largest_prompt:
         need = largest_prompt + cfg.sampling.max_tokens
         out.append(Check(f"{name}: context per slot", seen.n_ctx_per_slot >= need,
@@ -71,6 +76,15 @@ async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> li
                          f"({largest_prompt}) + max_tokens needs {need}",
                          "raise -c (llama-server: n_ctx is split over -np slots)"))
     return out
+
+
+def _pinned_advice(cfg: Config, name: str, seen: ServerIdentity | None) -> list[Check]:
+    """What the path's server does that costs a night whose units are pinned to its slots
+    (llama-server's RAM prompt cache), from its launch argv or its running process."""
+    sp = cfg.paths[name]
+    lines = engine(sp.dialect).pinned_advice(sp.launch, dict(sp.launch_env),
+                                             sp.pins_slots(cfg.experiment.prefix_affinity), seen)
+    return [Check(f"{name}: slots pinned", True, line, note=True) for line in lines]
 
 
 def _warehouse_checks(cfg: Config) -> tuple[list[Check], dict[str, int]]:

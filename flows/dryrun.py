@@ -19,7 +19,8 @@ from dualpath.client import ChatRequest, PathClient, sampling_body
 from dualpath.config import Config
 from dualpath.errors import DualpathError
 from dualpath.grades import GRADE_INSTRUCTION, GRADE_SCHEMA, parse_grade
-from dualpath.identity import auth_headers, differences, effective_sampling, read_identity
+from dualpath.engines import engine
+from dualpath.identity import auth_headers, differences, read_identity
 from dualpath.launcher import prepare_launches
 from dualpath.records import CallRecord, ServerIdentity
 from flows.connect import connect
@@ -63,14 +64,14 @@ def _differs(sent, applied) -> bool:
 
 async def _sampling_check(name: str, dialect: str, http: httpx.AsyncClient, url: str,
                           sent: dict) -> Check:
-    if dialect != "llama.cpp":
+    if not engine(dialect).facts.reports_applied_sampling:
         return Check(f"{name}: sampling applied", True, f"{dialect} does not report the "
                      "sampling it applied; sent " + ", ".join(
                          f"{k}={v}" for k, v in sent.items() if k != "max_tokens"))
     # llama-server answers /slots through its task queue: on a busy CPU one read can time
     # out, which is not "/slots is off" (seen under load); read it up to three times
     for _ in range(3):
-        if (applied := await effective_sampling(http, url)) is not None:
+        if (applied := await engine(dialect).applied_sampling(http, url, None)) is not None:
             break
         await asyncio.sleep(1.0)
     if applied is None:
@@ -87,7 +88,7 @@ def _identity_checks(cfg: Config, name: str, seen: ServerIdentity) -> list[Check
     sp = cfg.paths[name]
     diffs = differences(seen, sp.expect)
     files = (f"; binary_sha256 = \"{seen.binary_sha256}\""
-             if seen.binary_sha256 and sp.engine == "llama.cpp" else "")
+             if seen.binary_sha256 and "binary_sha256" in engine(sp.engine).facts.reports else "")
     # a field the engine does not report (vLLM: no slot count) reads as such, not "None"
     shown = ", ".join(f"{k} {'not reported' if v is None else v}" for k, v in (
         ("model", seen.model), ("build", seen.build), ("slots", seen.slots),

@@ -197,7 +197,7 @@ def chat_transport(cfg: Config, path: str, headers: dict[str, str]) -> AiohttpTr
     """The path's chat calls: one aiohttp pool sized to what the path keeps in flight, so
     every call finds a kept-alive connection (`dualpath.transport` says why aiohttp)."""
     sp = cfg.paths[path]
-    pinned = cfg.experiment.prefix_affinity and sp.dialect == "llama.cpp"
+    pinned = sp.pins_slots(cfg.experiment.prefix_affinity)
     # at most this many calls are in flight (dualpath.slots): pinned, each slot takes its
     # own call and `queue_depth` more of its unit's
     in_flight = sp.slots * (1 + sp.server_queue_depth) if pinned else \
@@ -340,12 +340,19 @@ def _close(w: JournalWriter, work: PathWork, runner, began: float, detail: str |
                        started_wall=run.start_wall if run and run.start_wall else began,
                        ended_wall=run.end_wall if run and run.end_wall else time.time(),
                        status=status, detail=detail, units_done=done, units_measured=measured,
-                       calls=calls))
+                       calls=calls, wall_s=_mono_seconds(run)))
     except OSError:
         pass                       # the writer's own error, raised by close below
     finally:
         _close_journal(w)
     return PathOutcome(work.path, work.run_id, status, reason, done, measured, calls)
+
+
+def _mono_seconds(run) -> float | None:
+    """How long the segment's scheduler ran, by the monotonic clock (None: it never did)."""
+    if run is None or not run.start_mono:
+        return None
+    return (run.end_mono or time.monotonic()) - run.start_mono
 
 
 def _close_journal(w: JournalWriter) -> None:
@@ -376,7 +383,7 @@ def record_failure(cfg: Config, night: date, work: PathWork, detail: str) -> Non
         w.write(_begin(cfg, night, work, now))
         w.write(RunEnd(run_id=work.run_id, segment=work.segment, started_wall=now,
                        ended_wall=now, status="failed", detail=detail, units_done=0,
-                       units_measured=0, calls=0))
+                       units_measured=0, calls=0, wall_s=0.0))
     except OSError:
         pass
     try:

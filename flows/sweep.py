@@ -29,6 +29,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from dualpath.config import Config, ExpectedIdentity, dump_toml, load_config
+from dualpath.engines import engine
 from dualpath.errors import ServerStartError, UserError
 from dualpath.identity import differences, read_identity, read_metrics
 from dualpath.launcher import LaunchedServer, expand_argv, gpu_state, log_tail, redact_env
@@ -43,13 +44,6 @@ log = logging.getLogger(__name__)
 
 OOM = re.compile(r"out of memory|insufficient memory|failed to allocate|cudaMalloc|hipMalloc|"
                  r"ErrorOutOfDeviceMemory|\bOOM\b|unable to allocate", re.IGNORECASE)
-_COUNTERS = {"prompt_tokens": ("llamacpp:prompt_tokens_total", "vllm:prompt_tokens_total"),
-             "predicted_tokens": ("llamacpp:tokens_predicted_total",
-                                  "vllm:generation_tokens_total"),
-             "prompt_seconds": ("llamacpp:prompt_seconds_total",),
-             "predicted_seconds": ("llamacpp:tokens_predicted_seconds_total",)}
-
-
 @dataclass(frozen=True)
 class SweepContext:
     """What every point of one sweep shares."""
@@ -68,20 +62,12 @@ def free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def counter_deltas(before: dict | None, after: dict | None) -> dict[str, float]:
-    """The server's own counters over the replay (empty when it has no /metrics)."""
-    out = {}
-    for name, keys in _COUNTERS.items():
-        for k in keys:
-            if before and after and k in before and k in after:
-                out[name] = after[k] - before[k]
-                break
-    cached = "vllm:prompt_tokens_cached_total"
-    if "prompt_tokens" in out and before and after and cached in before and cached in after:
-        # vLLM's prompt_tokens_total counts cache hits too (vllm/v1/metrics/loggers.py, 0.33):
-        # the prefill it did is the rest; llama-server's counter is prefill already
-        out["prompt_tokens"] -= after[cached] - before[cached]
-    return out
+def counter_deltas(before: dict | None, after: dict | None,
+                   dialect: str) -> dict[str, float]:
+    """The server's own counters over the replay (empty when it has no /metrics): its
+    prefill (`prompt_tokens`), decode, and the busy seconds of its slots where its counters
+    give them (`dualpath.engines.catalog.EngineFacts.slot_seconds`)."""
+    return engine(dialect).counter_deltas(before, after, slot_seconds_only=True)
 
 
 def _argv(ctx: SweepContext, point: Point, port: int) -> list[str]:
@@ -136,7 +122,7 @@ async def measure_point(ctx: SweepContext, point: Point, repeat: int,
 async def _on_server(ctx: SweepContext, point: Point, row: dict,
                      url: str) -> tuple[dict, pd.DataFrame]:
     sp = ctx.cfg.paths[ctx.spec.path]
-    dialect = "vllm" if sp.dialect == "vllm" else "llama.cpp"
+    dialect = sp.dialect
     async with httpx.AsyncClient(timeout=10.0) as http:
         ident = await read_identity(http, url, dialect)
         row.update(model=ident.model, build=ident.build,
@@ -144,8 +130,9 @@ async def _on_server(ctx: SweepContext, point: Point, row: dict,
                        "model", "model_path", "slots", "n_ctx_per_slot", "build",
                        "speculative")}).decode())
         expect = ctx.spec.expect.model_copy(update={"slots": point.slots})
-        diffs = differences(ident, expect if dialect == "llama.cpp" else
-                            ExpectedIdentity(**{**expect.model_dump(), "slots": None}))
+        if "slots" not in engine(dialect).facts.reports:     # vLLM: no slot count to check
+            expect = ExpectedIdentity(**{**expect.model_dump(), "slots": None})
+        diffs = differences(ident, expect)
         if diffs:
             return _failed(row, "identity mismatch", "; ".join(diffs)), pd.DataFrame()
         before = await read_metrics(http, url)
@@ -166,7 +153,7 @@ async def _on_server(ctx: SweepContext, point: Point, row: dict,
 
 def _replayed(ctx: SweepContext, row: dict, result, before, after, pr) -> tuple[dict, pd.DataFrame]:
     calls = _calls_frame(row, result.records, ctx.frame)
-    counters = counter_deltas(before, after)
+    counters = counter_deltas(before, after, ctx.cfg.paths[ctx.spec.path].dialect)
     judged = calls.assign(ok=calls["error_kind"].isna() & calls["contaminated"].isna()) \
         if len(calls) else calls.assign(ok=pd.Series(dtype=bool))
     row.update(point_metrics(judged, wall_s=result.wall_s, counters=counters,

@@ -30,8 +30,8 @@ import orjson
 from dualpath.client import PathClient
 from dualpath.config import Config
 from dualpath.errors import DualpathError
-from dualpath.identity import (busy_slots, effective_sampling, identity_drift, read_identity,
-                               read_metrics)
+from dualpath.engines import engine
+from dualpath.identity import busy_slots, identity_drift, read_identity, read_metrics
 from dualpath.records import ServerIdentity, SessionEnd
 from flows.connect import Endpoint
 
@@ -42,8 +42,9 @@ class _State:
     def __init__(self) -> None:
         self.polls = self.excess_polls = self.max_excess = self.previous = 0
         self.identity_checks = 0
-        self.last_good_wall = time.time()
+        self.last_good_wall, self.last_good_mono = time.time(), time.monotonic()
         self.lost_after: float | None = None
+        self.lost_after_mono: float | None = None
         self.problem: str | None = None
         self.last_metrics: dict[str, float] | None = None
         self.restarts = 0
@@ -138,10 +139,11 @@ async def _check_identity(http, url: str, dialect: str, before: ServerIdentity,
     st.identity_checks += 1
     if problem is None:
         if st.problem is None:
-            st.last_good_wall = time.time()
+            st.last_good_wall, st.last_good_mono = time.time(), time.monotonic()
         return
     if st.problem is None:
         st.problem, st.lost_after = problem, st.last_good_wall
+        st.lost_after_mono = st.last_good_mono
         client.identity_problem = problem
         log.error("path %s: %s", client.name, problem)
 
@@ -188,10 +190,10 @@ async def watch_server(cfg: Config, work, ep: Endpoint, ident: ServerIdentity,
         if st.restarts:       # kept beside the counters they invalidate
             after = {**(after or {}), RESTARTS_KEY: float(st.restarts),
                      FIRST_RESTART_KEY: st.first_restart_wall}
-        applied = (await _quiet(effective_sampling(http, url)) if dialect == "llama.cpp"
-                   else client.applied_sampling())
+        applied = await _quiet(engine(dialect).applied_sampling(http, url, client.sampling))
         journal.write(SessionEnd(
             session_id=f"{work.run_id}#{work.segment}", stopped_wall=time.time(),
+            stopped_mono=time.monotonic(), identity_lost_after_mono=st.lost_after_mono,
             metrics_before_json=_dumps(before), metrics_after_json=_dumps(after),
             effective_sampling_json=_dumps(applied), load_polls=st.polls,
             external_load_polls=st.excess_polls, external_load_max=st.max_excess,

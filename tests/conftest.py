@@ -53,6 +53,28 @@ def gemma(tmp_path_factory) -> str:
     return gemma_model(tmp_path_factory.mktemp("models"))
 
 
+# The developer's loop (`make test-fast`, marker `fast`): whole files, or single tests as
+# file::name, that between them reach every package (dualpath, flows, warehouse, evals,
+# viewer) in a few minutes; `make test` runs everything.
+FAST = {
+    "test_evals.py", "test_stats.py", "test_grades.py", "test_calendar.py",      # evals, core
+    "test_engines.py", "test_layers.py", "test_sampling.py", "test_prompt_parts.py",
+    "test_quoting.py", "test_dictionary.py",                                      # warehouse
+    "test_glance.py::test_metrics_opens_with_the_headline_whole_at_100_columns",  # the CLI
+    "test_sweep.py::test_point_metrics_hand_worked",                              # flows
+    "test_sweep.py::test_knee_is_the_fewest_slots_within_the_share_and_tentative_is_never_best",
+    "test_doctor.py::test_the_demo_market_prices_pass_whatever_todays_date",
+    "test_ui.py::test_pages_are_read_only_and_refuse_scripts",                    # viewer
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        name = item.path.name
+        if name in FAST or f"{name}::{getattr(item, 'originalname', item.name)}" in FAST:
+            item.add_marker(pytest.mark.fast)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CI=true a real-server test that skips is a failure: CI has the build, and a

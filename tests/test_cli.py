@@ -4,10 +4,13 @@ import subprocess
 import sys
 
 
+from tests.cli_run import run_cli
 from tests.helpers import make_project
 
 
 def dualpath(*args, cwd=None):
+    if cwd is None:                      # in process: the CLI's imports paid once, not per call
+        return run_cli(*args)
     return subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=120)
 
@@ -17,6 +20,13 @@ def assert_user_error(r, needle):
     out = r.stdout + r.stderr
     assert needle in out, out
     assert "Traceback" not in out
+
+
+def test_a_user_error_in_its_own_process_is_one_line_without_a_traceback():
+    """The helper runs the CLI in process; this spawns it as a shell does (exit code, stderr)."""
+    r = subprocess.run([sys.executable, "-m", "dualpath", "runs", "--config", "nope.toml"],
+                       capture_output=True, text=True, timeout=120)
+    assert_user_error(r, "not found; create one with `dualpath init`")
 
 
 def test_missing_config():

@@ -4,13 +4,12 @@ and a path whose answers carry no grade is named and fails it."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
+
+from tests.cli_run import run_cli
 
 
 def dualpath(*args):
-    return subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
-                          text=True, timeout=300)
+    return run_cli(*args)      # in process: the CLI's imports paid once, not per call
 
 
 def test_rehearsal_of_the_demo_passes_and_shows_the_vllm_fingerprint(tmp_path):

@@ -6,12 +6,12 @@ report's Markdown are compared whole; a renamed or dropped column fails here."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
+from tests.cli_run import run_cli
 from tests.seeded import seed_warehouse
 
 HEADLINE = """\
@@ -100,12 +100,8 @@ def seeded(tmp_path):
     return cfg_path
 
 
-def dualpath(*args, columns: int | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    if columns:
-        env["COLUMNS"] = str(columns)
-    r = subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
-                       text=True, timeout=300, env=env)
+def dualpath(*args, columns: int | None = None):
+    r = run_cli(*args, columns=columns)          # in process: the same output, no spawn
     assert r.returncode == 0, r.stdout + r.stderr
     return r
 

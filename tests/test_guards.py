@@ -168,11 +168,9 @@ def test_counters_going_down_mean_a_restart():
 def test_a_planted_key_is_sent_but_never_stored_or_printed(tmp_path, monkeypatch):
     """The key travels in the Authorization header only: not in the journal, any warehouse
     column, or what the CLI prints."""
-    import subprocess
-    import sys
-
     from dualpath.config import load_config
     from dualpath.sim.proxy import FaultProxy
+    from tests.cli_run import run_cli
 
     key = "sk-planted-7c1e9a42"
     monkeypatch.setenv("DUALPATH_TEST_PLANTED_KEY", key)
@@ -198,6 +196,5 @@ def test_a_planted_key_is_sent_but_never_stored_or_printed(tmp_path, monkeypatch
             "SELECT count(*) FROM texts WHERE text LIKE ?", [f"%{key}%"]).fetchone()[0] else []
     assert hits == []
     for args in (["sql", "SELECT * FROM server_sessions"], ["runs", "--evidence"]):
-        r = subprocess.run([sys.executable, "-m", "dualpath", *args, "-c", str(cfg_path),
-                            "-f", "csv"], capture_output=True, text=True, timeout=120)
+        r = run_cli(*args, "-c", str(cfg_path), "-f", "csv")     # in process, as `dualpath` runs
         assert r.returncode == 0 and key not in r.stdout + r.stderr, r.stderr

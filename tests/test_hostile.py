@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from dualpath.config import dump_toml, load_config, parse_config, read_universe
 from dualpath.errors import ConfigError, DataError, UserError
 from dualpath.grades import parse_grade
+from tests.cli_run import run_cli
 from tests.helpers import make_project
 
 MAX_MESSAGE = 4000       # a message a person reads, not a dump of the input
@@ -30,6 +31,8 @@ def minimal(**paths_over) -> dict:
 
 
 def dualpath(*args, cwd=None, env=None):
+    if cwd is None and env is None:      # in process: the CLI's imports paid once, not per call
+        return run_cli(*args)
     return subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=120, env=env)
 

@@ -25,6 +25,7 @@ import pytest
 from dualpath.config import ExpectedIdentity, ServingPath, load_config, parse_config
 from dualpath.errors import ConfigError
 from dualpath.identity import differences, identity_drift, read_identity, vllm_speculative
+from tests.cli_run import run_cli
 from dualpath.launch_args import llama_server, pin_disagreements, vllm
 from dualpath.records import ServerIdentity
 
@@ -33,8 +34,7 @@ EXAMPLE = ROOT / "deploy" / "dualpath.example.toml"
 
 
 def dualpath(*args):
-    return subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
-                          text=True, timeout=120)
+    return run_cli(*args)          # in process: the same output as `python -m dualpath`
 
 
 def example_with_models(tmp_path: Path) -> Path:

@@ -72,3 +72,50 @@ def test_a_duckdb_import_outside_warehouse_fails(tmp_path, module, caught):
     assert bool(violations(tmp_path, layer)) is caught
     if caught:
         assert violations(tmp_path, layer) == [f"{module} imports ['duckdb']"]
+
+
+# What differs by serving engine is asked of `dualpath.engines` (one module per engine): a
+# comparison with an engine's name anywhere else is a branch the next engine silently misses.
+ENGINE_NAMES = {"llama.cpp", "vllm", "sglang"}
+ENGINE_HOMES = ("dualpath/engines/", "dualpath/sim/")
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.value for n in ast.walk(node)
+            if isinstance(n, ast.Constant) and n.value in ENGINE_NAMES}
+
+
+def engine_comparisons(root: Path) -> list[str]:
+    """Each `==`/`!=`/`in` with an engine's name, or a dict keyed by one, outside the
+    engines' homes (file:line name)."""
+    out = []
+    for package in ("dualpath", "flows", "warehouse", "evals", "viewer"):
+        for f in sorted((root / package).rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            if rel.startswith(ENGINE_HOMES):
+                continue
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, ast.Compare):
+                    hit = _names_in(node)
+                elif isinstance(node, ast.Dict):
+                    hit = set().union(*(_names_in(k) for k in node.keys if k is not None))
+                else:
+                    continue
+                out += [f"{rel}:{node.lineno} {name}" for name in sorted(hit)]
+    return out
+
+
+def test_engine_names_are_compared_only_in_the_engines_homes():
+    assert engine_comparisons(ROOT) == []
+
+
+@pytest.mark.parametrize("code", ['ok = path.dialect == "llama.cpp"\n',
+                                  'ok = dialect in ("vllm", "openai")\n',
+                                  'FIELDS = {"sglang": "reasoning"}\n'])
+def test_an_engine_name_compared_outside_its_home_fails(tmp_path, code):
+    """The rule can fail: each shape of an engine branch, written in flows/, is reported;
+    the same line in dualpath/engines/ is not."""
+    for where in ("flows/x.py", "dualpath/engines/x.py"):
+        (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / where).write_text(code)
+    assert [hit.split(":")[0] for hit in engine_comparisons(tmp_path)] == ["flows/x.py"]

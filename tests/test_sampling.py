@@ -119,3 +119,26 @@ def test_check_runs_and_the_drafted_plan_name_the_declared_difference(tmp_path):
     assert f"# declared difference: {declared}\n" in plan.read_text()
     from dualpath.prereg import load_plan
     assert load_plan(plan).experiment == cfg.experiment.name     # the comments are only that
+
+
+def test_engines_with_different_fixed_sampler_orders_are_declared(monkeypatch):
+    """An engine whose order cannot be set apart from another's (min-p before or after
+    top-p) is a declared difference where both samplers act; none where one is off."""
+    from dataclasses import replace
+
+    from dualpath.engines import registry
+    from dualpath.engines.openai import OpenAI
+
+    other = OpenAI()
+    other.facts = replace(other.facts, name="other", label="Other",
+                          sampler_order=("penalties", "temperature", "top_k", "top_p", "min_p"))
+    monkeypatch.setitem(registry._MODULES, "other", "openai")
+    monkeypatch.setitem(registry._LOADED, "other", other)
+    s = Sampling(min_p=0.05, top_p=0.95, presence_penalty=0.0)
+    [d] = declared_differences(s, ["vllm", "other"])
+    assert d == ("sampler order with min_p 0.05 and top_p 0.95: vLLM: penalties, temperature, "
+                 "min_p, top_k, top_p; Other: penalties, temperature, top_k, top_p, min_p; the "
+                 "engines cannot be told each other's order, so they sample from different "
+                 "distributions; min_p = 0 or top_p = 1 makes both sample alike")
+    assert declared_differences(Sampling(min_p=0.0, top_p=0.95), ["vllm", "other"]) == []
+    assert declared_differences(s, ["vllm", "llama.cpp"]) == []     # llama.cpp sends vLLM's

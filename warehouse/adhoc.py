@@ -14,6 +14,7 @@ from warehouse.db import bounded_query, reader, table_names
 from warehouse.dictionary import dictionary
 from warehouse.migrations import migrate
 from warehouse.queries import sql
+from warehouse.quoting import ident, literal
 
 
 def user_sql(path: Path, query: str, timeout_s: float = 60.0) -> pd.DataFrame:
@@ -64,5 +65,5 @@ def export_tables(path: Path, out: Path, fmt: str) -> int:
         names = table_names(con)
         for name in names:
             target = (out / f"{name}.{fmt}").resolve()
-            con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{target}' {opts}")
+            con.execute(f"COPY (SELECT * FROM {ident(name)}) TO {literal(target)} {opts}")
     return len(names)

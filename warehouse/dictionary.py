@@ -97,6 +97,9 @@ _SESSION = {
     "external_load_polls": "count — polls that saw them", "load_polls": "count",
     "identity_checks": "count — identity re-reads during the run",
     "identity_lost_after_wall": f"{WALL} — last good re-read before a change (NULL: none)",
+    "identity_lost_after_mono": f"{MONO} — the same instant: the window compared with the "
+                                "calls' end_mono (NULL: none, or a journal from before m028)",
+    "stopped_mono": f"{MONO} — when the segment stopped (NULL: before m028)",
     "identity_problem": "text — what changed",
     "host": "host name of the machine that scored the segment (NULL: before m011)",
     "worker": "Prefect worker that scored it on the path's work pool (NULL: the flow's own "

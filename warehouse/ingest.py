@@ -64,14 +64,21 @@ def _ts(wall: float | None) -> datetime | None:
     return None if wall is None else datetime.fromtimestamp(wall, tz=timezone.utc)
 
 
+def _wall_s(end: dict, begin: dict) -> float:
+    """A segment's seconds: by the monotonic clock where the journal kept them, else (older
+    journals) the difference of its wall stamps."""
+    if end.get("wall_s") is not None:
+        return end["wall_s"]
+    return end["ended_wall"] - end.get("started_wall", begin["started_wall"])
+
+
 def _segments(jc: JournalContents, run_id: str) -> pd.DataFrame:
     rows = []
     for b in jc.begins:
         end = next((e for e in jc.ends if e.get("segment") == b["segment"]), None)
         rows.append({"run_id": run_id, "segment": b["segment"], "started_wall": b["started_wall"],
                      "ended_wall": end and end["ended_wall"],
-                     "wall_s": end and end["ended_wall"] - end.get("started_wall",
-                                                                    b["started_wall"]),
+                     "wall_s": end and _wall_s(end, b),
                      "units_done": end and end["units_done"], "calls": end and end["calls"],
                      "units_measured": end and end.get("units_measured"),
                      "detail": end and end.get("detail"),

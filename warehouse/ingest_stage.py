@@ -63,10 +63,11 @@ def stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents])
     for jc in contents:
         # the identity watcher found another server: calls since its last good check are
         # suspect, though each looked right when it arrived
-        for (lo, hi), problem in jc.identity_lost_windows():
+        for (lo, hi), problem, clock in jc.identity_lost_windows():
+            end = f"end_{clock}"           # end_mono or end_wall: both columns of calls
             for table in ("stage_calls", "calls"):   # calls stored by a mid-night ingest too
                 con.execute(f"UPDATE {table} SET contaminated = ? WHERE run_id = ? AND "
-                            "contaminated IS NULL AND end_wall > ? AND end_wall <= ?",
+                            f"contaminated IS NULL AND {end} > ? AND {end} <= ?",
                             [problem, jc.begins[-1]["run_id"], lo, hi])
 
 

@@ -38,9 +38,10 @@ class JournalContents:
         results = {(u["ticker"], u["draw"], u["unit_attempt"]): dict(u) for u in self.units}
         for u in results.values():
             u["outcome"] = unit_outcome(u)
-        for (lo, hi), problem in self.identity_lost_windows():
+        for (lo, hi), problem, clock in self.identity_lost_windows():
             for u in results.values():
-                if u["outcome"] in MEASURED and lo < u["end_wall"] <= hi:
+                end = u.get(f"end_{clock}")
+                if u["outcome"] in MEASURED and end is not None and lo < end <= hi:
                     u["outcome"], u["grade"] = "contaminated", None
                     u["failure_detail"] = problem
         if not running:
@@ -53,13 +54,19 @@ class JournalContents:
                                                       "stopped or crashed)"}
         return list(results.values())
 
-    def identity_lost_windows(self) -> list[tuple[tuple[float, float], str]]:
-        """(after, until) wall windows in which responses may be from another server."""
+    def identity_lost_windows(self) -> list[tuple[tuple[float, float], str, str]]:
+        """((after, until), why, clock) windows in which responses may be from another
+        server: on the monotonic clock ("mono", compared with end_mono) where the session
+        kept it, else (older journals) the wall clock ("wall")."""
         out = []
         for s in self.sessions:
-            if s.get("identity_lost_after_wall") is not None:
+            why = s.get("identity_problem") or "server identity changed"
+            if s.get("identity_lost_after_mono") is not None:
+                out.append(((s["identity_lost_after_mono"], s.get("stopped_mono") or 1e18),
+                            why, "mono"))
+            elif s.get("identity_lost_after_wall") is not None:
                 out.append(((s["identity_lost_after_wall"], s.get("stopped_wall") or 1e18),
-                            s.get("identity_problem") or "server identity changed"))
+                            why, "wall"))
         return out
 
     def final_units(self, running: bool = False) -> dict[tuple[str, int], dict]:

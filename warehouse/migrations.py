@@ -366,6 +366,11 @@ M025_UNTRUSTED = """
 ALTER TABLE calls ADD COLUMN IF NOT EXISTS untrusted VARCHAR;
 """
 
+M028_SESSION_MONO = """
+ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS identity_lost_after_mono DOUBLE;
+ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS stopped_mono DOUBLE;
+"""
+
 M015_THINKING = """
 -- A thinking model's thinking, kept apart from its answer: the text in texts (by hash; NULL
 -- when the call thought nothing), never quoted into later prompts nor read for a grade; its
@@ -409,6 +414,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m017_experiments", M017_EXPERIMENTS),
     ("m025_untrusted", M025_UNTRUSTED),
     ("m026_energy", M026_ENERGY),
+    ("m028_session_mono", M028_SESSION_MONO),
 ]
 
 

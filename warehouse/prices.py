@@ -33,6 +33,7 @@ from warehouse.db import has_table, transaction
 from warehouse.freshness import Freshness, coverage, freshness  # noqa: F401  (re-exported)
 from warehouse.price_checks import (MAX_ABS_LOG_RETURN, TARGETS, gaps, move_warnings,  # noqa: F401
                                     moves, off_session)
+from warehouse.quoting import ident
 
 REQUIRED = ("ticker", "date", "adj_close")
 SHOWN = 5                                        # examples per message
@@ -97,7 +98,7 @@ def read_prices_file(path: Path, columns: dict[str, str] | None = None,
         rel = con.execute(sql, [str(source)])
         names = [d[0] for d in rel.description]
         if parquet:     # typed columns to text, so one validation reads both formats
-            cast = ", ".join(f'CAST("{n}" AS VARCHAR) AS "{n}"' for n in names)
+            cast = ", ".join(f"CAST({ident(n)} AS VARCHAR) AS {ident(n)}" for n in names)
             rel = con.execute(f"SELECT {cast} FROM read_parquet(?)", [str(path)])
         raw = rel.df()
         if not parquet:

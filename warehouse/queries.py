@@ -5,8 +5,10 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from dualpath.engines import cached_counter_names, counter_names
 from warehouse.disturbed import DISTURBED
 from warehouse.energy import ENERGY_BY_RUN
+from warehouse.quoting import ident, literal
 
 RUN_SUMMARY = """
 WITH u AS (
@@ -113,6 +115,31 @@ def suspect_runs(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
     }
 
 
+def _read_counter(col: str, names: tuple[str, ...]) -> str:
+    """SQL: the first of these /metrics counters a session's reading holds (each engine's
+    counters have their own prefix, so at most one is there)."""
+    reads = ", ".join(f"json_extract(s.{col}, {literal('$.' + ident(n))})" for n in names)
+    return f"coalesce({reads})::DOUBLE"
+
+
+def _delta(names: tuple[str, ...]) -> str:
+    """SQL: a counter's growth over the session (after - before)."""
+    return f"({_read_counter('metrics_after_json', names)} - " \
+           f"{_read_counter('metrics_before_json', names)})"
+
+
+def _counter_delta(meaning: str) -> str:
+    """SQL: the growth of whichever registered engine's counter has this meaning
+    (`dualpath.engines.COUNTER_MEANINGS`)."""
+    return _delta(counter_names(meaning))
+
+
+def _cached_delta() -> str:
+    """SQL: the cache hits to take from an engine's prompt counter that counts them too
+    (vLLM's prompt_tokens_total; llama-server's counts prefill only): 0 where none."""
+    return f"coalesce({_delta(cached_counter_names())}, 0)"
+
+
 def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Per session (with its night and run): what the calls say the server did vs the
     server's own /metrics counters, in tokens and in seconds, the server's aggregate rates,
@@ -132,22 +159,9 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     counters go down; `dualpath:restarts` in metrics_after_json) has counters that cover
     only part of it: its server columns are left empty, `comparable` is false and `note`
     says why, instead of comparing reset counters with the whole session's calls."""
-    def _counter_delta(name_llama: str, name_vllm: str) -> str:
-        """SQL: the server counter's growth over the session (after - before)."""
-        def read(col: str) -> str:
-            return (f"coalesce(json_extract(s.{col}, '$.\"llamacpp:{name_llama}\"'), "
-                    f"json_extract(s.{col}, '$.\"vllm:{name_vllm}\"'))::DOUBLE")
-        return f"({read('metrics_after_json')} - {read('metrics_before_json')})"
-
-    # vLLM's prompt_tokens_total counts cache hits too; its prefill is the rest
-    key = "'$.\"vllm:prompt_tokens_cached_total\"'"
-    cached = (f"coalesce(json_extract(s.metrics_after_json, {key})::DOUBLE"
-              f" - json_extract(s.metrics_before_json, {key})::DOUBLE, 0)")
-    prompt, predicted = (f"({_counter_delta('prompt_tokens_total', 'prompt_tokens_total')} - {cached})",
-                         _counter_delta("tokens_predicted_total", "generation_tokens_total"))
-    prompt_s = _counter_delta("prompt_seconds_total", "request_prefill_time_seconds_sum")
-    predicted_s = _counter_delta("tokens_predicted_seconds_total",
-                                 "request_decode_time_seconds_sum")
+    prompt = f"({_counter_delta('prompt_tokens')} - {_cached_delta()})"
+    predicted = _counter_delta("predicted_tokens")
+    prompt_s, predicted_s = _counter_delta("prompt_seconds"), _counter_delta("predicted_seconds")
     ok = "s.restarts = 0 AND NOT coalesce(s.went_down, false)"
     return con.execute(f"""
         WITH c AS (

@@ -27,6 +27,7 @@ from dualpath.errors import DataError
 from warehouse.ingest import IngestStats, ingest_journals
 from warehouse.journal import iter_lines
 from warehouse.plans import freeze_log, restore_freezes
+from warehouse.quoting import ident, literal
 
 # rows that come from journals: replaced by a repair, rebuilt by a rebuild
 FROM_JOURNALS = ("runs", "run_segments", "server_sessions", "calls", "units", "texts",
@@ -189,7 +190,7 @@ def _copy_from_old(con: duckdb.DuckDBPyConnection, old: Path) -> tuple[list[str]
         "AND NOT temporary").fetchall()]
     keep = [t for t in mine if t not in FROM_JOURNALS and t != "schema_migrations"]
     try:
-        con.execute(f"ATTACH '{old}' AS old (READ_ONLY)")
+        con.execute(f"ATTACH {literal(old)} AS old (READ_ONLY)")
     except duckdb.Error:
         return [], keep
     copied, lost = [], []
@@ -201,8 +202,8 @@ def _copy_from_old(con: duckdb.DuckDBPyConnection, old: Path) -> tuple[list[str]
                     "AND table_name = ?", [t]).fetchall()]
                 if not cols:
                     continue
-                names = ", ".join(f'"{c}"' for c in cols)
-                con.execute(f'INSERT INTO "{t}" ({names}) SELECT {names} FROM old."{t}"')
+                names = ", ".join(ident(c) for c in cols)
+                con.execute(f"INSERT INTO {ident(t)} ({names}) SELECT {names} FROM old.{ident(t)}")
                 copied.append(t)
             except duckdb.Error:
                 lost.append(t)

@@ -21,6 +21,7 @@ from dualpath.errors import DataError, UserError
 from dualpath.replay import REPLAY_COLUMNS, check_replay_set, dag_stages, replay_hash
 from warehouse.db import transaction
 from warehouse.prompts import prompt_texts
+from warehouse.quoting import literal
 
 FINAL_STATUSES = ("ready", "failed to start")
 
@@ -99,8 +100,8 @@ def write_replay_set(frame: pd.DataFrame, out: Path) -> str:
     out.parent.mkdir(parents=True, exist_ok=True)
     with duckdb.connect() as con:
         con.register("frozen", frame)
-        con.execute(f"COPY frozen TO '{_sql_path(out)}' (FORMAT parquet, "
-                    f"KV_METADATA {{replay_hash: '{h}'}})")
+        con.execute(f"COPY frozen TO {literal(out)} (FORMAT parquet, "
+                    f"KV_METADATA {{replay_hash: {literal(h)}}})")
     return h
 
 
@@ -110,9 +111,9 @@ def read_replay_set(path: Path) -> tuple[pd.DataFrame, str]:
         raise UserError(f"replay set {path} not found; make one with `dualpath freeze`")
     with duckdb.connect() as con:
         try:
-            frame = con.execute(f"SELECT * FROM read_parquet('{_sql_path(path)}')").df()
+            frame = con.execute(f"SELECT * FROM read_parquet({literal(path)})").df()
             meta = dict(con.execute(f"SELECT decode(key), decode(value) FROM "
-                                    f"parquet_kv_metadata('{_sql_path(path)}')").fetchall())
+                                    f"parquet_kv_metadata({literal(path)})").fetchall())
         except duckdb.Error as e:
             raise DataError(f"{path} is not a readable Parquet replay set: {e}") from None
     frame = check_replay_set(frame, str(path))
@@ -121,10 +122,6 @@ def read_replay_set(path: Path) -> tuple[pd.DataFrame, str]:
         raise DataError(f"{path}: content hash {h} differs from the one it was written with "
                         f"({meta.get('replay_hash')}); the file was changed — freeze again")
     return frame, h
-
-
-def _sql_path(p: Path) -> str:
-    return str(p).replace("'", "''")
 
 
 def record_replay_set(con, frame: pd.DataFrame, h: str, experiment: str, night: date,

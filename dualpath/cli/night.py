@@ -43,7 +43,7 @@ def check(config: Path = CONFIG_OPT) -> None:
                       f"slots={p.slots} ({how})")
         for line in identity_plan(p):
             console.print(f"    {escape(line)}", highlight=False)
-        for line in launch_warnings(p):
+        for line in launch_warnings(p, cfg.experiment.prefix_affinity):
             console.print(f"    [yellow]warning[/yellow]: {escape(line)}", highlight=False)
     _print_declared(cfg)
 

