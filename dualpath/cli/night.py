@@ -174,15 +174,17 @@ TOTALS_LABELS = {"throughput_s_median": "s/ticker throughput",
 @app.command()
 def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights to score (at "
                                     "least 2: the demo's preregistered window needs two)."),
-         tickers: int = typer.Option(100, min=2, max=100,
-                                     help="Synthetic tickers (of 100; the real universe is 100)."),
+         tickers: int = typer.Option(20, min=2, max=100,
+                                     help="Synthetic tickers (of 100; the real universe is "
+                                          "100: 20 keep 20 nights within 5 minutes on a busy "
+                                          "2-core machine)."),
          draws: int = typer.Option(2, min=1, max=10, help="Draws per ticker."),
-         clock: float = typer.Option(0.3, min=1e-4, max=100.0,
+         clock: Optional[float] = typer.Option(None, min=1e-4, max=100.0,
                                      help="Multiplies the simulated clocks of the embedded "
-                                          "config. 0.3 fits 20 nights of 100 tickers in about "
-                                          "3 minutes on 2 cores, where the harness's own CPU "
-                                          "adds ~4% (main) and ~10% (backup) to the seconds "
-                                          "that 1.0 gives; smaller is faster and less faithful."),
+                                          "config; by default chosen from the CPU this machine "
+                                          "gives the demo when it starts (0.9 idle, up to 2.5 "
+                                          "busy), so the harness keeps the simulated slots "
+                                          "busy. Smaller is faster and less faithful."),
          root: Path = typer.Option(Path(".dualpath/demo"),
                                    help="Demo folder: created, or cleared if an earlier demo "
                                         "made it; any other non-empty folder is refused.")) -> None:
@@ -191,6 +193,12 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
     start_reaper()
     from flows.demo import run_demo
 
+    if clock is None:
+        from dualpath.demo import auto_clock, cpu_share
+        share = cpu_share()
+        clock = auto_clock(share)
+        console.print(f"clock: --clock {clock:g} (this machine gave the demo {share:.0%} of a "
+                      "core as it started; a busier machine gets a slower clock)")
     try:
         with sigterm_as_interrupt(), progress_bars() as bars:
             result = run_demo(root, nights, tickers, draws, clock, bars, PathBars(bars))
