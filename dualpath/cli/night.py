@@ -225,26 +225,47 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
     from flows.glance import metrics_and_headline
 
     m, head = metrics_and_headline(demo_cfg)
-    print_metrics(m, "table", only=["rank_ic", "comparison", "self_agreement", "speed"],
-                  headline=head)
+    # the tables without the headline: the answer is printed once, last, where the eye lands
+    # (it was at the top of the metrics, mid-output, and the primary verdict printed twice)
+    print_metrics(m, "table", only=["rank_ic", "comparison", "self_agreement", "speed"])
     from evals.plots import plot_comparison
     console.print(f"\nplot: {plot_comparison(m, result.config.parent / 'comparison.png')}")
     console.print(f"weekly report (preregistered demo plan): {result.report}")
-    if result.verdict is not None:
-        console.print(f"primary: {escape(result.verdict.summary())}")
     db = result.warehouse
     console.print(f"\nwarehouse: {db}  (config: {result.config})")
     console.print("try:")
+    cli = console_script()
     # real-scale seconds: the simulated paths compress their clocks in `calls`/`v_calls`
-    console.print(f"  dualpath sql --config {result.config} \"SELECT path, count(*) calls, "
+    console.print(f"  {cli} sql --config {result.config} \"SELECT path, count(*) calls, "
                   "avg(latency_s) AS real_latency_s FROM v_calls_real GROUP BY path\"",
                   markup=False)
-    console.print(f"  dualpath sql --config {result.config} \"SELECT path, grade, count(*) "
-                  "FROM units GROUP BY ALL ORDER BY ALL\"")
-    console.print(f"  dualpath runs --config {result.config}")
-    if result.starved:      # last, where it is read: the seconds above are not the servers'
+    console.print(f"  {cli} sql --config {result.config} \"SELECT path, grade, count(*) "
+                  "FROM units GROUP BY ALL ORDER BY ALL\"", markup=False)
+    console.print(f"  {cli} runs --config {result.config}", markup=False)
+    if result.starved:      # above the answer: the seconds it gives are not every run's
         err_console.print("[yellow]warning:[/yellow] "
                           + escape(starved_warning(len(result.starved), result.runs, clock)))
+    console.print()
+    for line in head.lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def console_script() -> str:
+    """How to type `dualpath` here: bare when it is on PATH, else the script beside this
+    Python (`make demo` runs `.venv/bin/dualpath`, which is not on PATH), else `python -m`."""
+    import shutil
+    import sys
+
+    script = Path(sys.executable).parent / "dualpath"
+    found = shutil.which("dualpath")
+    if found and (not script.exists() or Path(found).resolve() == script.resolve()):
+        return "dualpath"
+    if script.exists():
+        try:
+            return str(script.relative_to(Path.cwd()))
+        except ValueError:
+            return str(script)
+    return f"{sys.executable} -m dualpath"
 
 
 def starved_warning(starved: int, runs: int, clock: float) -> str:
