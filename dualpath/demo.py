@@ -45,8 +45,8 @@ def demo_market(cfg: Config, nights: int) -> SyntheticMarket:
 # (a spinner got 0.64-0.93 of a core) --clock 2.5 kept the backup's slots 76-92% busy and the
 # slowdown within 1% of the served time model, in 273 s; at 0.3 the same machine starved
 # every run (busy < 50%).
-CLOCK_PER_SHARE = 0.9          # clock = this / the measured share of a core
-CLOCK_RANGE = (0.6, 2.5)       # the ceiling keeps 20 nights of 20 tickers within 5 min
+CLOCK_PER_SHARE = 1.2          # clock = this / the measured share of a core
+CLOCK_RANGE = (0.6, 2.5)       # the ceiling keeps 20 nights of 16 tickers within 5 min
 
 
 def cpu_share(seconds: float = 1.0) -> float:

@@ -174,15 +174,15 @@ TOTALS_LABELS = {"throughput_s_median": "s/ticker throughput",
 @app.command()
 def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights to score (at "
                                     "least 2: the demo's preregistered window needs two)."),
-         tickers: int = typer.Option(20, min=2, max=100,
+         tickers: int = typer.Option(16, min=2, max=100,
                                      help="Synthetic tickers (of 100; the real universe is "
-                                          "100: 20 keep 20 nights within 5 minutes on a busy "
+                                          "100: 16 keep 20 nights within 5 minutes on a busy "
                                           "2-core machine)."),
          draws: int = typer.Option(2, min=1, max=10, help="Draws per ticker."),
          clock: Optional[float] = typer.Option(None, min=1e-4, max=100.0,
                                      help="Multiplies the simulated clocks of the embedded "
                                           "config; by default chosen from the CPU this machine "
-                                          "gives the demo when it starts (0.9 idle, up to 2.5 "
+                                          "gives the demo when it starts (1.2 idle, up to 2.5 "
                                           "busy), so the harness keeps the simulated slots "
                                           "busy. Smaller is faster and less faithful."),
          root: Path = typer.Option(Path(".dualpath/demo"),
