@@ -58,6 +58,17 @@ def cpu_share(seconds: float = 1.0) -> float:
     return min(1.0, (time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
 
 
+def machine_share(seconds: float = 1.0) -> float:
+    """The share of a core the demo can count on: the smaller of a spinner's (`cpu_share`)
+    and what the 1-minute load average leaves (cores ÷ (load + 1)). Either alone misjudged a
+    shared machine: at a load of 7.7 on 2 cores a 1 s spinner once got a whole core (others'
+    work comes in bursts), and the load average lags a load that has just started."""
+    import os
+
+    cores = os.cpu_count() or 1
+    return min(cpu_share(seconds), min(1.0, cores / (os.getloadavg()[0] + 1)))
+
+
 def auto_clock(share: float) -> float:
     """The demo's clock for a measured `share` of a core, rounded to a tenth."""
     lo, hi = CLOCK_RANGE

@@ -180,19 +180,9 @@ def _seeded_with_a_starved_night(root, which=(3,)):
 
 
 STARVED_ROWS = """\
-│ 2027-05-03 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           62 │            248 │ —              │ —               │
-│ 2027-05-04 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │        1,053 │          2,106 │ starved: slots │ —               │
-│            │        │          │               │        │              │        │         │              │                │ busy 32% of    │                 │
-│            │        │          │               │        │              │        │         │              │                │ the time units │                 │
-│            │        │          │               │        │              │        │         │              │                │ waited to      │                 │
-│            │        │          │               │        │              │        │         │              │                │ start, while   │                 │
-│            │        │          │               │        │              │        │         │              │                │ dualpath kept  │                 │
-│            │        │          │               │        │              │        │         │              │                │ them full —    │                 │
-│            │        │          │               │        │              │        │         │              │                │ the harness's  │                 │
-│            │        │          │               │        │              │        │         │              │                │ machine, not   │                 │
-│            │        │          │               │        │              │        │         │              │                │ the server,    │                 │
-│            │        │          │               │        │              │        │         │              │                │ set the pace   │                 │
-│ 2027-05-04 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           60 │            240 │ —              │ —               │
+2027-05-03  main    complete     16      16         0       0        0        62     248                        
+2027-05-04  backup  complete     16      16         0       0        0     1,053   2,106  starved, busy 32%     
+2027-05-04  main    complete     16      16         0       0        0        60     240                        
 """
 
 STARVED_WARNING = (

@@ -194,11 +194,12 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
     from flows.demo import run_demo
 
     if clock is None:
-        from dualpath.demo import auto_clock, cpu_share
-        share = cpu_share()
+        from dualpath.demo import auto_clock, machine_share
+        share = machine_share()
         clock = auto_clock(share)
-        console.print(f"clock: --clock {clock:g} (this machine gave the demo {share:.0%} of a "
-                      "core as it started; a busier machine gets a slower clock)")
+        console.print(f"clock: --clock {clock:g} (this machine can give the demo {share:.0%} "
+                      "of a core by its load as it starts; a busier machine gets a slower "
+                      "clock)")
     try:
         with sigterm_as_interrupt(), progress_bars() as bars:
             result = run_demo(root, nights, tickers, draws, clock, bars, PathBars(bars))
