@@ -7,14 +7,13 @@ a word a line)."""
 
 from __future__ import annotations
 
-import re
 import textwrap
 
 import pandas as pd
 from rich.table import Table
 
 from dualpath.cli._common import console
-from evals.format import cell
+from evals.format import cell, short_reason
 
 # header, source column, kind; the seconds keep their basis in the footnote
 COLUMNS = [("night", "night", None), ("path", "path", None), ("status", "status", None),
@@ -29,25 +28,6 @@ FOOTNOTES = [
     "unparsed: measured, but the answer held no readable grade",
     "why: what keeps a run out of the results (not complete) or out of the speed medians "
     "(disturbed), in short; `dualpath runs --wide` gives it in full"]
-
-
-def short_reason(disturbed: object, detail: object, status: str) -> str:
-    """A few words: 'starved, busy 32%', 'stalled 40 s', 'restarted', 'shared'; for a run that
-    is not complete, its own detail."""
-    if status != "complete":
-        return "" if not isinstance(detail, str) else detail
-    if not isinstance(disturbed, str) or not disturbed:
-        return ""
-    words = []
-    for part in disturbed.split("; "):
-        kind = part.split(":", 1)[0]
-        if kind == "starved" and (m := re.search(r"slots busy (\d+)%", part)):
-            words.append(f"starved, busy {m.group(1)}%")
-        elif kind == "stalled" and (m := re.search(r"for (\d+) s", part)):
-            words.append(f"stalled {m.group(1)} s")
-        elif kind not in words:
-            words.append(kind)
-    return "; ".join(dict.fromkeys(words))
 
 
 def print_brief_runs(runs: pd.DataFrame, title: str) -> None:
