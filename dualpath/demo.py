@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import tomllib
 from pathlib import Path
 
@@ -34,3 +35,41 @@ def demo_market(cfg: Config, nights: int) -> SyntheticMarket:
     """The synthetic market long enough for `nights` nights and the longest horizon."""
     return market_for_nights(cfg.market.synthetic_seed, nights, 100, max(cfg.experiment.horizons),
                              cfg.market.synthetic_start)
+
+
+# `dualpath demo` picks its clock from the CPU this machine gives it when it starts (unless
+# --clock is given). The harness keeps a simulated path's slots busy only while its own work per
+# call (client, journal, both simulated servers, Prefect, all on this machine) stays small
+# against the call's compressed service; a busy machine stretches that work, so the clock
+# slows in proportion. Measured on 2 cores, 20 nights of 20 tickers x 2 draws: at a load of ~6
+# (a spinner got 0.64-0.93 of a core) --clock 2.5 kept the backup's slots 76-92% busy and the
+# slowdown within 1% of the served time model, in 273 s; at 0.3 the same machine starved
+# every run (busy < 50%).
+CLOCK_PER_SHARE = 1.2          # clock = this / the measured share of a core
+CLOCK_RANGE = (0.6, 2.5)       # the ceiling keeps 20 nights of 16 tickers within 5 min
+
+
+def cpu_share(seconds: float = 1.0) -> float:
+    """The share of one core this process got while it spun for `seconds` (1.0 on an idle
+    machine, ~2/(n+1) with n other busy processes on 2 cores)."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    while time.perf_counter() - w0 < seconds:
+        sum(range(2000))
+    return min(1.0, (time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
+
+
+def machine_share(seconds: float = 1.0) -> float:
+    """The share of a core the demo can count on: the smaller of a spinner's (`cpu_share`)
+    and what the 1-minute load average leaves (cores ÷ (load + 1)). Either alone misjudged a
+    shared machine: at a load of 7.7 on 2 cores a 1 s spinner once got a whole core (others'
+    work comes in bursts), and the load average lags a load that has just started."""
+    import os
+
+    cores = os.cpu_count() or 1
+    return min(cpu_share(seconds), min(1.0, cores / (os.getloadavg()[0] + 1)))
+
+
+def auto_clock(share: float) -> float:
+    """The demo's clock for a measured `share` of a core, rounded to a tenth."""
+    lo, hi = CLOCK_RANGE
+    return round(min(hi, max(lo, CLOCK_PER_SHARE / max(share, 1e-3))), 1)

@@ -9,6 +9,7 @@ scientific notation (not `0.000`), other values to three decimals below 10, one 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -47,3 +48,22 @@ def _number(v: float, kind: str | None) -> str:
         return f"{v:,.3f}"
     text = f"{v:,.1f}"
     return text[:-2] if text.endswith(".0") else text      # 160, not 160.0
+
+
+def short_reason(disturbed: object, detail: object, status: str) -> str:
+    """A few words: 'starved, busy 32%', 'stalled 40 s', 'restarted', 'shared'; for a run that
+    is not complete, its own detail."""
+    if status != "complete":
+        return "" if not isinstance(detail, str) else detail
+    if not isinstance(disturbed, str) or not disturbed:
+        return ""
+    words = []
+    for part in disturbed.split("; "):
+        kind = part.split(":", 1)[0]
+        if kind == "starved" and (m := re.search(r"slots busy (\d+)%", part)):
+            words.append(f"starved, busy {m.group(1)}%")
+        elif kind == "stalled" and (m := re.search(r"for (\d+) s", part)):
+            words.append(f"stalled {m.group(1)} s")
+        elif kind not in words:
+            words.append(kind)
+    return "; ".join(dict.fromkeys(words))

@@ -140,10 +140,25 @@ def headline(metrics, verdict, draws: int, tickers: int = TICKERS,
                               getattr(metrics, "interchange_sequential", None))
     return Headline(verdict, s, tuple([part for line in first for part in _fit(line)]
                                       + quality_lines(verdict, frr)),
-                    tuple(speed_lines(s, verdict, disturbed_runs(metrics.speed, verdict))),
+                    tuple(speed_lines(s, verdict, disturbed_runs(metrics.speed, verdict),
+                                      runaway_shares(metrics.speed, verdict))),
                     energy=tuple(part for line in energy.energy_lines(e, verdict.candidate)
                                  for part in _fit(line)),
                     energy_cmp=e, interchange=x, false_reassurance=frr[0])
+
+
+RUNAWAY_FLAG = 0.20     # above it a path's seconds are as much its capped answers as its server
+
+
+def runaway_shares(speed: pd.DataFrame, v) -> dict[str, float]:
+    """Per compared path, its share of calls that stopped at max_tokens where it is above
+    `RUNAWAY_FLAG`: runaways make a ticker slow (the tuning logs saw one twice as slow), so
+    a slowdown read from them says as much about the answers as about the server."""
+    if not len(speed) or "runaway_share" not in speed:
+        return {}
+    share = speed.set_index("path")["runaway_share"]
+    return {p: float(share[p]) for p in (v.candidate, v.baseline)
+            if p in share and pd.notna(share[p]) and share[p] > RUNAWAY_FLAG}
 
 
 def disturbed_runs(speed: pd.DataFrame, v) -> dict[str, int]:
@@ -214,9 +229,14 @@ def _why_undecided(v) -> str:
     return f"the interval [{lo}, {hi}] contains 0"
 
 
-def speed_lines(s: Slowdown | None, v, disturbed: dict[str, int] | None = None) -> list[str]:
+def speed_lines(s: Slowdown | None, v, disturbed: dict[str, int] | None = None,
+                runaway: dict[str, float] | None = None) -> list[str]:
     """Question 2: the ratio with its interval on a named basis (unknown without a paired
-    night), and the night it implies; with the disturbed runs left out, where there were any."""
+    night), and the night it implies; with the disturbed runs left out, where there were any,
+    and beside the seconds a path whose runaway share distorts them (`runaway_shares`)."""
+    flags = [f"  runaway: {share:.0%} of {p}'s calls hit max_tokens (over "
+             f"{RUNAWAY_FLAG:.0%}): its s/ticker times capped answers too"
+             for p, share in (runaway or {}).items()]
     left_out = [f"  left out: {sum(disturbed.values())} disturbed run(s) ("
                 + ", ".join(f"{p} {k}" for p, k in disturbed.items())
                 + "); `dualpath runs` says why"] if disturbed else []
@@ -249,6 +269,7 @@ def speed_lines(s: Slowdown | None, v, disturbed: dict[str, int] | None = None) 
         *first,
         f"  throughput basis (run wall clock ÷ tickers): {s.candidate} "
         f"{cell(s.candidate_s)} s/ticker, {s.baseline} {cell(s.baseline_s)} s/ticker (medians)",
+        *flags,
         *night_lines(s),
         *left_out)
         for part in _fit(x)]

@@ -210,7 +210,9 @@ async def _score_held_night(cfg: Config, night: date, calendar, tickers: list[st
     works = runner.plan_night(cfg, night, paths, tickers)
     # model files assembled once, before any path launches (two at once raced)
     await asyncio.to_thread(prepare_launches, cfg, [w.path for w in works])
-    progress = LoggedProgress(log, every_s=30.0, forward=progress)
+    progress = LoggedProgress(log, every_s=30.0, forward=progress,
+                              totals={w.path: w.units_planned for w in works if w.units})
+    ticking = asyncio.create_task(progress.run())
     window = night_window(cfg, works, log)
     # one path's crash must not stop the other, nor the ingest of what both recorded
     stop = asyncio.Event()
@@ -225,6 +227,7 @@ async def _score_held_night(cfg: Config, night: date, calendar, tickers: list[st
                        *window.get(w.path, (None, None)))
             for w in works), return_exceptions=True)
     finally:
+        ticking.cancel()
         stop.set()
         await live
     outcomes = [d if isinstance(d, runner.PathOutcome) else

@@ -37,36 +37,32 @@ Energy — how much energy per ticker?  backup 2.08× main (95% CI 2.06×–2.11
 """
 
 RUNS = """\
-                                  runs (only 'complete' runs are results; seconds real-scale, complete one-segment runs only)                                   
-┏━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━┓
-┃ night      ┃ path   ┃ status   ┃ units_planned ┃ graded ┃ parse_failed ┃ failed ┃ runaway ┃ throughput_s ┃ slot_latency_s ┃ disturbed ┃ status_detail        ┃
-┡━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━┩
-│ 2027-04-29 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          345 │            690 │ —         │ —                    │
-│ 2027-04-29 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           60 │            240 │ —         │ —                    │
-│ 2027-04-30 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          347 │            694 │ —         │ —                    │
-│ 2027-04-30 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           61 │            244 │ —         │ —                    │
-│ 2027-05-03 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          349 │            698 │ —         │ —                    │
-│ 2027-05-03 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           62 │            248 │ —         │ —                    │
-│ 2027-05-04 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          351 │            702 │ —         │ —                    │
-│ 2027-05-04 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           60 │            240 │ —         │ —                    │
-│ 2027-05-05 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          345 │            690 │ —         │ —                    │
-│ 2027-05-05 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           61 │            244 │ —         │ —                    │
-│ 2027-05-06 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │          347 │            694 │ —         │ —                    │
-│ 2027-05-06 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           62 │            248 │ —         │ —                    │
-│ 2027-05-07 │ backup │ complete │            16 │     16 │            0 │      0 │       1 │          349 │            698 │ —         │ —                    │
-│ 2027-05-07 │ main   │ complete │            16 │     16 │            0 │      0 │       1 │           60 │            240 │ —         │ —                    │
-│ 2027-05-10 │ backup │ complete │            16 │     16 │            0 │      0 │       2 │          351 │            702 │ —         │ —                    │
-│ 2027-05-10 │ main   │ complete │            16 │     16 │            0 │      0 │       2 │           61 │            244 │ —         │ —                    │
-│ 2027-05-12 │ backup │ complete │            16 │     16 │            0 │      0 │       2 │          345 │            690 │ —         │ —                    │
-│ 2027-05-12 │ main   │ complete │            16 │     16 │            0 │      0 │       2 │           62 │            248 │ —         │ —                    │
-│ 2027-05-13 │ backup │ partial  │            16 │      8 │            0 │      0 │       0 │            — │              — │ —         │ 8 of 16 units        │
-│            │        │          │               │        │              │        │         │              │                │           │ measured             │
-│ 2027-05-13 │ main   │ complete │            16 │     16 │            0 │      0 │       2 │           60 │            240 │ —         │ —                    │
-└────────────┴────────┴──────────┴───────────────┴────────┴──────────────┴────────┴─────────┴──────────────┴────────────────┴───────────┴──────────────────────┘
-  throughput_s: s/ticker, throughput basis: run wall clock ÷ tickers (all draws of a ticker)
-  slot_latency_s: s/unit, slot-latency basis: one ticker-draw's first call start to last call end (≈ throughput per unit × slots)
-  parse_failed: measured, but the answer held no readable grade; graded + parse_failed + failed = units_planned once every unit was scored
-  disturbed: why a complete run's seconds are kept out of every median (server restarted, stalled or shared; harness starved; its GPU changed)
+runs (only 'complete' runs are results; seconds real-scale, complete one-segment runs only)                     
+night       path    status    units  graded  unparsed  failed  runaway  s/ticker  s/unit  why                   
+2027-04-29  backup  complete     16      16         0       0        0       345     690                        
+2027-04-29  main    complete     16      16         0       0        0        60     240                        
+2027-04-30  backup  complete     16      16         0       0        0       347     694                        
+2027-04-30  main    complete     16      16         0       0        0        61     244                        
+2027-05-03  backup  complete     16      16         0       0        0       349     698                        
+2027-05-03  main    complete     16      16         0       0        0        62     248                        
+2027-05-04  backup  complete     16      16         0       0        0       351     702                        
+2027-05-04  main    complete     16      16         0       0        0        60     240                        
+2027-05-05  backup  complete     16      16         0       0        0       345     690                        
+2027-05-05  main    complete     16      16         0       0        0        61     244                        
+2027-05-06  backup  complete     16      16         0       0        0       347     694                        
+2027-05-06  main    complete     16      16         0       0        0        62     248                        
+2027-05-07  backup  complete     16      16         0       0        1       349     698                        
+2027-05-07  main    complete     16      16         0       0        1        60     240                        
+2027-05-10  backup  complete     16      16         0       0        2       351     702                        
+2027-05-10  main    complete     16      16         0       0        2        61     244                        
+2027-05-12  backup  complete     16      16         0       0        2       345     690                        
+2027-05-12  main    complete     16      16         0       0        2        62     248                        
+2027-05-13  backup  partial      16       8         0       0        0         —       —  8 of 16 units measured
+2027-05-13  main    complete     16      16         0       0        2        60     240                        
+  s/ticker: throughput basis (run wall clock ÷ tickers); s/unit: slot-latency basis (one ticker-draw's first call to last call); real-scale, complete
+    one-segment runs only
+  unparsed: measured, but the answer held no readable grade
+  why: what keeps a run out of the results (not complete) or out of the speed medians (disturbed), in short; `dualpath runs --wide` gives it in full
 """
 
 SPEED_TABLE = """\
@@ -203,7 +199,7 @@ def test_runs_table_counts_the_units_measured_without_a_grade(seeded):
         con.execute("UPDATE units SET outcome = 'parse_failed', grade = NULL "
                     "WHERE run_id = 'demo/2027-04-30/backup' AND draw = 2 AND ticker IN "
                     f"({', '.join(repr(t) for t in cfg.tickers()[:2])})")
-    row = "│ 2027-04-30 │ backup │ complete │            16 │     {} │            {} │      0 │"
+    row = "2027-04-30  backup  complete     16      {}         {}       0"
     assert row.format(16, 0) in RUNS
     assert dualpath("runs", "-c", str(seeded)).stdout == RUNS.replace(row.format(16, 0),
                                                                      row.format(14, 2))

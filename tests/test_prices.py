@@ -321,3 +321,30 @@ def test_the_configs_column_map_is_skipped_for_a_file_without_those_headers():
     con = _con()
     settings = MarketSettings(columns={"Adj Close": "adj_close"})
     assert import_file(con, write("p.csv", GOOD), settings, XKRX, ["AAA", "BBB"]).new == 4
+
+
+def test_a_cp949_hts_export_imports_in_one_attempt_from_the_readme():
+    """The README's command for a Korean HTS export, word for word (its file and ticker),
+    on a CP949 file with thousands separators and both closes: one attempt, imported."""
+    import re
+    import shlex
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = re.search(r"```sh\n(dualpath prices import 삼성전자\.csv[^`]*)```", readme).group(1)
+    argv = shlex.split(block.replace("\\\n", " "))[1:]
+    Path("dualpath.toml").write_text(CONFIG)
+    Path("삼성전자.csv").write_bytes('일자,시가,종가,수정종가,거래량\n2026-11-26,"71,500","72,000",'
+                                  '"71,000","12,345,678"\n2026-11-27,"72,000","72,300","71,300",'
+                                  '"9,876,543"\n'.encode("cp949"))
+    ok = CliRunner().invoke(app, argv)
+    assert ok.exit_code == 0, ok.output
+    assert "imported 2 price rows for 1 tickers (2026-11-26 .. 2026-11-27): 2 new" in ok.output
+    with duckdb.connect("w.duckdb", read_only=True) as con:
+        assert con.execute("SELECT adj_close, close FROM prices ORDER BY date").fetchall() == [
+            (71000.0, 72000.0), (71300.0, 72300.0)]
+
+
+def test_an_adjusted_close_header_is_mapped_first():
+    p = Path("krx.csv")
+    p.write_text("일자,종가,수정종가\n2026-11-27,72300,71300\n")
+    assert "map them: --map \"일자=date,수정종가=adj_close\"" in error(p)

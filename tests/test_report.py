@@ -53,7 +53,7 @@ def test_a_partial_run_is_excluded_listed_and_keeps_the_label_interim(tmp_path):
     html, md, data = report(cfg, tmp_path)
     assert data.plan.label.startswith("exploratory — 1 of 4 window night(s) are not complete")
     assert data.plan.nights_collected == 3
-    excluded = md.split("Excluded from every metric")[1]
+    excluded = md.split("Left out, and why")[1]
     assert "partial" in excluded
     assert "night not complete" in html
 

@@ -180,19 +180,9 @@ def _seeded_with_a_starved_night(root, which=(3,)):
 
 
 STARVED_ROWS = """\
-│ 2027-05-03 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           62 │            248 │ —              │ —               │
-│ 2027-05-04 │ backup │ complete │            16 │     16 │            0 │      0 │       0 │        1,053 │          2,106 │ starved: slots │ —               │
-│            │        │          │               │        │              │        │         │              │                │ busy 32% of    │                 │
-│            │        │          │               │        │              │        │         │              │                │ the time units │                 │
-│            │        │          │               │        │              │        │         │              │                │ waited to      │                 │
-│            │        │          │               │        │              │        │         │              │                │ start, while   │                 │
-│            │        │          │               │        │              │        │         │              │                │ dualpath kept  │                 │
-│            │        │          │               │        │              │        │         │              │                │ them full —    │                 │
-│            │        │          │               │        │              │        │         │              │                │ the harness's  │                 │
-│            │        │          │               │        │              │        │         │              │                │ machine, not   │                 │
-│            │        │          │               │        │              │        │         │              │                │ the server,    │                 │
-│            │        │          │               │        │              │        │         │              │                │ set the pace   │                 │
-│ 2027-05-04 │ main   │ complete │            16 │     16 │            0 │      0 │       0 │           60 │            240 │ —              │ —               │
+2027-05-03  main    complete     16      16         0       0        0        62     248                        
+2027-05-04  backup  complete     16      16         0       0        0     1,053   2,106  starved, busy 32%     
+2027-05-04  main    complete     16      16         0       0        0        60     240                        
 """
 
 STARVED_WARNING = (
@@ -239,4 +229,5 @@ def test_a_path_whose_every_run_was_starved_has_no_speed_and_says_why(tmp_path):
     out = dualpath("metrics", "-c", cfg_path, columns=100).stdout
     assert ("Speed — how much slower is backup?  unknown: no undisturbed one-segment run on "
             "both paths yet\n  left out: 9 disturbed run(s) (backup 9); `dualpath runs` says "
-            "why\n\n") in out
+            "why\nEnergy — how much energy per ticker?  unknown: no complete undisturbed run on "
+            "both paths yet\n\n") in out

@@ -191,6 +191,12 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
 
 def _with_speed(runs: pd.DataFrame) -> pd.DataFrame:
     """Throughput-basis real-scale seconds per ticker (evals.speed.seconds, the one
-    definition), only for complete one-segment runs: a resumed run's clock spans its gap."""
-    ok = (runs["status"] == "complete") & (runs["segments"] == 1)
-    return runs.assign(throughput_s=seconds(runs).where(ok))
+    definition), only for complete one-segment undisturbed runs: a resumed run's clock spans
+    its gap, a disturbed one's measures something else (`left_out` says what, in short)."""
+    from evals.format import short_reason
+
+    disturbed = runs["disturbed"] if "disturbed" in runs else pd.Series(None, index=runs.index)
+    ok = (runs["status"] == "complete") & (runs["segments"] == 1) & disturbed.isna()
+    left = [("resumed" if seg > 1 else short_reason(d, None, st)) if st == "complete" else ""
+            for st, seg, d in zip(runs["status"], runs["segments"], disturbed)]
+    return runs.assign(throughput_s=seconds(runs).where(ok), left_out=left)

@@ -39,7 +39,8 @@ REQUIRED = ("ticker", "date", "adj_close")
 SHOWN = 5                                        # examples per message
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[ T]00:00(?::00(?:\.0+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$")
 _ALIASES = {"adj close": "adj_close", "adjclose": "adj_close", "adjusted close": "adj_close",
-            "adj_close": "adj_close", "close": "close", "종가": "close", "date": "date",
+            "adj_close": "adj_close", "수정종가": "adj_close", "수정 종가": "adj_close",
+            "adjusted_close": "adj_close", "close": "close", "종가": "close", "date": "date",
             "일자": "date", "날짜": "date", "symbol": "ticker", "code": "ticker",
             "ticker": "ticker", "종목코드": "ticker"}
 

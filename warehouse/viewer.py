@@ -23,6 +23,7 @@ import pandas as pd
 
 from dualpath.errors import UserError
 from warehouse.db import SANDBOX, _open
+from warehouse.disturbed import DISTURBED
 from warehouse.prompts import _texts, prompt_texts
 
 
@@ -40,11 +41,12 @@ def viewer_connection(path: Path, wait_s: float = 30.0) -> Iterator[duckdb.DuckD
 
 
 # The runs' own columns; their seconds per ticker come from evals.speed.seconds (viewer.data)
-_RUNS = """
+# and why a complete run's seconds are no measurement (`warehouse.disturbed`)
+_RUNS = f"""
     SELECT night, path, run_id, status, status_detail, units_planned, units_done,
            units_measured, tickers_planned, segments, time_scale, wall_s,
-           units_planned AS units
-    FROM runs WHERE experiment = ? """
+           units_planned AS units, d.disturbed
+    FROM runs LEFT JOIN ({DISTURBED}) d USING (run_id) WHERE experiment = ? """
 
 
 def nights(con: duckdb.DuckDBPyConnection, experiment: str) -> pd.DataFrame:

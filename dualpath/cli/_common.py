@@ -82,7 +82,8 @@ def prefect_env(home: Path, quiet: bool = False) -> None:
     """Settings for Prefect, set at the CLI edge before Prefect is imported."""
     home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_HOME", str(home.resolve()))
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    # its first start migrates a new database: at a load of ~13 on 2 cores that took > 90 s
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "240")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_UI_ENABLED", "false")
     if quiet:

@@ -229,6 +229,11 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
         if fmt == "csv":
             sys.stdout.write(f"# {key}\n" if evidence else "")
             print_frame(frame, "csv")
+        elif key == "runs" and not wide:
+            from dualpath.cli.runs_table import print_brief_runs
+            print_brief_runs(frame, specs[key].title)
+            if viewer:
+                console.print(viewer, markup=False, highlight=False)
         else:
             print_registered(specs[key], frame, wide)
             if key == "runs" and viewer:

@@ -95,10 +95,15 @@ def grade_distribution(grades: pd.DataFrame, colors: dict, title: str):
 
 
 def speed_by_night(runs: pd.DataFrame, colors: dict, title: str):
-    """Seconds per ticker by night on both bases (complete one-segment runs only)."""
-    ok = runs[runs["throughput_s"].notna()] if len(runs) else runs
+    """Seconds per ticker by night on both bases (complete one-segment undisturbed runs
+    only: a disturbed run's seconds are shown in the runs table, never plotted as a speed)."""
+    timed = runs[runs["throughput_s"].notna()] if len(runs) else runs
+    disturbed = timed["disturbed"].notna() if "disturbed" in timed else timed["path"].isna()
+    ok = timed[~disturbed]
     if not len(ok):
         return None
+    if disturbed.any():
+        title += f" ({int(disturbed.sum())} disturbed run(s) left out, listed under run hygiene)"
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.4), constrained_layout=True)
     nights = sorted(pd.to_datetime(ok["night"]).unique())
     for ax in axes:
@@ -124,8 +129,10 @@ def quality_vs_speed(rank_ic_table: pd.DataFrame, speed: pd.DataFrame, colors: d
     t = rank_ic_table[rank_ic_table["horizon"] == horizon] if len(rank_ic_table) else rank_ic_table
     if not len(t) or not len(speed) or "throughput_s_per_ticker" not in speed:
         return None
-    fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
     sec = speed.set_index("path")["throughput_s_per_ticker"]
+    if not sec.reindex(t["path"]).notna().any():
+        return None             # no path has a speed: an empty chart (and legend) says nothing
+    fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
     for _, r in t.iterrows():
         x = sec.get(r["path"], np.nan)
         if pd.isna(x):

@@ -157,6 +157,30 @@ def figs(d: ReportData, span: str, nights: int) -> dict:
     }
 
 
+def _left_out_of(runs: pd.DataFrame) -> pd.Series:
+    """Per run, what it is kept out of: every metric (not complete), speed (complete but
+    resumed or disturbed), or nothing (empty)."""
+    complete = runs["status"].eq("complete")
+    resumed = runs["segments"].gt(1) if "segments" in runs else complete & False
+    disturbed = runs["disturbed"].notna() if "disturbed" in runs else complete & False
+    return pd.Series(np.select([~complete, resumed | disturbed], ["every metric", "speed"], ""),
+                     index=runs.index)
+
+
+def left_out(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every run the report leaves out of something, with what and why (one line)."""
+    if not len(runs):
+        return pd.DataFrame(columns=["night", "path", "status", "left_out", "why"])
+    out = runs.assign(left_out=_left_out_of(runs))
+    out = out[out["left_out"] != ""].copy()
+    detail = out["status_detail"].fillna("") if "status_detail" in out else ""
+    resumed = out["segments"].gt(1) if "segments" in out else out["status"].isna()
+    why = np.where(out["status"] != "complete", out["status"] + ": " + detail,
+                   np.where(resumed, "resumed: its interrupted segment has no trustworthy clock",
+                            out.get("disturbed", pd.Series("", index=out.index)).fillna("")))
+    return out.assign(why=pd.Series(why, index=out.index).str.rstrip(": "))
+
+
 def context(d: ReportData) -> dict:
     """What the templates show, section by section."""
     m = d.metrics
@@ -166,8 +190,8 @@ def context(d: ReportData) -> dict:
     projected = pd.DataFrame()
     if len(speed) and "throughput_s_per_ticker" in speed:
         projected = pd.DataFrame({"path": speed["path"], "hours_for_100_tickers":
-                                  speed["throughput_s_per_ticker"] * 100 / 3600})
-    not_complete = d.runs[d.runs["status"] != "complete"] if len(d.runs) else d.runs
+                                  speed["throughput_s_per_ticker"] * 100 / 3600}).dropna()
+    left = left_out(d.runs)
     return {
         "d": d, "span": span, "nights": nights, "label": d.plan.label, "cards": cards(d),
         "primary": both("comparison", _primary(d)),
@@ -181,10 +205,11 @@ def context(d: ReportData) -> dict:
         "speed": both("speed", speed),
         "latency": table(latency_percentiles(real_scale_calls(d.calls, d.runs))),
         "projected": table(projected, kinds={"hours_for_100_tickers": "h"}),
-        "runs": table(d.runs, ["night", "path", "status", "graded", "parse_failed", "failed",
-                               "calls", "runaway", "retries", "contaminated", "throughput_s",
-                               "slot_latency_s", "status_detail"]),
-        "excluded": table(not_complete, ["night", "path", "status", "status_detail"]),
+        "runs": table(d.runs.assign(left_out=_left_out_of(d.runs)) if len(d.runs) else d.runs,
+                      ["night", "path", "status", "left_out", "graded", "parse_failed", "failed",
+                       "calls", "runaway", "retries", "contaminated", "throughput_s",
+                       "slot_latency_s", "status_detail"]),
+        "excluded": table(left, ["night", "path", "status", "left_out", "why"]),
         "sessions": table(d.sessions), "deviations": table(d.deviations),
         "thinking": table(thinking_share(d.calls)), "declared": list(d.declared),
         "sweeps": sweeps(d), "notes": list(getattr(m, "notes", [])),
