@@ -216,3 +216,11 @@ def test_a_gpu_pin_is_accepted_whatever_the_engine_reports_and_dumps_as_before()
                      expect={"gpu": {"pcie": "Gen4 x16"}})
     assert sp.expect.gpu.pcie == "Gen4 x16"
     assert "gpu" not in _attached().expect.model_dump(mode="json")
+
+
+def test_a_card_whose_hwmon_folder_is_empty_is_no_card_not_a_crash(tmp_path):
+    (tmp_path / "card0" / "device" / "hwmon").mkdir(parents=True)
+    (tmp_path / "card0" / "device" / "uevent").write_text("DRIVER=amdgpu\n")
+    with pytest.raises(NoCounters) as e:
+        HwmonSource(None, tmp_path)
+    assert str(e.value) == f"no amdgpu hwmon under {tmp_path}"
