@@ -224,3 +224,17 @@ def test_a_card_whose_hwmon_folder_is_empty_is_no_card_not_a_crash(tmp_path):
     with pytest.raises(NoCounters) as e:
         HwmonSource(None, tmp_path)
     assert str(e.value) == f"no amdgpu hwmon under {tmp_path}"
+
+
+def test_check_shows_a_pin_it_cannot_read_here_as_left_to_doctor(tmp_path, monkeypatch):
+    from dualpath.telemetry import readers
+    from dualpath.telemetry.gpu_identity import gpu_pin_lines
+
+    def no_nvml(indices):
+        raise NoCounters("NVML could not start: NVML Shared Library Not Found")
+    monkeypatch.setattr(readers, "NvmlSource", no_nvml)
+    assert gpu_pin_lines("backup", _attached(pcie="Gen4 x16"), tmp_path) == [(
+        f'expect.gpu: pcie = "Gen4 x16" (not readable here: no amdgpu hwmon under {tmp_path}; '
+        "NVML could not start: NVML Shared Library Not Found; `dualpath doctor` checks it on "
+        "the GPU's host)", False)]
+    assert gpu_pin_lines("backup", _attached()) == []

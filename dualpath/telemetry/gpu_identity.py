@@ -114,14 +114,14 @@ def pinned_text(pin) -> str | None:
     return ", ".join(f"{k} = {_toml(k, v)}" for k, v in set_.items()) or None
 
 
-def gpu_pin_lines(name: str, sp) -> list[tuple[str, bool]]:
+def gpu_pin_lines(name: str, sp, drm_root=None) -> list[tuple[str, bool]]:
     """For `dualpath check`: the path's GPU pins, then each that a GPU readable on this host
     reads otherwise (True: a warning). No server is contacted."""
     shown = pinned_text(sp.expect.gpu)
     if shown is None:
         return []
     try:
-        diffs = gpu_differences(read_gpus(sp, sp.base_url), sp.expect.gpu, name)
+        diffs = gpu_differences(read_gpus(sp, sp.base_url, drm_root), sp.expect.gpu, name)
     except NoCounters as e:
         return [(f"expect.gpu: {shown} (not readable here: {e}; `dualpath doctor` checks it "
                  "on the GPU's host)", False)]
