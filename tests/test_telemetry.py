@@ -238,3 +238,13 @@ def test_check_shows_a_pin_it_cannot_read_here_as_left_to_doctor(tmp_path, monke
         "NVML could not start: NVML Shared Library Not Found; `dualpath doctor` checks it on "
         "the GPU's host)", False)]
     assert gpu_pin_lines("backup", _attached()) == []
+
+
+def test_a_reader_that_fails_is_gpu_unknown_not_a_crash(tmp_path, monkeypatch):
+    from dualpath.telemetry.readers import HwmonSource as Real
+
+    amdgpu(tmp_path)
+    monkeypatch.setattr(Real, "state", lambda self: 1 / 0)
+    (name, ok, note, detail), = _doctor_gpu(_attached(), tmp_path)
+    assert (name, ok, note) == ("backup: GPU", True, True)
+    assert detail.endswith(": the GPU reader failed: ZeroDivisionError: division by zero)")

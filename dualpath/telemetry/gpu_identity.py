@@ -38,11 +38,16 @@ def read_gpus(sp, base_url: str | None, drm_root=None) -> list[GpuReading]:
     """The GPUs path `sp` uses, read now (raises `NoCounters` with the reason)."""
     from dualpath.telemetry import source_for
 
-    src = source_for(sp, base_url, drm_root=drm_root)
     try:
-        infos, states = src.info(), src.state()
-    finally:
-        src.close()
+        src = source_for(sp, base_url, drm_root=drm_root)
+        try:
+            infos, states = src.info(), src.state()
+        finally:
+            src.close()
+    except NoCounters:
+        raise
+    except Exception as e:        # a reader's fault is a GPU not read, not a crashed doctor
+        raise NoCounters(f"the GPU reader failed: {type(e).__name__}: {e}") from None
     if not infos:
         raise NoCounters("the source lists no GPU")
     return [GpuReading(i, s) for i, s in zip(infos, states)]
