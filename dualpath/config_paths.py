@@ -10,7 +10,8 @@ from datetime import date
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, field_validator, model_serializer,
+                      model_validator)
 
 from dualpath import engines
 from dualpath.telemetry.settings import SimPower
@@ -26,6 +27,26 @@ def _quoted(names: tuple[str, ...]) -> str:
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ExpectedGpu(_Model):
+    """What each GPU a path's server uses must be (`[paths.X.expect.gpu]`); unset fields are
+    not checked. Read from the GPU's own counters (NVML, amdgpu sysfs), not from the engine,
+    by `dualpath check` where the GPU is on this host and by `dualpath doctor`."""
+
+    model: str | None = Field(None, min_length=1, description="The GPU's model name as its "
+                              "driver reports it (NVML name, amdgpu product_name).")
+    driver: str | None = Field(None, min_length=1, description="Driver version (NVML's; "
+                               "amdgpu's module version).")
+    power_limit_w: float | None = Field(None, gt=0, le=5000, description="Enforced power "
+                                        "limit in watts (NVML enforced limit, amdgpu "
+                                        "power1_cap), matched to within 0.5 W.")
+    pcie: str | None = Field(None, pattern=r"^Gen[1-6] x(1|2|4|8|16|32)$", description="PCIe "
+                             "link as 'Gen4 x16': the generation the link can reach (its "
+                             "maximum: the generation drops at idle) and the width it is "
+                             "trained at now.")
+    vram_total_mb: int | None = Field(None, ge=1, description="VRAM total in MiB, matched to "
+                                      "within 1 MiB.")
 
 
 class ExpectedIdentity(_Model):
@@ -59,6 +80,16 @@ class ExpectedIdentity(_Model):
                                      "the server loaded (llama-server on this host; files "
                                      "over 1 GiB are hashed by size, head and tail, marked "
                                      "'sampled:').")
+    gpu: ExpectedGpu | None = Field(None, description="What the path's GPUs must be (read "
+                                    "from the GPUs, not the server; `[paths.X.expect.gpu]`).")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        # no GPU pin dumps as before it existed (a preregistration's hash stays the same)
+        out = handler(self)
+        if out.get("gpu") is None:
+            out.pop("gpu", None)
+        return out
 
 
 def reports(engine_key: str) -> frozenset[str]:
@@ -73,7 +104,8 @@ def unreportable_pins(engine_key: str, expect: ExpectedIdentity) -> list[str]:
     why = engines.engine(engine_key.rpartition(":")[2]).facts.cannot_report
     return [f"expect.{name} ({why.get(name, 'not reported')})"
             for name in type(expect).model_fields
-            if getattr(expect, name) is not None and name not in allowed]
+            if getattr(expect, name) is not None and name not in allowed
+            and name != "gpu"]       # read from the GPU's counters, whatever the engine
 
 
 class SimProfile(_Model):

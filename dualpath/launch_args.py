@@ -255,7 +255,8 @@ def identity_plan(sp: ServingPath) -> list[str]:
     """For `dualpath check`: what the identity check will compare, pin by pin, and what the
     launch argv says each pinned field will be."""
     derived, _ = derive(sp)
-    pins = {k: v for k, v in sp.expect.model_dump().items() if v is not None}
+    pins = {k: v for k, v in sp.expect.model_dump().items()
+            if v is not None and k != "gpu"}        # GPU pins: read from the GPU (check)
     if not pins:
         return ["expect: nothing pinned (any server on the endpoint is accepted)"]
     shown = []

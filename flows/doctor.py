@@ -46,6 +46,7 @@ async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> li
                          "every pin agrees with what the argv gives (`dualpath doctor "
                          "--launch` checks the running server)", "write the values named"))
         out += _pinned_advice(cfg, name, None)
+    out += gpu_checks(cfg, name)
     if sp.engine == "sim" and not sp.base_url:
         out.append(Check(f"{name}: server", True, "simulated, started by each night"))
         return out
@@ -75,6 +76,35 @@ async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> li
                          f"{seen.n_ctx_per_slot} tokens; the largest prompt so far "
                          f"({largest_prompt}) + max_tokens needs {need}",
                          "raise -c (llama-server: n_ctx is split over -np slots)"))
+    return out
+
+
+def gpu_checks(cfg: Config, name: str, drm_root=None) -> list[Check]:
+    """The path's GPUs read through the telemetry readers: what each is (a note), a link
+    narrower than its maximum (a warning note), and `[paths.X.expect.gpu]` (✗ when it
+    differs, or when it is pinned and the GPUs cannot be read)."""
+    from dualpath.telemetry import NoCounters
+    from dualpath.telemetry.gpu_identity import (gpu_differences, gpu_line, narrow_links,
+                                                 pinned_text, read_gpus, unknown_gpu)
+
+    sp = cfg.paths[name]
+    pin = sp.expect.gpu
+    try:
+        readings = read_gpus(sp, sp.base_url, drm_root=drm_root)
+    except NoCounters as e:
+        if pinned_text(pin) is None:
+            return [Check(f"{name}: GPU", True, unknown_gpu(str(e)), note=True)]
+        return [Check(f"{name}: GPU", False, f"{unknown_gpu(str(e))}; pinned: "
+                      f"{pinned_text(pin)}", "run doctor on the GPU's host, or remove "
+                      f"[paths.{name}.expect.gpu]")]
+    out = [Check(f"{name}: GPU {r.info.index}", True, gpu_line(r), note=True) for r in readings]
+    out += [Check(f"{name}: PCIe link", True, f"warning: {w}", note=True)
+            for w in narrow_links(readings)]
+    if pinned_text(pin) is not None:
+        diffs = gpu_differences(readings, pin, name)
+        out.append(Check(f"{name}: GPU identity", not diffs, "; ".join(diffs) or
+                         f"matches expect.gpu ({pinned_text(pin)})",
+                         f"fix the GPU or [paths.{name}.expect.gpu] as each line says"))
     return out
 
 

@@ -24,7 +24,7 @@ from dualpath.identity import auth_headers, differences, read_identity
 from dualpath.launcher import prepare_launches
 from dualpath.records import CallRecord, ServerIdentity
 from flows.connect import connect
-from flows.doctor import Check
+from flows.doctor import Check, gpu_checks
 
 _SHORT_TOKENS = 16
 
@@ -139,6 +139,7 @@ async def rehearse_path(cfg: Config, name: str, log_dir: Path) -> list[Check]:
         key = api_key(cfg, name)
         async with connect(cfg, name, f"doctor/{name}", log_dir / name) as ep:
             out = [Check(f"{name}: server", True, f"{ep.how} at {ep.base_url}")]
+            out += gpu_checks(cfg, name)         # the GPUs its server runs on, pins too
             async with path_http(cfg, name, auth_headers(key)) as http:
                 seen = await read_identity(http, ep.base_url, cfg.paths[name].dialect)
                 out += _identity_checks(cfg, name, seen)

@@ -22,6 +22,9 @@ def test_rehearsal_of_the_demo_passes_and_shows_the_vllm_fingerprint(tmp_path):
     assert "✓ backup: sampling applied: as sent: temperature=0.699999988079071" in r.stdout
     assert "✓ main: grade call: grade" in r.stdout and "✓ backup: grade call: grade" in r.stdout
     assert "10 of 10 checks passed" in r.stdout
+    # each path's GPU, read through its telemetry source (the simulated R9700's)
+    assert ("– backup: GPU 0: simulated Radeon AI PRO R9700, driver sim, power limit 210 W, "
+            "link Gen4 x16 (max Gen4 x16), VRAM 32768 MiB") in r.stdout.replace("\n", " ")
 
 
 def test_a_path_that_cannot_grade_fails_the_rehearsal(tmp_path):

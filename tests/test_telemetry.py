@@ -148,3 +148,103 @@ def test_samples_stay_bounded_however_long_the_night():
         s._tick()
     assert len(s.buckets) <= 64 and s.width == 1024.0
     assert sum(b[8] for b in s.buckets) == 12 * 3600 * 10      # every sample in a bucket
+
+
+def _attached(**gpu):
+    from dualpath.config import ServingPath
+
+    return ServingPath(engine="llama.cpp", base_url="http://127.0.0.1:8081", model="m",
+                       expect={"gpu": gpu} if gpu else {})
+
+
+def _doctor_gpu(sp, root):
+    from types import SimpleNamespace
+
+    from flows.doctor import gpu_checks
+    return [(c.name, c.ok, c.note, c.detail) for c in
+            gpu_checks(SimpleNamespace(paths={"backup": sp}), "backup", drm_root=root)]
+
+
+def test_doctor_reads_an_amdgpu_card_and_warns_of_a_link_narrower_than_its_maximum(tmp_path):
+    """A card trained x4 in a slot of x16 at idle (Gen1): the width is warned, not the
+    generation; the pins hold (the generation is judged at its maximum)."""
+    amdgpu(tmp_path, speed="2.5 GT/s PCIe", width=4)
+    (tmp_path / "card1" / "device" / "product_name").write_text("AMD Radeon AI PRO R9700\n")
+    sp = _attached(power_limit_w=210, vram_total_mb=32768)
+    assert _doctor_gpu(sp, tmp_path) == [
+        ("backup: GPU 0", True, True, "AMD Radeon AI PRO R9700, driver amdgpu, power limit "
+         "210 W, link Gen1 x4 (max Gen4 x16), VRAM 32768 MiB"),
+        ("backup: PCIe link", True, True, "warning: GPU 0: PCIe link runs x4 of its maximum "
+         "x16 (width is judged: the generation drops at idle); reseat the card or move it to "
+         "a full-width slot"),
+        ("backup: GPU identity", True, False, "matches expect.gpu (power_limit_w = 210, "
+         "vram_total_mb = 32768)")]
+
+
+def test_a_pinned_cap_and_link_that_read_otherwise_are_named_with_the_values_to_write(tmp_path):
+    """A 210 W cap pinned, 250 W in power1_cap; Gen4 x16 pinned, the card at x4."""
+    amdgpu(tmp_path, cap_uw=250_000_000, width=4)
+    checks = _doctor_gpu(_attached(power_limit_w=210, pcie="Gen4 x16"), tmp_path)
+    assert checks[-1] == (
+        "backup: GPU identity", False, False,
+        "gpu.power_limit_w: expected 210, GPU 0 reads 250; if this GPU is the one meant, "
+        "write power_limit_w = 250 under [paths.backup.expect.gpu]; gpu.pcie: expected "
+        '"Gen4 x16", GPU 0 reads "Gen4 x4"; if this GPU is the one meant, write pcie = '
+        '"Gen4 x4" under [paths.backup.expect.gpu]')
+
+
+def test_a_path_with_no_readable_gpu_says_gpu_unknown_with_the_reason(tmp_path, monkeypatch):
+    """No amdgpu card and no NVML (made so here, whatever this host has)."""
+    from dualpath.telemetry import readers
+
+    def no_nvml(indices):
+        raise NoCounters("NVML could not start: NVML Shared Library Not Found")
+    monkeypatch.setattr(readers, "NvmlSource", no_nvml)
+    reason = (f"GPU unknown (on host {readers.host_name()}: no amdgpu hwmon under {tmp_path}; "
+              "NVML could not start: NVML Shared Library Not Found)")
+    assert _doctor_gpu(_attached(), tmp_path) == [("backup: GPU", True, True, reason)]
+    assert _doctor_gpu(_attached(power_limit_w=210), tmp_path) == [
+        ("backup: GPU", False, False, f"{reason}; pinned: power_limit_w = 210")]
+
+
+def test_a_gpu_pin_is_accepted_whatever_the_engine_reports_and_dumps_as_before():
+    """The GPU is read from its counters, not the engine: an 'openai' path may pin it; an
+    unpinned expect dumps without a gpu key (a preregistration's hash is unchanged)."""
+    from dualpath.config import ServingPath
+
+    sp = ServingPath(engine="openai", base_url="http://127.0.0.1:8081", model="m",
+                     expect={"gpu": {"pcie": "Gen4 x16"}})
+    assert sp.expect.gpu.pcie == "Gen4 x16"
+    assert "gpu" not in _attached().expect.model_dump(mode="json")
+
+
+def test_a_card_whose_hwmon_folder_is_empty_is_no_card_not_a_crash(tmp_path):
+    (tmp_path / "card0" / "device" / "hwmon").mkdir(parents=True)
+    (tmp_path / "card0" / "device" / "uevent").write_text("DRIVER=amdgpu\n")
+    with pytest.raises(NoCounters) as e:
+        HwmonSource(None, tmp_path)
+    assert str(e.value) == f"no amdgpu hwmon under {tmp_path}"
+
+
+def test_check_shows_a_pin_it_cannot_read_here_as_left_to_doctor(tmp_path, monkeypatch):
+    from dualpath.telemetry import readers
+    from dualpath.telemetry.gpu_identity import gpu_pin_lines
+
+    def no_nvml(indices):
+        raise NoCounters("NVML could not start: NVML Shared Library Not Found")
+    monkeypatch.setattr(readers, "NvmlSource", no_nvml)
+    assert gpu_pin_lines("backup", _attached(pcie="Gen4 x16"), tmp_path) == [(
+        f'expect.gpu: pcie = "Gen4 x16" (not readable here: no amdgpu hwmon under {tmp_path}; '
+        "NVML could not start: NVML Shared Library Not Found; `dualpath doctor` checks it on "
+        "the GPU's host)", False)]
+    assert gpu_pin_lines("backup", _attached()) == []
+
+
+def test_a_reader_that_fails_is_gpu_unknown_not_a_crash(tmp_path, monkeypatch):
+    from dualpath.telemetry.readers import HwmonSource as Real
+
+    amdgpu(tmp_path)
+    monkeypatch.setattr(Real, "state", lambda self: 1 / 0)
+    (name, ok, note, detail), = _doctor_gpu(_attached(), tmp_path)
+    assert (name, ok, note) == ("backup: GPU", True, True)
+    assert detail.endswith(": the GPU reader failed: ZeroDivisionError: division by zero)")

@@ -37,12 +37,16 @@ def check(config: Path = CONFIG_OPT) -> None:
                   f"{len(tickers)} tickers x {cfg.experiment.draws} draws, "
                   f"horizons {cfg.experiment.horizons}")
     from dualpath.launch_args import identity_plan, launch_warnings
+    from dualpath.telemetry.gpu_identity import gpu_pin_lines
     for name, p in cfg.paths.items():
         how = "launch" if p.launch else ("simulated" if p.engine == "sim" else "attach")
         console.print(f"  path {name}: {p.engine} {p.base_url or ''} model={p.model} "
                       f"slots={p.slots} ({how})")
         for line in identity_plan(p):
             console.print(f"    {escape(line)}", highlight=False)
+        for line, warn in gpu_pin_lines(name, p):      # the GPU's own counters, if here
+            console.print(f"    {'[yellow]warning[/yellow]: ' if warn else ''}{escape(line)}",
+                          highlight=False)
         for line in launch_warnings(p, cfg.experiment.prefix_affinity):
             console.print(f"    [yellow]warning[/yellow]: {escape(line)}", highlight=False)
     _print_declared(cfg)

@@ -174,7 +174,8 @@ class HwmonSource:
 
     def __init__(self, indices: list[int] | None, root: Path | str = "/sys/class/drm"):
         cards = sorted((p for p in Path(root).glob("card[0-9]*") if p.name[4:].isdigit()
-                        and (p / "device" / "hwmon").is_dir()), key=lambda p: int(p.name[4:]))
+                        and any((p / "device" / "hwmon").glob("hwmon*"))),
+                       key=lambda p: int(p.name[4:]))      # an empty hwmon/ is no card
         cards = [c for c in cards if _read(c / "device" / "uevent", "").find("amdgpu") >= 0]
         if not cards:
             raise NoCounters(f"no amdgpu hwmon under {root}")
