@@ -88,3 +88,20 @@ def test_metrics_prints_the_serving_block_whole_at_100_columns(tmp_path):
     start = r.stdout.rindex("\n", 0, r.stdout.index("Serving benchmark")) + 1
     assert r.stdout[start:start + len(SERVING_TABLE)] == SERVING_TABLE
     assert max(len(line) for line in SERVING_TABLE.splitlines()) <= 100
+
+
+def test_the_report_shows_the_serving_block_in_markdown_and_html(tmp_path):
+    from tests.cli_run import run_cli
+    from tests.seeded import seed_warehouse
+
+    cfg_path, _, _ = seed_warehouse(tmp_path)
+    r = run_cli("report", "-c", str(cfg_path), "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    md = next((tmp_path / "rep").glob("*.md")).read_text()
+    section = md[md.index("### Serving benchmark"):]
+    assert ("| path | runs | req_per_s | out_tok_per_s | ttft_p50 | ttft_p99 | tpot_p50 | "
+            "tpot_p99 | goodput |") in section
+    assert "| main | 10 | 0.066 | 32.8 | 30,500 | 31,000 | 183.4 | 186.4 | 0.000 |" in section
+    html = next((tmp_path / "rep").glob("*.html")).read_text()
+    block = html[html.index("<h3>Serving benchmark"):html.index("Projected duration")]
+    assert "itl_p99" in block and "TTFT ≤ 5000 ms and TPOT ≤ 200 ms" in block
