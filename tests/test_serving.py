@@ -105,3 +105,18 @@ def test_the_report_shows_the_serving_block_in_markdown_and_html(tmp_path):
     html = next((tmp_path / "rep").glob("*.html")).read_text()
     block = html[html.index("<h3>Serving benchmark"):html.index("Projected duration")]
     assert "itl_p99" in block and "TTFT ≤ 5000 ms and TPOT ≤ 200 ms" in block
+
+
+def test_the_viewer_overview_shows_the_serving_block(tmp_path):
+    from starlette.testclient import TestClient
+
+    from dualpath.config import load_config
+    from tests.seeded import seed_warehouse
+    from viewer.app import create_app
+
+    cfg_path, _, _ = seed_warehouse(tmp_path)
+    html = TestClient(create_app(load_config(cfg_path)), base_url="http://127.0.0.1").get("/").text
+    block = html[html.index("<h2>Serving benchmark</h2>"):html.index("<h2>Nights</h2>")]
+    assert ('<tr><td>main</td><td class="num">10</td><td class="num">0.066</td>'
+            '<td class="num">32.8</td><td class="num">30,500</td>') in block
+    assert "goodput: share of streamed calls with TTFT ≤ 5000 ms and TPOT ≤ 200 ms" in block
