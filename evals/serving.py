@@ -4,7 +4,8 @@ Per path, over the calls of the runs whose speed is a result (complete, one segm
 undisturbed: `evals.speed.run_speed`'s ``is_result``, the same exclusion the speed medians
 use), in real-scale time:
 
-* ``req_per_s``: calls ÷ the runs' summed wall clock (client clock);
+* ``req_per_s``: answered calls ÷ the runs' summed wall clock (client clock); a failed call
+  (error_kind set) is counted apart, as vllm bench counts failed requests, and is in no figure;
 * ``out_tok_per_s``: completion tokens ÷ the same wall clock (client clock);
 * ``ttft_p*`` (ms): time to first token, each streamed call's (client clock);
 * ``tpot_p*`` (ms): time per output token after the first, (latency − TTFT) ÷ (tokens − 1), of
@@ -30,7 +31,7 @@ SLO_TPOT_MS = 200.0     # then at least 5 tokens/s
 PERCENTILES = (50, 90, 99)
 METRICS = ("ttft", "tpot", "itl")    # ms each
 
-SERVING_COLUMNS = (["path", "runs", "requests", "req_per_s", "out_tok_per_s"]
+SERVING_COLUMNS = (["path", "runs", "requests", "failed", "req_per_s", "out_tok_per_s"]
                    + [f"{m}_p{p}" for m in METRICS for p in PERCENTILES] + ["goodput"])
 _CLIENT = "client clock, real-scale"
 _BASIS = {"req_per_s": f"requests/s, {_CLIENT}: calls ÷ the runs' summed wall clock",
@@ -61,8 +62,10 @@ def per_call(calls: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     tpot = ((latency - ttft) / (tokens - 1)).where(tokens > 1)
     itl = (calls["predicted_ms"].astype(float) / calls["predicted_n"].astype(float)).where(
         calls["predicted_n"].astype(float) > 0)
+    failed = (calls["error_kind"].notna() if "error_kind" in calls
+              else pd.Series(False, index=calls.index))
     return pd.DataFrame({"path": calls["path"], "ttft": ttft, "tpot": tpot,
-                         "itl": itl, "tokens": tokens})
+                         "itl": itl, "tokens": tokens, "failed": failed})
 
 
 @table("serving", "Serving benchmark per path (as vllm bench serve): over complete "
@@ -71,7 +74,9 @@ def per_call(calls: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
        ["path", "runs", "req_per_s", "out_tok_per_s", "ttft_p50", "ttft_p99", "tpot_p50",
         "tpot_p99", "goodput"],
        basis=_BASIS,
-       kinds={"runs": "int", "requests": "int"})
+       gloss={"requests": "calls answered (failed ones are counted apart, in no figure)",
+              "failed": "calls whose last attempt failed (error_kind set)"},
+       kinds={"runs": "int", "requests": "int", "failed": "int"})
 def serving_benchmark(calls: pd.DataFrame, runs: pd.DataFrame,
                       per_run: pd.DataFrame) -> pd.DataFrame:
     """One row per path from the ``calls`` and ``runs`` frames and `run_speed`'s per-run
@@ -86,10 +91,13 @@ def serving_benchmark(calls: pd.DataFrame, runs: pd.DataFrame,
     rows = []
     for path in paths:
         mine = pc[pc["path"].eq(path)]
+        failed = int(mine["failed"].sum())
+        mine = mine[~mine["failed"]]      # as vllm bench: figures of completed requests
         secs = float(wall[r["path"].eq(path)].sum())
         judged = mine["ttft"].notna() & mine["tpot"].notna()
         good = (mine["ttft"] <= SLO_TTFT_MS) & (mine["tpot"] <= SLO_TPOT_MS)
         row = {"path": path, "runs": int(r["path"].eq(path).sum()), "requests": len(mine),
+               "failed": failed,
                "req_per_s": len(mine) / secs if secs > 0 else float("nan"),
                "out_tok_per_s": float(mine["tokens"].sum()) / secs if secs > 0 else float("nan")}
         for m in METRICS:

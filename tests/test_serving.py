@@ -33,7 +33,11 @@ def _frames():
         "ttft_s": [0.1, 0.2, np.nan, 0.05, 9.0, 0.1],
         "completion_tokens": [11, 21, 31, 1, 5, 5],
         "predicted_n": [10, 20, 30, 0, 5, 5],
-        "predicted_ms": [100.0, 300.0, 600.0, 0.0, 50.0, 50.0]})
+        "predicted_ms": [100.0, 300.0, 600.0, 0.0, 50.0, 50.0],
+        "error_kind": [None] * 6})
+    # a failed call of the result run: counted apart, in no figure
+    failed = calls.iloc[[0]].assign(latency_s=50.0, ttft_s=40.0, error_kind="timeout")
+    calls = pd.concat([calls, failed], ignore_index=True)
     return calls, runs, per_run
 
 
@@ -42,7 +46,7 @@ def test_the_block_from_result_runs_only_in_real_scale_time():
     assert list(out.columns) == SERVING_COLUMNS
     a, b = out.iloc[0], out.iloc[1]
     # a1 only: 4 calls over 10 s ÷ 0.5 = 20 real s -> 0.2 req/s; 64 tokens -> 3.2 tokens/s
-    assert (a["runs"], a["requests"]) == (1, 4)
+    assert (a["runs"], a["requests"], a["failed"]) == (1, 4, 1)
     assert a["req_per_s"] == pytest.approx(0.2) and a["out_tok_per_s"] == pytest.approx(3.2)
     # TTFT real ms of the streamed calls: 200, 400, 100 -> p50 200
     assert a["ttft_p50"] == pytest.approx(200.0)
