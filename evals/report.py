@@ -16,6 +16,7 @@ from evals.rankic import NIGHTLY, nightly_rank_ic, rank_ic_summary
 from evals.returns import COLUMNS, forward_returns
 from evals.scores import ticker_scores, usable_units
 from evals.signal import by_grade, draws_analysis, signal_shape
+from evals.serving import serving_benchmark
 from evals.speed import path_speed, run_speed
 
 
@@ -42,6 +43,7 @@ class Metrics:
     interchange: object = None        # evals.interchange.Interchange of the pair's grades
     interchange_planned: bool = False  # its limit is the frozen plan's (set by flows.prereg)
     interchange_sequential: dict | None = None   # the plan's group-sequential verdict
+    serving: pd.DataFrame = field(default_factory=pd.DataFrame)  # evals.serving
 
 
 def default_primary(horizons: list[int]) -> int:
@@ -104,4 +106,5 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
     m = Metrics(nightly, summary, comparison, cross, agree, agree_n, grades, per_run, speed,
                 notes, draws, shape, grade_ret, delta, interchange=inter)
     m.energy_runs = run_energy(runs, per_run) if len(per_run) else pd.DataFrame()
+    m.serving = serving_benchmark(calls, runs, per_run) if len(per_run) else pd.DataFrame()
     return m

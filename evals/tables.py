@@ -8,6 +8,7 @@ them, so `evals.registry.TABLES` holds every table a reader prints.
 from __future__ import annotations
 
 from evals import headline as _headline  # noqa: F401  (registers "headline")
+from evals import serving as _serving  # noqa: F401  (registers "serving")
 from evals import speed as _speed  # noqa: F401  (registers "speed")
 from evals.agreement import grade_distribution, self_agreement
 from evals.compare import compare_paths, cross_path_agreement
@@ -16,7 +17,7 @@ from evals.registry import declare
 from evals.signal import by_grade, draws_analysis, signal_shape
 
 ORDER = ["headline", "comparison", "rank_ic", "cross_path", "self_agreement", "draws",
-         "signal_shape", "by_grade", "grades", "speed"]
+         "signal_shape", "by_grade", "grades", "speed", "serving"]
 
 P_GLOSS = ("chance of a ΔIC this far above −δ if the candidate were worse by δ: small "
            "means non-inferior (it is a p-value, not a share of anything)")

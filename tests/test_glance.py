@@ -169,7 +169,7 @@ def test_metrics_speed_table_shows_both_bases_and_the_excluded_runs(seeded):
 
 def test_metrics_csv_carries_every_speed_column(seeded):
     out = dualpath("metrics", "-c", str(seeded), "-f", "csv").stdout
-    assert out[out.index("# speed"):] == SPEED_CSV
+    assert out[out.index("# speed"):out.index("# serving")] == SPEED_CSV
 
 
 def test_metrics_json_is_one_document_with_the_headline(seeded):
@@ -177,7 +177,7 @@ def test_metrics_json_is_one_document_with_the_headline(seeded):
     assert doc["headline"] == HEADLINE.splitlines()
     assert list(doc["tables"]) == ["headline", "comparison", "rank_ic", "cross_path",
                                    "self_agreement", "draws", "signal_shape", "by_grade",
-                                   "grades", "speed"]
+                                   "grades", "speed", "serving"]
     speed = {r["path"]: r for r in doc["tables"]["speed"]}
     assert speed["backup"]["not_complete_excluded"] == 1
     assert speed["backup"]["slot_latency_s_per_unit"] == 694.0

@@ -31,7 +31,7 @@ def test_every_registered_table_declares_exactly_what_its_measure_returns(seeded
     tables = registered()
     assert list(tables) == ["headline", "comparison", "rank_ic", "cross_path",
                             "self_agreement", "draws", "signal_shape", "by_grade", "grades",
-                            "speed"]
+                            "speed", "serving"]
     for key, spec in tables.items():
         frame = headline_table(h) if key == "headline" else getattr(m, key)
         assert len(frame), key

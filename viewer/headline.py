@@ -1,8 +1,9 @@
 """The overview's headline: the verdict and the slowdown, in the words every other output uses.
 
-One function, `headline(cfg)`: the glance headline (`flows.glance.headline_for`, the same
-lines the CLI and the weekly report print) where this checkout has it, else prereg's primary
-verdict (`flows.prereg.study`) in its own words and the slowdown from the same metrics.
+One function, `headline(cfg)`: the glance headline (`flows.glance.metrics_and_headline`, the
+same lines the CLI and the weekly report print) with the serving-benchmark block from the same
+metrics, where this checkout has it, else prereg's primary verdict (`flows.prereg.study`) in
+its own words and the slowdown from the same metrics.
 """
 
 from __future__ import annotations
@@ -21,23 +22,37 @@ class Headline:
     lines: tuple[str, ...]
     verdict: str | None           # the primary comparison's verdict word
     slowdown: float | None        # candidate s/ticker ÷ baseline s/ticker, throughput basis
+    serving: tuple | None = None  # (columns, rows, notes) of the serving-benchmark block
 
 
 def headline(cfg: Config) -> Headline:
     """The headline of the experiment (reads the warehouse; seconds at six weeks); before
     the first night, what is missing, in words."""
     try:
-        from flows.glance import headline_for
+        from flows.glance import metrics_and_headline
     except ImportError:
-        headline_for = None
+        metrics_and_headline = None
     try:
-        if headline_for is None:
+        if metrics_and_headline is None:
             return _from_study(cfg)
-        h = headline_for(cfg)
+        m, h = metrics_and_headline(cfg)
     except UserError as e:       # e.g. no runs of the experiment yet
         return Headline((str(e),), None, None)
     return Headline(tuple(h.lines), getattr(h.verdict, "verdict", None),
-                    getattr(h.slowdown, "ratio", None))
+                    getattr(h.slowdown, "ratio", None), serving_block(m))
+
+
+def serving_block(m) -> tuple | None:
+    """The serving table's brief columns, formatted rows and footnotes, as `dualpath
+    metrics` prints them (None when no path has a run to give it figures)."""
+    from evals.registry import registered
+
+    frame = getattr(m, "serving", None)
+    if frame is None or not len(frame):
+        return None
+    spec = registered()["serving"]
+    brief = spec.select(frame, wide=False)
+    return tuple(str(c) for c in brief.columns), spec.rows(brief), spec.footnotes(brief)
 
 
 def _from_study(cfg: Config) -> Headline:

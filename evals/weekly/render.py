@@ -203,6 +203,7 @@ def context(d: ReportData) -> dict:
         "extra": {name: both(name, getattr(m, name)) for name in ("draws", "signal_shape",
                                                                    "by_grade") if hasattr(m, name)},
         "speed": both("speed", speed),
+        "serving": both("serving", getattr(m, "serving", None)),
         "latency": table(latency_percentiles(real_scale_calls(d.calls, d.runs))),
         "projected": table(projected, kinds={"hours_for_100_tickers": "h"}),
         "runs": table(d.runs.assign(left_out=_left_out_of(d.runs)) if len(d.runs) else d.runs,

@@ -1,0 +1,107 @@
+"""The serving-benchmark block `vllm bench serve` and GuideLLM print, from the stored calls.
+
+Per path, over the calls of the runs whose speed is a result (complete, one segment,
+undisturbed: `evals.speed.run_speed`'s ``is_result``, the same exclusion the speed medians
+use), in real-scale time:
+
+* ``req_per_s``: answered calls ÷ the runs' summed wall clock (client clock); a failed call
+  (error_kind set) is counted apart, as vllm bench counts failed requests, and is in no figure;
+* ``out_tok_per_s``: completion tokens ÷ the same wall clock (client clock);
+* ``ttft_p*`` (ms): time to first token, each streamed call's (client clock);
+* ``tpot_p*`` (ms): time per output token after the first, (latency − TTFT) ÷ (tokens − 1), of
+  each streamed call with 2+ tokens (client clock; vLLM's definition);
+* ``itl_p*`` (ms): each call's mean inter-token gap from the server's own decode timing,
+  predicted_ms ÷ predicted_n (server clock): the per-token gaps themselves are not stored,
+  so this is a per-call mean, not vLLM's distribution over every gap;
+* ``goodput``: the share of judged calls (streamed) meeting both SLOs below.
+
+Percentiles are `numpy.percentile`'s linear interpolation, as `vllm bench serve` computes
+them. The module takes frames and returns a frame (no warehouse access).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from evals.registry import table
+
+SLO_TTFT_MS = 5000.0    # a first token within 5 s
+SLO_TPOT_MS = 200.0     # then at least 5 tokens/s
+PERCENTILES = (50, 90, 99)
+METRICS = ("ttft", "tpot", "itl")    # ms each
+
+SERVING_COLUMNS = (["path", "runs", "requests", "failed", "req_per_s", "out_tok_per_s"]
+                   + [f"{m}_p{p}" for m in METRICS for p in PERCENTILES] + ["goodput"])
+_CLIENT = "client clock, real-scale"
+_BASIS = {"req_per_s": f"requests/s, {_CLIENT}: calls ÷ the runs' summed wall clock",
+          "out_tok_per_s": f"tokens/s, {_CLIENT}: completion tokens ÷ the runs' summed wall clock",
+          **{f"ttft_p{p}": f"ms, {_CLIENT}: time to first token (streamed calls)"
+             for p in PERCENTILES},
+          **{f"tpot_p{p}": f"ms, {_CLIENT}: (latency − TTFT) ÷ (tokens − 1)"
+             for p in PERCENTILES},
+          **{f"itl_p{p}": "ms, server clock: each call's predicted_ms ÷ predicted_n "
+                             "(a per-call mean gap; per-token gaps are not stored)"
+             for p in PERCENTILES},
+          "goodput": f"share of streamed calls with TTFT ≤ {SLO_TTFT_MS:.0f} ms and TPOT ≤ "
+                     f"{SLO_TPOT_MS:.0f} ms ({_CLIENT})"}
+
+
+def percentiles(values: pd.Series) -> list[float]:
+    """p50, p90, p99 of the non-missing values (linear interpolation; NaN when none)."""
+    v = pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float)
+    return [float(np.percentile(v, p)) if len(v) else float("nan") for p in PERCENTILES]
+
+
+def per_call(calls: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Each call's real-scale TTFT, TPOT and server-side ITL in ms (NaN where unmeasured)."""
+    scale = calls["run_id"].map(runs.set_index("run_id")["time_scale"]).astype(float)
+    latency = calls["latency_s"].astype(float) / scale * 1e3
+    ttft = calls["ttft_s"].astype(float) / scale * 1e3
+    tokens = calls["completion_tokens"].astype(float)
+    tpot = ((latency - ttft) / (tokens - 1)).where(tokens > 1)
+    itl = (calls["predicted_ms"].astype(float) / calls["predicted_n"].astype(float)).where(
+        calls["predicted_n"].astype(float) > 0)
+    failed = (calls["error_kind"].notna() if "error_kind" in calls
+              else pd.Series(False, index=calls.index))
+    return pd.DataFrame({"path": calls["path"], "ttft": ttft, "tpot": tpot,
+                         "itl": itl, "tokens": tokens, "failed": failed})
+
+
+@table("serving", "Serving benchmark per path (as vllm bench serve): over complete "
+       "one-segment undisturbed runs, real-scale; percentiles p50/p90/p99",
+       SERVING_COLUMNS,
+       ["path", "runs", "req_per_s", "out_tok_per_s", "ttft_p50", "ttft_p99", "tpot_p50",
+        "tpot_p99", "goodput"],
+       basis=_BASIS,
+       gloss={"requests": "calls answered (failed ones are counted apart, in no figure)",
+              "failed": "calls whose last attempt failed (error_kind set)"},
+       kinds={"runs": "int", "requests": "int", "failed": "int"})
+def serving_benchmark(calls: pd.DataFrame, runs: pd.DataFrame,
+                      per_run: pd.DataFrame) -> pd.DataFrame:
+    """One row per path from the ``calls`` and ``runs`` frames and `run_speed`'s per-run
+    frame (whose ``is_result`` picks the runs); a path without such a run has 0 runs and
+    NaN figures."""
+    paths = sorted(per_run["path"].unique())
+    ok_runs = per_run.loc[per_run["is_result"].astype(bool), "run_id"]
+    r = runs[runs["run_id"].isin(ok_runs)]
+    c = calls[calls["run_id"].isin(ok_runs)]
+    pc = per_call(c, r)
+    wall = r["wall_s"].astype(float) / r["time_scale"].astype(float)
+    rows = []
+    for path in paths:
+        mine = pc[pc["path"].eq(path)]
+        failed = int(mine["failed"].sum())
+        mine = mine[~mine["failed"]]      # as vllm bench: figures of completed requests
+        secs = float(wall[r["path"].eq(path)].sum())
+        judged = mine["ttft"].notna() & mine["tpot"].notna()
+        good = (mine["ttft"] <= SLO_TTFT_MS) & (mine["tpot"] <= SLO_TPOT_MS)
+        row = {"path": path, "runs": int(r["path"].eq(path).sum()), "requests": len(mine),
+               "failed": failed,
+               "req_per_s": len(mine) / secs if secs > 0 else float("nan"),
+               "out_tok_per_s": float(mine["tokens"].sum()) / secs if secs > 0 else float("nan")}
+        for m in METRICS:
+            row.update(zip((f"{m}_p{p}" for p in PERCENTILES), percentiles(mine[m])))
+        row["goodput"] = float(good[judged].mean()) if judged.any() else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=SERVING_COLUMNS)

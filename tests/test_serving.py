@@ -1,0 +1,126 @@
+"""The serving-benchmark block: percentiles against numpy and a hand-worked case, the
+exclusion of runs that are not results, and each figure's clock."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evals.serving import SERVING_COLUMNS, percentiles, serving_benchmark
+
+
+def test_percentiles_match_numpy_and_a_hand_computed_case():
+    # 1..10 with linear interpolation: p50 at rank 0.5 x 9 = 4.5 -> 5 + 0.5 x (6 - 5) = 5.5;
+    # p90 at rank 8.1 -> 9 + 0.1 x (10 - 9) = 9.1; p99 at rank 8.91 -> 9 + 0.91 = 9.91
+    assert percentiles(pd.Series(range(1, 11))) == pytest.approx([5.5, 9.1, 9.91])
+    rng = np.random.default_rng(7)
+    x = pd.Series(rng.lognormal(0, 1, 501))
+    assert percentiles(x) == pytest.approx(list(np.percentile(x, [50, 90, 99])))
+    assert all(np.isnan(percentiles(pd.Series([np.nan, None], dtype=float))))
+
+
+def _frames():
+    # path a: one result run (time_scale 0.5: client seconds are half the real ones) and one
+    # disturbed run whose calls must not count; path b: no result run
+    runs = pd.DataFrame({"run_id": ["a1", "a2", "b1"], "path": ["a", "a", "b"],
+                         "wall_s": [10.0, 1.0, 5.0], "time_scale": [0.5, 0.5, 1.0]})
+    per_run = pd.DataFrame({"run_id": ["a1", "a2", "b1"], "path": ["a", "a", "b"],
+                            "is_result": [True, False, False]})
+    calls = pd.DataFrame({
+        "run_id": ["a1", "a1", "a1", "a1", "a2", "b1"], "path": ["a"] * 5 + ["b"],
+        "latency_s": [1.0, 2.0, 3.0, 0.5, 99.0, 1.0],
+        "ttft_s": [0.1, 0.2, np.nan, 0.05, 9.0, 0.1],
+        "completion_tokens": [11, 21, 31, 1, 5, 5],
+        "predicted_n": [10, 20, 30, 0, 5, 5],
+        "predicted_ms": [100.0, 300.0, 600.0, 0.0, 50.0, 50.0],
+        "error_kind": [None] * 6})
+    # a failed call of the result run: counted apart, in no figure
+    failed = calls.iloc[[0]].assign(latency_s=50.0, ttft_s=40.0, error_kind="timeout")
+    calls = pd.concat([calls, failed], ignore_index=True)
+    return calls, runs, per_run
+
+
+def test_the_block_from_result_runs_only_in_real_scale_time():
+    out = serving_benchmark(*_frames())
+    assert list(out.columns) == SERVING_COLUMNS
+    a, b = out.iloc[0], out.iloc[1]
+    # a1 only: 4 calls over 10 s ÷ 0.5 = 20 real s -> 0.2 req/s; 64 tokens -> 3.2 tokens/s
+    assert (a["runs"], a["requests"], a["failed"]) == (1, 4, 1)
+    assert a["req_per_s"] == pytest.approx(0.2) and a["out_tok_per_s"] == pytest.approx(3.2)
+    # TTFT real ms of the streamed calls: 200, 400, 100 -> p50 200
+    assert a["ttft_p50"] == pytest.approx(200.0)
+    # TPOT: (2000 - 200) / 10 = 180 ms, (4000 - 400) / 20 = 180 ms; the 1-token call has none
+    assert a["tpot_p50"] == pytest.approx(180.0)
+    # ITL, server clock (not scaled): 10, 15, 20 ms per token
+    assert [a["itl_p50"], a["itl_p90"]] == pytest.approx([15.0, 19.0])
+    # goodput: both judged calls meet TTFT <= 5 s and TPOT <= 200 ms
+    assert a["goodput"] == 1.0
+    assert (b["runs"], b["requests"]) == (0, 0) and np.isnan(b["req_per_s"])
+    assert np.isnan(b["ttft_p50"]) and np.isnan(b["goodput"])
+
+
+SERVING_TABLE = """\
+   Serving benchmark per path (as vllm bench serve): over complete one-segment undisturbed runs,   
+                                real-scale; percentiles p50/p90/p99                                
+┏━━━━━━━━┳━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━┓
+┃ path   ┃ runs ┃ req_per_s ┃ out_tok_per_s ┃ ttft_p50 ┃ ttft_p99 ┃ tpot_p50 ┃ tpot_p99 ┃ goodput ┃
+┡━━━━━━━━╇━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━┩
+│ backup │    9 │     0.012 │         5.753 │   86,750 │   87,750 │    521.5 │    527.6 │   0.000 │
+│ main   │   10 │     0.066 │          32.8 │   30,500 │   31,000 │    183.4 │    186.4 │   0.000 │
+└────────┴──────┴───────────┴───────────────┴──────────┴──────────┴──────────┴──────────┴─────────┘
+  req_per_s: requests/s, client clock, real-scale: calls ÷ the runs' summed wall clock
+  out_tok_per_s: tokens/s, client clock, real-scale: completion tokens ÷ the runs' summed wall clock
+  ttft_p50: ms, client clock, real-scale: time to first token (streamed calls)
+  ttft_p99: ms, client clock, real-scale: time to first token (streamed calls)
+  tpot_p50: ms, client clock, real-scale: (latency − TTFT) ÷ (tokens − 1)
+  tpot_p99: ms, client clock, real-scale: (latency − TTFT) ÷ (tokens − 1)
+  goodput: share of streamed calls with TTFT ≤ 5000 ms and TPOT ≤ 200 ms (client clock, real-scale)
+"""
+
+
+def test_metrics_prints_the_serving_block_whole_at_100_columns(tmp_path):
+    # the seeded main path: 32 calls a night over 8 × (60 + i % 3) real s, 10 nights summing
+    # to 8 × 609 = 4,872 s -> 320 / 4,872 = 0.066 req/s and 500 tokens each -> 32.8 tokens/s;
+    # TTFT = (60 + i % 3) / 2 s -> p50 30,500 ms; the backup's partial last night is left out
+    from tests.cli_run import run_cli
+    from tests.seeded import seed_warehouse
+
+    cfg_path, _, _ = seed_warehouse(tmp_path)
+    r = run_cli("metrics", "-c", str(cfg_path), columns=100)
+    assert r.returncode == 0, r.stderr
+    start = r.stdout.rindex("\n", 0, r.stdout.index("Serving benchmark")) + 1
+    assert r.stdout[start:start + len(SERVING_TABLE)] == SERVING_TABLE
+    assert max(len(line) for line in SERVING_TABLE.splitlines()) <= 100
+
+
+def test_the_report_shows_the_serving_block_in_markdown_and_html(tmp_path):
+    from tests.cli_run import run_cli
+    from tests.seeded import seed_warehouse
+
+    cfg_path, _, _ = seed_warehouse(tmp_path)
+    r = run_cli("report", "-c", str(cfg_path), "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    md = next((tmp_path / "rep").glob("*.md")).read_text()
+    section = md[md.index("### Serving benchmark"):]
+    assert ("| path | runs | req_per_s | out_tok_per_s | ttft_p50 | ttft_p99 | tpot_p50 | "
+            "tpot_p99 | goodput |") in section
+    assert "| main | 10 | 0.066 | 32.8 | 30,500 | 31,000 | 183.4 | 186.4 | 0.000 |" in section
+    html = next((tmp_path / "rep").glob("*.html")).read_text()
+    block = html[html.index("<h3>Serving benchmark"):html.index("Projected duration")]
+    assert "itl_p99" in block and "TTFT ≤ 5000 ms and TPOT ≤ 200 ms" in block
+
+
+def test_the_viewer_overview_shows_the_serving_block(tmp_path):
+    from starlette.testclient import TestClient
+
+    from dualpath.config import load_config
+    from tests.seeded import seed_warehouse
+    from viewer.app import create_app
+
+    cfg_path, _, _ = seed_warehouse(tmp_path)
+    html = TestClient(create_app(load_config(cfg_path)), base_url="http://127.0.0.1").get("/").text
+    block = html[html.index("<h2>Serving benchmark</h2>"):html.index("<h2>Nights</h2>")]
+    assert ('<tr><td>main</td><td class="num">10</td><td class="num">0.066</td>'
+            '<td class="num">32.8</td><td class="num">30,500</td>') in block
+    assert "goodput: share of streamed calls with TTFT ≤ 5000 ms and TPOT ≤ 200 ms" in block
