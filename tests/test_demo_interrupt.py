@@ -30,7 +30,7 @@ def _wait_for_calls(root: Path, proc: subprocess.Popen, timeout: float = 240) ->
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_demo_ingests_its_night_and_exits_130_in_one_line(tmp_path, sig):
     root = tmp_path / "demo"
-    proc = subprocess.Popen([DUALPATH, "demo", "--nights", "3", "--tickers", "4", "--draws", "1",
+    proc = subprocess.Popen([DUALPATH, "demo", "--nights", "3", "--tickers", "5", "--draws", "1",
                              "--clock", "5", "--root", str(root)],
                             cwd=tmp_path, env=env_for(None, tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
