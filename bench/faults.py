@@ -14,7 +14,8 @@ contaminated_counted=… undetected_swaps=… mislabelled=… tracebacks=…
 distorted_speed_counted=…` (goals: ≥ 12 kinds, zeros for the rest). The trials of the night
 and the warehouse (two writers, an aliased server, a second config, a 50 MB answer, partial
 journals, a full disk, a damaged warehouse, SIGTERM, a Prefect cancel, a long `sql`) are in
-`bench/faults_night.py`.
+`bench/faults_night.py`; those of places (a warehouse named through a symlink, another
+`TMPDIR` on the same servers) in `bench/faults_places.py`.
 With --real, the trials a real llama-server can take are run again with one on the backup
 path (Gemma 3 270M, as `make test` builds it; several minutes on a CPU).
 """
@@ -35,6 +36,7 @@ if __package__ in (None, ""):      # run as a script: make the repository import
 from bench.faultlab import ROOT, Lab, check_night, swap_detected  # noqa: E402
 from bench.faults_cli import CLI_TRIALS  # noqa: E402
 from bench.faults_night import NIGHT_TRIALS, REAL_TRIALS, mislabelled, tracebacks  # noqa: E402
+from bench.faults_places import PLACE_TRIALS  # noqa: E402
 from dualpath.sim.proxy import TRANSIENT, wait_until  # noqa: E402
 
 PROXY_FAULTS = {  # kind -> path it is tried on (cut JSON needs the unstreamed path)
@@ -45,8 +47,9 @@ SWAPS = {"swap_alias": {"model_alias": "another-model"},
          "swap_slots": {"slots": 8}}
 PROCESS_FAULTS = ("server_kill_x3", "server_restart_same_port", "harness_kill_scoring",
                   "harness_kill_ingest", "sigint")
-TRIALS = {**NIGHT_TRIALS, **CLI_TRIALS, **REAL_TRIALS}   # kind -> (lab, night, trial)
-ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *NIGHT_TRIALS, *CLI_TRIALS)   # simulated paths
+TRIALS = {**NIGHT_TRIALS, **PLACE_TRIALS, **CLI_TRIALS, **REAL_TRIALS}   # kind -> (lab, night, trial)
+# the simulated paths' trials
+ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *NIGHT_TRIALS, *PLACE_TRIALS, *CLI_TRIALS)
 
 
 @dataclass

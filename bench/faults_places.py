@@ -1,0 +1,76 @@
+"""Fault trials of places (`bench/faults.py` runs them): the same warehouse named through a
+symlink by a second config, and a second experiment on the same servers started with
+another `TMPDIR`. Both must be refused, whatever the spelling of the place.
+
+Each fills a `Trial` as `bench/faults_night.py`'s do: `injected` says the fault met a night,
+`detected` that dualpath refused it with its own error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench.faultlab import Lab, score_night
+from dualpath.errors import UserError
+from dualpath.locks import endpoint_lock
+from flows import runner
+
+
+def symlink_warehouse(lab: Lab, night, t) -> None:
+    """A second config in another folder names the lab's warehouse through a symlink and
+    keeps its runs elsewhere: the experiment is bound to the first runs folder, refused."""
+    from dualpath.config import load_config
+
+    folder = lab.cfg_path.parent / "linked"
+    folder.mkdir(exist_ok=True)
+    link = folder / "alias.duckdb"
+    if not link.is_symlink():
+        link.symlink_to(lab.cfg.resolve(lab.cfg.warehouse.path))
+    text = lab.cfg_path.read_text()
+    text = re.sub(r'(\[warehouse\]\s*\npath = )"[^"]*"', rf'\1"{link}"', text)
+    other = folder / "linked.toml"
+    other.write_text(text)
+    cfg2 = load_config(other)
+    with runner.hold_night(lab.cfg, night):      # the lab's config binds the experiment first
+        runner.claim_night(lab.cfg, night, lab.cfg_path)
+    t.injected = int(link.is_symlink() and f'"{link}"' in text)   # named only through the link
+    try:
+        score_night(cfg2, night, lab.urls, config_path=other)
+    except UserError as e:
+        t.detected = "keeps its runs in" in str(e)
+        t.detail = "refused: " + str(e)[:80]
+
+
+@contextmanager
+def _tmpdir(folder: Path):
+    old = os.environ.get("TMPDIR")
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = None                      # gettempdir() reads TMPDIR again
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = old
+        tempfile.tempdir = None
+
+
+def other_tmpdir(lab: Lab, night, t) -> None:
+    """Another experiment holds the backup server with one `TMPDIR`; this night, started
+    with another, must still find it held: its backup path fails with `EndpointBusy`."""
+    root = lab.cfg_path.parent
+    with _tmpdir(root / "tmp-a"), endpoint_lock(lab.urls["backup"], "another experiment"):
+        with _tmpdir(root / "tmp-b"):
+            t.injected = int(tempfile.gettempdir() == str(root / "tmp-b"))
+            outcomes = score_night(lab.cfg, night, lab.urls, config_path=lab.cfg_path)
+    backup = next(o for o in outcomes if o.path == "backup")
+    t.detected = backup.status == "failed" and "EndpointBusy" in (backup.reason or "")
+
+
+PLACE_TRIALS = {"symlink_warehouse": symlink_warehouse, "other_tmpdir": other_tmpdir}
