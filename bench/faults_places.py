@@ -73,4 +73,34 @@ def other_tmpdir(lab: Lab, night, t) -> None:
     t.detected = backup.status == "failed" and "EndpointBusy" in (backup.reason or "")
 
 
-PLACE_TRIALS = {"symlink_warehouse": symlink_warehouse, "other_tmpdir": other_tmpdir}
+def _price_rows(lab: Lab) -> int:
+    from warehouse.db import reader
+    with reader(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
+        return con.execute("SELECT count(*) FROM prices").fetchone()[0]
+
+
+def conflicting_prices(lab: Lab, night, t) -> None:
+    """Two files of a drop folder give different prices for one ticker and night: `prices
+    update` refuses in one line naming both files and the row, and imports nothing."""
+    from bench.faults_night import _cli, _env, tracebacks
+
+    drop = lab.cfg_path.parent / "drop"
+    drop.mkdir(exist_ok=True)
+    ticker = lab.cfg.tickers()[0]
+    for name, close in (("a.csv", 101.0), ("b.csv", 102.0)):
+        (drop / name).write_text(f"ticker,date,close,adj_close\n{ticker},{night},{close},{close}\n")
+    other = lab.cfg_path.with_name("drop.toml")
+    other.write_text(lab.cfg_path.read_text().replace("[market]\n",
+                                                      f'[market]\nprices_dir = "{drop}"\n'))
+    before = _price_rows(lab)
+    r = _cli(_env(lab), "prices", "update", "-c", str(other))
+    t.injected = 1
+    out = r.stdout + r.stderr
+    t.tracebacks = tracebacks(out)
+    t.detected = (r.returncode != 0 and "a.csv and b.csv" in out and f"{ticker} {night}" in out
+                  and _price_rows(lab) == before)
+    t.detail = " ".join(out.split())[:120]
+
+
+PLACE_TRIALS = {"symlink_warehouse": symlink_warehouse, "other_tmpdir": other_tmpdir,
+                "conflicting_prices": conflicting_prices}
