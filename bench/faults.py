@@ -16,8 +16,9 @@ the server's own answers: a completion count of 2**40 or "lots" (kept as sent, f
 the call, never a number) and `finish_reason: "abort"` half-way (a failed call, retried). The
 trials of the night and the warehouse (two writers, an aliased server, a second config, a 50 MB answer, partial
 journals, a full disk, a damaged warehouse, SIGTERM, a Prefect cancel, a long `sql`) are in
-`bench/faults_night.py`; those of places (a warehouse named through a symlink, another
-`TMPDIR` on the same servers) in `bench/faults_places.py`.
+`bench/faults_night.py`; those of places and inputs (a warehouse named through a symlink,
+another `TMPDIR` on the same servers, conflicting price files, a killed long `sql` on its
+snapshot copy) in `bench/faults_places.py`.
 With --real, the trials a real llama-server can take are run again with one on the backup
 path (Gemma 3 270M, as `make test` builds it; several minutes on a CPU).
 """

@@ -1,6 +1,8 @@
-"""Fault trials of places (`bench/faults.py` runs them): the same warehouse named through a
-symlink by a second config, and a second experiment on the same servers started with
-another `TMPDIR`. Both must be refused, whatever the spelling of the place.
+"""Fault trials of places and inputs (`bench/faults.py` runs them): the same warehouse named
+through a symlink by a second config, and a second experiment on the same servers started
+with another `TMPDIR` (both refused, whatever the spelling of the place); two price files
+that disagree (refused, nothing imported); a long `dualpath sql` on its snapshot copy
+stopped by SIGTERM and killed by SIGKILL (no copy left, no internal error).
 
 Each fills a `Trial` as `bench/faults_night.py`'s do: `injected` says the fault met a night,
 `detected` that dualpath refused it with its own error.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -102,5 +105,43 @@ def conflicting_prices(lab: Lab, night, t) -> None:
     t.detail = " ".join(out.split())[:120]
 
 
-PLACE_TRIALS = {"symlink_warehouse": symlink_warehouse, "other_tmpdir": other_tmpdir,
+def _snapshots(lab: Lab) -> list[Path]:
+    return sorted(lab.cfg.resolve(lab.cfg.warehouse.path).parent.glob(".sql-snapshot-*"))
+
+
+def killed_sql(lab: Lab, night, t) -> None:
+    """A long `dualpath sql` past its read-lock budget works on a snapshot copy; stopped by
+    SIGTERM it removes the copy, killed by SIGKILL the next start removes it."""
+    import signal
+    import subprocess
+
+    from bench.faults_night import DUALPATH, LONG_SQL, _cli, _end, _env, tracebacks
+    from dualpath.sim.proxy import wait_until
+
+    t.night, left = False, []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc = subprocess.Popen([DUALPATH, "sql", "-c", str(lab.cfg_path), "--timeout", "600",
+                                 LONG_SQL], env=_env(lab), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            copying = wait_until(lambda: any(any(d.iterdir()) for d in _snapshots(lab)), 60, 0.1)
+            time.sleep(0.5)                      # the query runs on the copy
+            t.injected += int(copying)
+            proc.send_signal(sig)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                t.detail = f"still running 60 s after {sig.name}; "
+        finally:
+            _end(proc)
+        err = proc.stderr.read()
+        t.tracebacks += tracebacks(err) + int("internal error" in err)   # SIGTERM: exit 143
+        if sig == signal.SIGKILL:
+            _cli(_env(lab), "sql", "-c", str(lab.cfg_path), "SELECT 1")   # the next start
+        left.append(len(_snapshots(lab)))
+    t.detected = t.injected == 2 and left == [0, 0]
+    t.detail += f"snapshots left after SIGTERM, after SIGKILL and a next start: {left}"
+
+
+PLACE_TRIALS = {"killed_sql": killed_sql, "symlink_warehouse": symlink_warehouse, "other_tmpdir": other_tmpdir,
                 "conflicting_prices": conflicting_prices}
