@@ -2,7 +2,8 @@
 through a symlink by a second config, and a second experiment on the same servers started
 with another `TMPDIR` (both refused, whatever the spelling of the place); two price files
 that disagree (refused, nothing imported); a long `dualpath sql` on its snapshot copy
-stopped by SIGTERM and killed by SIGKILL (no copy left, no internal error).
+stopped by SIGTERM and killed by SIGKILL (no copy left, no internal error); the project
+seen through a read-only mount (one line, no traceback).
 
 Each fills a `Trial` as `bench/faults_night.py`'s do: `injected` says the fault met a night,
 `detected` that dualpath refused it with its own error.
@@ -143,5 +144,31 @@ def killed_sql(lab: Lab, night, t) -> None:
     t.detail += f"snapshots left after SIGTERM, after SIGKILL and a next start: {left}"
 
 
-PLACE_TRIALS = {"killed_sql": killed_sql, "symlink_warehouse": symlink_warehouse, "other_tmpdir": other_tmpdir,
+def read_only_warehouse(lab: Lab, night, t) -> None:
+    """The lab's project seen through a read-only bind mount: `dualpath nightly` says so in
+    one line, no traceback; skipped, with the reason, where `mount` is not allowed."""
+    import subprocess
+
+    from bench.faults_night import _cli, _env, tracebacks
+
+    t.night = False
+    src, ro = lab.cfg_path.parent, lab.cfg_path.parent.with_name("read-only")
+    ro.mkdir(exist_ok=True)
+    ok = subprocess.run(["mount", "--bind", str(src), str(ro)], capture_output=True, text=True)
+    if ok.returncode:
+        t.detected, t.detail = True, f"skipped: no bind mount here ({ok.stderr.strip()})"
+        return
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
+        r = _cli(_env(lab), "nightly", "--date", str(night), "-c", str(ro / lab.cfg_path.name))
+    finally:
+        subprocess.run(["umount", str(ro)], check=False)
+    out = r.stdout + r.stderr
+    t.injected, t.tracebacks = 1, tracebacks(out) + int("internal error" in out)
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    t.detected = r.returncode == 2 and len(errors) == 1 and "read-only file system" in errors[0]
+    t.detail = (errors or [" ".join(out.split())])[0][:120]
+
+
+PLACE_TRIALS = {"read_only_warehouse": read_only_warehouse, "killed_sql": killed_sql, "symlink_warehouse": symlink_warehouse, "other_tmpdir": other_tmpdir,
                 "conflicting_prices": conflicting_prices}
