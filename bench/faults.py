@@ -11,10 +11,14 @@ outcome, every journaled call stored once, no unit measured twice, no contaminat
 a unit that metrics use, and every transient fault retried (the proxy saw the spoiled
 request again). Prints a table and, last, `faults=… lost=… duplicated=…
 contaminated_counted=… undetected_swaps=… mislabelled=… tracebacks=…
-distorted_speed_counted=…` (goals: ≥ 12 kinds, zeros for the rest). The trials of the night
-and the warehouse (two writers, an aliased server, a second config, a 50 MB answer, partial
+distorted_speed_counted=…` (goals: ≥ 12 kinds, zeros for the rest). The proxy also rewrites
+the server's own answers: a completion count of 2**40 or "lots" (kept as sent, flagged on
+the call, never a number) and `finish_reason: "abort"` half-way (a failed call, retried). The
+trials of the night and the warehouse (two writers, an aliased server, a second config, a 50 MB answer, partial
 journals, a full disk, a damaged warehouse, SIGTERM, a Prefect cancel, a long `sql`) are in
-`bench/faults_night.py`.
+`bench/faults_night.py`; those of places and inputs (a warehouse named through a symlink,
+another `TMPDIR` on the same servers, conflicting price files, a killed long `sql` on its
+snapshot copy) in `bench/faults_places.py`.
 With --real, the trials a real llama-server can take are run again with one on the backup
 path (Gemma 3 270M, as `make test` builds it; several minutes on a CPU).
 """
@@ -35,18 +39,22 @@ if __package__ in (None, ""):      # run as a script: make the repository import
 from bench.faultlab import ROOT, Lab, check_night, swap_detected  # noqa: E402
 from bench.faults_cli import CLI_TRIALS  # noqa: E402
 from bench.faults_night import NIGHT_TRIALS, REAL_TRIALS, mislabelled, tracebacks  # noqa: E402
+from bench.faults_places import PLACE_TRIALS  # noqa: E402
 from dualpath.sim.proxy import TRANSIENT, wait_until  # noqa: E402
 
 PROXY_FAULTS = {  # kind -> path it is tried on (cut JSON needs the unstreamed path)
     "reset": "backup", "http500": "backup", "http429": "main", "http503": "backup",
-    "hang": "main", "cut_json": "main", "cut_sse": "backup", "overflow": "backup"}
+    "hang": "main", "cut_json": "main", "cut_sse": "backup", "overflow": "backup",
+    # the server's own answer rewritten: the unstreamed path's JSON
+    "huge_usage": "main", "typed_usage": "main", "abort": "main"}
 SWAPS = {"swap_alias": {"model_alias": "another-model"},
          "swap_build": {"build": "sim-b9999-other"},
          "swap_slots": {"slots": 8}}
 PROCESS_FAULTS = ("server_kill_x3", "server_restart_same_port", "harness_kill_scoring",
                   "harness_kill_ingest", "sigint")
-TRIALS = {**NIGHT_TRIALS, **CLI_TRIALS, **REAL_TRIALS}   # kind -> (lab, night, trial)
-ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *NIGHT_TRIALS, *CLI_TRIALS)   # simulated paths
+TRIALS = {**NIGHT_TRIALS, **PLACE_TRIALS, **CLI_TRIALS, **REAL_TRIALS}   # kind -> (lab, night, trial)
+# the simulated paths' trials
+ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *NIGHT_TRIALS, *PLACE_TRIALS, *CLI_TRIALS)
 
 
 @dataclass
@@ -91,7 +99,19 @@ def run_proxy_fault(lab: Lab, night, kind: str, n: int) -> Trial:
     t.injected = proxy.injected[kind]
     if kind in TRANSIENT:
         t.transient, t.retried = t.injected, proxy.retried()[kind]
+    if kind in ("huge_usage", "typed_usage"):    # kept as sent, flagged, never a number
+        lab.ingest(night)
+        t.detected = untrusted_calls(lab, night, PROXY_FAULTS[kind]) >= t.injected
     return t
+
+
+def untrusted_calls(lab: Lab, night, path: str) -> int:
+    """The night's calls on `path` whose completion count was kept only as sent."""
+    from warehouse.db import reader
+    with reader(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
+        return con.execute("SELECT count(*) FROM calls WHERE night = ? AND path = ? AND "
+                           "untrusted LIKE '%completion_tokens%'",
+                           [night, path]).fetchone()[0]
 
 
 def run_swap(lab: Lab, night, kind: str) -> Trial:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+from datetime import date
 from pathlib import Path
 
 
@@ -166,4 +167,52 @@ def refuse_unanalysable(cfg) -> None:
     from dualpath.errors import ConfigError
 
     if (why := unanalysable(cfg)) is not None:
+        raise ConfigError(why)
+
+
+SYNTHETIC_IMPORT_DAYS = 400   # sessions of the synthetic market a first night imports
+
+
+def scheduled_prices_problem(cfg, today: date) -> str | None:
+    """Why the nights a schedule would score from `today` on (the next week's sessions) have
+    no prices source, else None: no `[market]` prices_file, prices_dir or online `source`,
+    or a synthetic market that starts too late for `history_days` before them or ends
+    before them. `deploy/local-llama.toml` as shipped scored a night the synthetic market
+    did not reach on its first trigger."""
+    from datetime import timedelta
+
+    from dualpath.market import trading_calendar
+
+    m, week = cfg.market, today + timedelta(days=7)
+    if m.source != "files" or m.prices_file is not None or m.prices_dir is not None:
+        return None
+    if m.synthetic_seed is None:
+        return (f"market: a scheduled night from {today} on has no prices source; set "
+                "[market] prices_file, prices_dir or source (or import them nightly with "
+                "`dualpath prices import FILE` before the schedule fires)")
+    days = trading_calendar(m.synthetic_start, SYNTHETIC_IMPORT_DAYS)
+    history = cfg.pipeline.history_days
+    usable = days[min(history, len(days) - 1)]
+    if usable <= today and week <= days[-1]:
+        return None
+    start = today - timedelta(days=history * 8 // 5 + 14)
+    return (f"market: the synthetic market's prices run {usable} (after {history} sessions of "
+            f"history) to {days[-1]}, so the schedule's next nights ({today} to {week}) have "
+            f"no prices; set [market] synthetic_start = {start}, or point prices_file, "
+            "prices_dir or source at real prices")
+
+
+def deployed_now(cfg) -> date:
+    """Today in the market's time zone: the first night a schedule made now could score."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    return datetime.now(ZoneInfo(cfg.market.timezone)).date()
+
+
+def refuse_unscheduled_prices(cfg, today: date | None = None) -> None:
+    """Raise `ConfigError` (one line) when `scheduled_prices_problem` says why."""
+    from dualpath.errors import ConfigError
+
+    if (why := scheduled_prices_problem(cfg, today or deployed_now(cfg))) is not None:
         raise ConfigError(why)

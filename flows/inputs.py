@@ -25,13 +25,14 @@ def prepare_night(cfg: Config, night: date, calendar, tickers: list[str],
 
 def ensure_prices(con, cfg: Config, tickers: list[str]) -> None:
     """Profiles on the synthetic market import its prices once, before the first night."""
+    from dualpath.config_checks import SYNTHETIC_IMPORT_DAYS
     from dualpath.market import SyntheticMarket
     from warehouse.prices import import_prices, validate_prices
 
     if cfg.market.synthetic_seed is None or price_rows(con):
         return
     raw = SyntheticMarket(cfg.market.synthetic_seed, start=cfg.market.synthetic_start,
-                          n_days=400).prices()
+                          n_days=SYNTHETIC_IMPORT_DAYS).prices()
     raw = raw[raw["ticker"].isin(tickers)]
     import_prices(con, validate_prices(raw, tickers, "synthetic market")[0])
 

@@ -5,7 +5,8 @@ The trials that run `dualpath nightly` or the console script many times, or wait
 stall, take ~4 min together here; each has its own test of the same behaviour, so they are
 left to the bench: twin_nights (test_night_lock), partial_journal and answer_50mb
 (test_ingest_shapes), sigterm and prefect_cancel (test_interrupts), speed_stalled
-(test_disturbed), usage_errors (test_usage_errors)."""
+(test_disturbed), usage_errors (test_usage_errors), killed_sql (test_sql_sigterm,
+test_odd_places), read_only_warehouse (test_odd_places)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from bench.faults import ALL, PROXY_FAULTS, SWAPS, run_trials, summary, table
 from dualpath.sim.proxy import TRANSIENT
 
 BENCH_ONLY = {"twin_nights", "partial_journal", "answer_50mb", "sigterm", "prefect_cancel",
-              "speed_stalled", "usage_errors"}
+              "speed_stalled", "usage_errors", "killed_sql", "read_only_warehouse"}
 KINDS = tuple(k for k in ALL if k not in BENCH_ONLY)
 
 

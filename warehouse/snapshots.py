@@ -43,19 +43,23 @@ def sweep(folder: Path) -> int:
 
 
 @contextlib.contextmanager
-def _terminate_as_exit() -> Iterator[None]:
+def _terminate_as_exit() -> Iterator[list[int]]:
     """SIGTERM raises SystemExit while the copy exists (the main thread only), so the copy is
-    removed as for Ctrl-C; the default action would end the process with the copy left."""
+    removed as for Ctrl-C; the default action would end the process with the copy left.
+    Yields the signals received: raised inside a DuckDB query, the SystemExit comes out as
+    `RuntimeError: Query interrupted`."""
+    got: list[int] = []
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield got
         return
 
     def stop(signum, frame):
+        got.append(signum)
         raise SystemExit(128 + signum)
 
     before = signal.signal(signal.SIGTERM, stop)
     try:
-        yield
+        yield got
     finally:
         signal.signal(signal.SIGTERM, before)
 
@@ -74,7 +78,12 @@ def snapshot_folder(warehouse: Path) -> Iterator[Path | None]:
             return
         raise
     try:
-        with _terminate_as_exit():
-            yield made
+        with _terminate_as_exit() as got:
+            try:
+                yield made
+            except RuntimeError:
+                if got:             # SIGTERM in the query: an exit, not "internal error"
+                    raise SystemExit(128 + got[0]) from None
+                raise
     finally:
         shutil.rmtree(made, ignore_errors=True)

@@ -21,15 +21,21 @@ from dualpath.procs import start_reaper
 
 
 @app.command()
-def check(config: Path = CONFIG_OPT) -> None:
+def check(config: Path = CONFIG_OPT,
+          deployed: bool = typer.Option(False, "--deployed", help="The config is (to be) "
+                                        "deployed: also check that the schedule's next nights "
+                                        "have a prices source (`deploy` and `serve` warn of it).")
+          ) -> None:
     """Validate a config file, check that a night could start (universe, pipeline import,
     API key variables), and show what it describes."""
-    from dualpath.config_checks import refuse_unanalysable
+    from dualpath.config_checks import refuse_unanalysable, refuse_unscheduled_prices
     from dualpath.preflight import preflight
 
     cfg = load_config(config)
     preflight(cfg)
     refuse_unanalysable(cfg)
+    if deployed:
+        refuse_unscheduled_prices(cfg)
     tickers = cfg.tickers()
     console.print("[dim]offline check: the config alone (no server, warehouse or Prefect is "
                   "contacted; `dualpath doctor` does that)[/dim]")
@@ -50,6 +56,15 @@ def check(config: Path = CONFIG_OPT) -> None:
         for line in launch_warnings(p, cfg.experiment.prefix_affinity):
             console.print(f"    [yellow]warning[/yellow]: {escape(line)}", highlight=False)
     _print_declared(cfg)
+
+
+def _warn_unscheduled_prices(cfg) -> None:
+    """Deploying warns (a deployment given its night by hand still runs) where `check
+    --deployed` fails: the schedule's first trigger would score a night with no prices."""
+    from dualpath.config_checks import deployed_now, scheduled_prices_problem
+
+    if (why := scheduled_prices_problem(cfg, deployed_now(cfg))) is not None:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(why)}", highlight=False)
 
 
 def _print_declared(cfg) -> None:
@@ -380,6 +395,7 @@ def deploy_cmd(config: Path = CONFIG_OPT,
     _schedule_options(nightly_cron, weekly_cron, pool)
     _prefect_api_or_explain()
     cfg = load_config(config)
+    _warn_unscheduled_prices(cfg)
     from flows.deploy import run_deploy
 
     shares = []
@@ -407,6 +423,7 @@ def serve_cmd(config: Path = CONFIG_OPT,
     _schedule_options(nightly_cron, weekly_cron)
     _prefect_api_or_explain()
     cfg = load_config(config)
+    _warn_unscheduled_prices(cfg)
     from flows.deploy import prepare_serve, serve
 
     for name in prepare_serve(cfg, config, replace):

@@ -12,6 +12,9 @@ request (a new request with the same body) passes and shows whether the client r
     cut_sse    a 200 event stream that stops after the finish_reason event, without its
                usage chunk and `[DONE]`
     overflow   a 400 `exceed_context_size_error`, as llama-server answers a too-long prompt
+    huge_usage / typed_usage / abort   the server's own unstreamed answer, rewritten: usage
+               completion_tokens 2**40, or "lots"; or cut half-way with finish_reason "abort"
+               (llama-server's and vLLM's reason for a request ended before its end)
 
 The upstream can be changed while it runs (`upstream = ...`): a server swapped or restarted
 behind the same port. One request per connection (`connection: close`), so a fault never
@@ -31,8 +34,10 @@ from urllib.parse import urlsplit
 
 import orjson
 
-FAULTS = ("reset", "http500", "http429", "http503", "hang", "cut_json", "cut_sse", "overflow")
-TRANSIENT = frozenset(FAULTS) - {"overflow"}
+REWRITES = ("huge_usage", "typed_usage", "abort")     # applied to the upstream's JSON answer
+FAULTS = ("reset", "http500", "http429", "http503", "hang", "cut_json", "cut_sse", "overflow",
+          *REWRITES)
+TRANSIENT = frozenset(FAULTS) - {"overflow", "huge_usage", "typed_usage"}
 _CHAT = b"/v1/chat/completions"
 
 
@@ -51,6 +56,28 @@ _COMPLETION = orjson.dumps({
     "choices": [{"index": 0, "finish_reason": "stop",
                  "message": {"role": "assistant", "content": "FINAL GRADE: 3 (HOLD)"}}],
     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+
+
+def _rewrite(kind: str, reply: bytes) -> bytes:
+    """An upstream JSON reply with its usage or its end spoiled; any other reply unchanged."""
+    head, sep, body = reply.partition(b"\r\n\r\n")
+    try:
+        obj = orjson.loads(body)
+        usage, choice = obj.get("usage") or {}, obj["choices"][0]
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+        return reply
+    if kind == "huge_usage":
+        usage["completion_tokens"] = 2 ** 40
+    elif kind == "typed_usage":
+        usage["completion_tokens"] = "lots"
+    else:
+        msg = choice.get("message") or {}
+        msg["content"] = (msg.get("content") or "")[:len(msg.get("content") or "") // 2]
+        choice["finish_reason"] = "abort"
+    obj["usage"] = usage
+    new = orjson.dumps(obj)
+    lines = [ln for ln in head.split(b"\r\n") if not ln.lower().startswith(b"content-length:")]
+    return b"\r\n".join([*lines, f"content-length: {len(new)}".encode()]) + sep + new
 
 
 def _event(obj: dict) -> bytes:
@@ -173,8 +200,8 @@ class FaultProxy:
             body = await reader.readexactly(length)
             self._note_auth(target, lines)
             fault = self._fault_for(target, body)
-            if fault is None:
-                await self._forward(lines, body, writer)
+            if fault is None or fault in REWRITES:
+                await self._forward(lines, body, writer, fault)
             else:
                 await self._spoil(fault, body, writer)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
@@ -185,7 +212,8 @@ class FaultProxy:
             if not writer.is_closing():
                 writer.close()
 
-    async def _forward(self, lines: list[bytes], body: bytes, writer) -> None:
+    async def _forward(self, lines: list[bytes], body: bytes, writer,
+                       rewrite: str | None = None) -> None:
         up = urlsplit(self.upstream)
         try:
             ur, uw = await asyncio.open_connection(up.hostname, up.port)
@@ -198,6 +226,9 @@ class FaultProxy:
         try:
             uw.write(req)
             await uw.drain()
+            if rewrite is not None:             # the whole answer, then spoiled
+                writer.write(_rewrite(rewrite, await ur.read(-1)))
+                await writer.drain()
             while chunk := await ur.read(65536):
                 writer.write(chunk)
                 await writer.drain()
