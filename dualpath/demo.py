@@ -46,7 +46,7 @@ def demo_market(cfg: Config, nights: int) -> SyntheticMarket:
 # slowdown within 1% of the served time model, in 273 s; at 0.3 the same machine starved
 # every run (busy < 50%).
 CLOCK_PER_SHARE = 1.2          # clock = this / the measured share of a core
-CLOCK_RANGE = (0.6, 2.5)       # the ceiling keeps 20 nights of 16 tickers within 5 min
+CLOCK_RANGE = (0.6, 2.5)       # the ceiling keeps 20 nights of 20 tickers within ~5 min
 
 
 def cpu_share(seconds: float = 1.0) -> float:
