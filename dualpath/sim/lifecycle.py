@@ -81,14 +81,19 @@ async def _stalls(sim: SimServer, mark: float) -> None:
         await asyncio.sleep(extra)
 
 
-async def _process(sim: SimServer, body: dict, text: str, prompt_n: int,
-                   n_out: int) -> tuple[dict, dict, dict | None]:
-    """Hold a slot for the modelled time of a non-streaming request."""
+async def _admit(sim: SimServer, body: dict, text: str) -> tuple[int, float]:
+    """Read a request, then wait for its slot; returns (slot, seconds it queued)."""
     await _intake(sim, text)
     queued = time.monotonic()
     slot = await sim.acquire(text, body.get("id_slot"))
+    return slot, time.monotonic() - queued
+
+
+async def _process(sim: SimServer, body: dict, text: str, prompt_n: int,
+                   n_out: int) -> tuple[dict, dict, dict | None]:
+    """Hold a slot for the modelled time of a non-streaming request."""
+    slot, queued = await _admit(sim, body, text)
     try:
-        queued = time.monotonic() - queued
         cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
         mark = sim.queue.marks[slot]
         await asyncio.sleep((t_prefill + t_decode) * sim.profile.time_scale)
@@ -111,11 +116,8 @@ async def _stream(sim, body, text, prompt_n, n_out, runaway, reply: Reply, meta)
         return event(choices=[{"index": 0, "finish_reason": finish, "delta": d}])
 
     p = sim.profile
-    await _intake(sim, text)
-    queued = time.monotonic()
-    slot = await sim.acquire(text, body.get("id_slot"))
+    slot, queued = await _admit(sim, body, text)
     try:
-        queued = time.monotonic() - queued
         cache_n, t_prefill, t_decode = _begin(sim, slot, body, text, prompt_n, n_out)
         mark = sim.queue.marks[slot]
         async for ping in dialect.silence(p, t_prefill):
