@@ -38,3 +38,31 @@ def test_sigterm_during_a_query_on_a_snapshot_is_an_exit_and_leaves_no_copy(tmp_
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "internal error" not in err and "Traceback" not in err, err
     assert snaps() == []
+
+
+def test_the_watcher_interrupts_the_running_query_whatever_the_main_thread_does():
+    """The C-level handler writes the signal's number to the wakeup fd; the watcher thread
+    reads it and interrupts the query (a query that never lets Python's handler run once kept
+    `dualpath sql` going for over a minute past a SIGTERM)."""
+    import os
+    import threading
+
+    from warehouse.snapshots import _Guard, _watch
+
+    class Query:
+        interrupted = 0
+
+        def interrupt(self):
+            self.interrupted += 1
+
+    guard, query = _Guard(), Query()
+    guard.con = query
+    read_fd, write_fd = os.pipe()
+    watcher = threading.Thread(target=_watch, args=(read_fd, guard))
+    watcher.start()
+    os.write(write_fd, bytes([signal.SIGINT, signal.SIGTERM]))
+    os.close(write_fd)
+    watcher.join(10)
+    os.close(read_fd)
+    assert not watcher.is_alive()
+    assert query.interrupted == 1 and guard.got == [signal.SIGTERM]

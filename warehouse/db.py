@@ -230,7 +230,7 @@ def bounded_query(path: Path, run, timeout_s: float, lock_s: float = LOCK_BUDGET
     night's ingest (a writer, which waits 120 s for readers) is never kept out. A read lock
     held by a long `dualpath sql` made a night fail. Where no snapshot can be written (a
     read-only folder, which no writer can use either) the query runs on under its lock."""
-    from warehouse.snapshots import snapshot_folder, sweep
+    from warehouse.snapshots import querying, snapshot_folder, sweep
 
     began = time.monotonic()
     with contextlib.suppress(OSError):
@@ -254,7 +254,8 @@ def bounded_query(path: Path, run, timeout_s: float, lock_s: float = LOCK_BUDGET
         with diagnosed(path):
             snap = duckdb.connect(str(copy), read_only=True, config=SANDBOX)
         try:
-            return _within(snap, run, timeout_s - (time.monotonic() - began))
+            with querying(snap):
+                return _within(snap, run, timeout_s - (time.monotonic() - began))
         except duckdb.InterruptException:
             raise stopped from None
         finally:

@@ -42,26 +42,83 @@ def sweep(folder: Path) -> int:
     return gone
 
 
+class _Guard:
+    """The SIGTERMs received while a copy exists, and the connection whose query on the copy
+    runs now (None between queries)."""
+
+    def __init__(self) -> None:
+        self.got: list[int] = []
+        self.con = None
+
+
+_GUARD: _Guard | None = None        # the main thread's, while a copy exists
+
+
+def _watch(read_fd: int, guard: _Guard) -> None:
+    """Interrupt the query on the copy when SIGTERM arrives. Python runs a signal handler only
+    between bytecodes of the main thread, and a DuckDB query does not always let it run: once,
+    under load, `dualpath sql` went on past a SIGTERM for over a minute. The C-level handler
+    writes each signal's number to the wakeup fd at once, whatever the main thread does."""
+    while data := os.read(read_fd, 64):
+        if signal.SIGTERM in data:
+            if signal.SIGTERM not in guard.got:
+                guard.got.append(signal.SIGTERM)
+            con = guard.con
+            if con is not None:
+                con.interrupt()
+
+
 @contextlib.contextmanager
-def _terminate_as_exit() -> Iterator[list[int]]:
-    """SIGTERM raises SystemExit while the copy exists (the main thread only), so the copy is
-    removed as for Ctrl-C; the default action would end the process with the copy left.
-    Yields the signals received: raised inside a DuckDB query, the SystemExit comes out as
-    `RuntimeError: Query interrupted`."""
-    got: list[int] = []
+def _terminate_as_exit() -> Iterator[_Guard]:
+    """SIGTERM ends the process as an exit (143) while the copy exists, so the copy is removed
+    as for Ctrl-C; the default action would end the process with the copy left. Outside a
+    query the handler raises SystemExit; inside one the watcher thread interrupts the query
+    and `snapshot_folder` turns what the query raises into the exit."""
+    global _GUARD
+    guard = _Guard()
     if threading.current_thread() is not threading.main_thread():
-        yield got
+        yield guard
         return
 
     def stop(signum, frame):
-        got.append(signum)
-        raise SystemExit(128 + signum)
+        if signum not in guard.got:
+            guard.got.append(signum)
+        if guard.con is None:
+            raise SystemExit(128 + signum)
 
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
     before = signal.signal(signal.SIGTERM, stop)
+    old_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    watcher = threading.Thread(target=_watch, args=(read_fd, guard), daemon=True,
+                               name="sql-sigterm")
+    watcher.start()
+    _GUARD = guard
     try:
-        yield got
+        yield guard
     finally:
+        _GUARD = None
+        signal.set_wakeup_fd(old_fd)
         signal.signal(signal.SIGTERM, before)
+        os.close(write_fd)                  # the watcher reads end-of-file and returns
+        watcher.join(5)
+        os.close(read_fd)
+
+
+@contextlib.contextmanager
+def querying(con) -> Iterator[None]:
+    """Mark `con`'s query as the one a SIGTERM interrupts (a no-op outside a copy's life)."""
+    guard = _GUARD
+    if guard is None:
+        yield
+        return
+    guard.con = con
+    try:
+        if guard.got:                       # SIGTERM came before the query started
+            raise SystemExit(128 + guard.got[0])
+        yield
+    finally:
+        guard.con = None
 
 
 @contextlib.contextmanager
@@ -78,12 +135,12 @@ def snapshot_folder(warehouse: Path) -> Iterator[Path | None]:
             return
         raise
     try:
-        with _terminate_as_exit() as got:
+        with _terminate_as_exit() as guard:
             try:
                 yield made
-            except RuntimeError:
-                if got:             # SIGTERM in the query: an exit, not "internal error"
-                    raise SystemExit(128 + got[0]) from None
+            except Exception:
+                if guard.got:       # SIGTERM in the query: an exit, not "internal error"
+                    raise SystemExit(128 + guard.got[0]) from None
                 raise
     finally:
         shutil.rmtree(made, ignore_errors=True)
