@@ -134,3 +134,16 @@ class Engine:
     def thinking_caveat(self, name: str, path: ServingPath) -> str | None:
         """How a path keeps thinking apart where the engine does not (None: it does)."""
         return None
+
+
+class SentSampling(Engine):
+    """An engine that takes vLLM's sampling fields beyond OpenAI's (top_k, min_p,
+    repetition_penalty) and reports none back: what it applies is what it was sent."""
+
+    def sampling_body(self, s: Any) -> dict[str, Any]:
+        return dict(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
+
+    def sent_sampling(self, s: Any) -> dict[str, Any] | None:
+        from dualpath.sampling import applied_from_request, sampling_body
+
+        return applied_from_request(sampling_body(self.name, s, None))

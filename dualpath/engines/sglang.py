@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualpath.engines.base import Engine
+from dualpath.engines.base import SentSampling
 from dualpath.engines.catalog import EngineFacts
 from dualpath.engines.http import get_json, read_metrics
 from dualpath.records import ServerIdentity
@@ -50,7 +50,7 @@ FACTS = EngineFacts(
     simulated=True)
 
 
-class SGLang(Engine):
+class SGLang(SentSampling):
     facts = FACTS
 
     def thinking_body(self, thinking: str) -> dict[str, Any]:
@@ -58,17 +58,11 @@ class SGLang(Engine):
         return {"chat_template_kwargs": {"enable_thinking": thinking == "on"},
                 "separate_reasoning": True}
 
-    def sampling_body(self, s: Any) -> dict[str, Any]:
-        return dict(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
-
     def probe_body(self) -> dict[str, Any]:
         return {"ignore_eos": True}            # ChatCompletionRequest.ignore_eos
 
     def sent_sampling(self, s: Any) -> dict[str, Any] | None:
-        from dualpath.sampling import applied_from_request, sampling_body
-
-        return {**applied_from_request(sampling_body(self.name, s, None)),
-                "samplers": list(SGLANG_ORDER)}
+        return {**super().sent_sampling(s), "samplers": list(SGLANG_ORDER)}
 
     async def read_details(self, http, base_url: str, ident: ServerIdentity,
                            model: dict) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualpath.engines.base import Engine
+from dualpath.engines.base import SentSampling
 from dualpath.engines.catalog import EngineFacts
 from dualpath.engines.http import get_json, read_metrics
 from dualpath.engines.llama_cpp import VLLM_ORDER
@@ -43,20 +43,12 @@ FACTS = EngineFacts(
     simulated=True)
 
 
-class Vllm(Engine):
+class Vllm(SentSampling):
     facts = FACTS
 
     def thinking_body(self, thinking: str) -> dict[str, Any]:
         return {"chat_template_kwargs": {"enable_thinking": thinking == "on"},
                 "include_reasoning": True}
-
-    def sampling_body(self, s: Any) -> dict[str, Any]:
-        return dict(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
-
-    def sent_sampling(self, s: Any) -> dict[str, Any] | None:
-        from dualpath.sampling import applied_from_request, sampling_body
-
-        return applied_from_request(sampling_body(self.name, s, None))
 
     async def read_details(self, http, base_url: str, ident: ServerIdentity,
                            model: dict) -> None:
