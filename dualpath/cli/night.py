@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 from typing import Optional
 
-import pandas as pd
 import typer
 from rich.markup import escape
 
@@ -15,7 +14,7 @@ from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, PathBars, _parse_date,
                                   err_console, output_file, prefect_env, print_frame,
                                   progress_bars)
 from dualpath.cli.results import print_metrics
-from dualpath.config import load_config
+from dualpath.cli._common import load_config
 from dualpath.errors import UserError
 from dualpath.procs import start_reaper
 
@@ -172,6 +171,8 @@ def sigterm_as_interrupt():
 
 
 def _print_night(result: dict) -> None:
+    import pandas as pd
+
     from evals.speed import SPEED_LABELS
 
     frame = pd.DataFrame(result["runs"])
