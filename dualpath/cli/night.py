@@ -111,6 +111,12 @@ def nightly(config: Path = CONFIG_OPT,
     # passed in the market's time zone (never the machine's local date)
     when = (cal.require_session(_parse_date(night)) if night
             else cal.default_night(datetime.now(timezone.utc)))
+    from flows.complete import complete_night
+
+    if (done := complete_night(cfg, when)) is not None:    # before Prefect and any server
+        console.print(f"night {when} is already complete on every path ({', '.join(done)}): "
+                      "nothing to score; `dualpath runs` lists its runs", highlight=False)
+        return
     prefect_env(cfg.resolve(Path(".dualpath/prefect")))
     start_reaper()
     from flows.nightly import run_nightly
