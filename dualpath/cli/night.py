@@ -105,7 +105,6 @@ def nightly(config: Path = CONFIG_OPT,
     from dualpath.preflight import preflight
 
     cfg = load_config(config)
-    preflight(cfg)       # one clean error for what every path would fail on, before Prefect
     cal = MarketCalendar.from_settings(cfg.market)
     # a night is a session of the market's calendar; by default the latest whose close has
     # passed in the market's time zone (never the machine's local date)
@@ -117,6 +116,7 @@ def nightly(config: Path = CONFIG_OPT,
         console.print(f"night {when} is already complete on every path ({', '.join(done)}): "
                       "nothing to score; `dualpath runs` lists its runs", highlight=False)
         return
+    preflight(cfg)       # one clean error for what every path would fail on, before Prefect
     prefect_env(cfg.resolve(Path(".dualpath/prefect")))
     start_reaper()
     from flows.nightly import run_nightly
