@@ -1,5 +1,5 @@
 """Whether a night is already done: a rerun of a night complete on every path has nothing to
-score, and must say so before Prefect or any server starts (it took 27 s to do nothing)."""
+score, and says so before Prefect or any server starts (it took 26-34 s to score nothing)."""
 
 from __future__ import annotations
 
