@@ -15,7 +15,6 @@ from datetime import date
 import httpx
 import pandas as pd
 
-from dualpath.client import PathClient
 from dualpath.config import Config
 from dualpath.errors import ConfigError, DataError
 from dualpath.pipeline import Pipeline, UnitInput, load_pipeline, read_documents
@@ -90,6 +89,8 @@ def path_runner(cfg: Config, night: date, path: str, base_url: str, history: Pri
                 progress: Progress | None = None, pipeline: Pipeline | None = None,
                 deadline_mono: float | None = None) -> PathRunner:
     """The scheduler of one path tonight, with its client (`runner.client`)."""
+    from dualpath.client import PathClient   # its transport's aiohttp: only when scoring
+
     pipeline = pipeline or load_pipeline(cfg.pipeline.name)
     docs_dir = cfg.resolve(cfg.pipeline.documents_dir) if cfg.pipeline.documents_dir else None
     days = cfg.pipeline.history_days

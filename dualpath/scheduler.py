@@ -20,15 +20,17 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from dualpath.client import ChatRequest, PathClient
 from dualpath.errors import CallFailed, HarnessError
 from dualpath.grades import parse_grade_async
 from dualpath.pipeline import Pipeline, UnitInput
 from dualpath.slots import PinnedSlots, SharedSlots
 from dualpath.records import (CALL_FAILED, CONTAMINATED, GRADED, INPUT_FAILED, PARSE_FAILED,
                               PIPELINE_FAILED, CallRecord, UnitResult, UnitStart)
+
+if TYPE_CHECKING:
+    from dualpath.client import PathClient
 
 Sink = Callable[[CallRecord | UnitStart | UnitResult], None]
 Progress = Callable[[str, int, int, int], None]   # (path, units done, units total, calls)
@@ -109,6 +111,10 @@ class _UnitLLM:
             r.starting -= 1   # this unit no longer counts as about to ask for a slot
             self.home = r.pool.claim()
         slot = await r.pool.acquire(self.priority, self.home)
+        # here, not at the top: the client's transport (aiohttp) is ~0.2 s of the start of
+        # every command that only plans a night or lists runs (`Unit` is imported for that)
+        from dualpath.client import ChatRequest
+
         req = ChatRequest(agent=agent, messages=messages, ticker=self.unit.ticker,
                           draw=self.unit.draw, unit_attempt=self.attempt, call_seq=seq,
                           seed=seed, json_schema=json_schema, id_slot=slot)

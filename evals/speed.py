@@ -31,7 +31,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import fft, stats
 
 from evals.registry import table
 
@@ -104,6 +103,8 @@ def slowdown_interval(logs: np.ndarray, level: float = 0.95) -> tuple[float, flo
     nights, where it is exactly t (`bench/calibration_speed.py`). The variance is the mean
     square of the series' first df DCT-II coefficients, i.e. the long-run variance at the
     lowest frequencies. Needs 2 or more nights."""
+    from scipy import fft, stats   # ~0.5 s: `dualpath runs` imports this module, never this
+
     x = np.asarray(logs, dtype=float)
     n = len(x)
     if n < 2:

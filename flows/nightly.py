@@ -25,6 +25,7 @@ from dualpath.launcher import prepare_launches
 from dualpath.preflight import preflight
 from dualpath.scheduler import Progress
 from flows import inputs, remote, runner
+from flows.complete import complete_night
 from flows.connect import refuse_busy_servers
 from flows.progress import LoggedProgress
 from flows.prereg import hold_night_to_plan
@@ -188,10 +189,25 @@ async def score_night(config_path: str, night: date | None = None,
     calendar.require_session(night)
     # one writer per night: refused here, naming the holder, before anything is written
     with runner.hold_night(cfg, night):
+        if (done := _nothing_to_score(cfg, night, paths)) is not None:
+            return done
         refuse_busy_servers(cfg, endpoints, paths)
         runner.claim_night(cfg, night, config_path)
         return await _score_held_night(cfg, night, calendar, tickers, endpoints, paths,
                                        progress)
+
+
+def _nothing_to_score(cfg: Config, night: date, paths: list[str] | None) -> dict | None:
+    """The result of a night already complete on every path (`flows.complete`), as stored:
+    no server started, nothing written; None when there is something to score."""
+    done = complete_night(cfg, night, paths)
+    if done is None:
+        return None
+    get_run_logger().info("night %s is already complete on every path (%s): nothing to score",
+                          night, ", ".join(done))
+    ids = [runner.run_id_for(cfg.experiment.name, night, p) for p in done]
+    return {"night": night.isoformat(), "runs": night_summary(cfg, ids), "missing_inputs": {},
+            "outcomes": {p: {"status": "nothing_to_do", "reason": None} for p in done}}
 
 
 async def _score_held_night(cfg: Config, night: date, calendar, tickers: list[str],

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import certifi
 import httpx
@@ -34,11 +34,11 @@ from dualpath.night import PriceHistory, api_key, run_id_for, units_for
 from dualpath.records import INPUT_FAILED, RunBegin, RunEnd, ServerIdentity, ServerSession
 from dualpath.records import UnitResult, UnitStart
 from dualpath.scheduler import Progress, Unit
-from dualpath.transport import AiohttpTransport
-from flows.connect import Endpoint, connect
-from flows.telemetry import path_telemetry
-from flows.watch import watch_server
 from warehouse.journal import JournalWriter, read_journal
+
+if TYPE_CHECKING:
+    from dualpath.transport import AiohttpTransport
+    from flows.connect import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +196,8 @@ def path_http(cfg: Config, path: str, headers: dict[str, str]) -> httpx.AsyncCli
 def chat_transport(cfg: Config, path: str, headers: dict[str, str]) -> AiohttpTransport:
     """The path's chat calls: one aiohttp pool sized to what the path keeps in flight, so
     every call finds a kept-alive connection (`dualpath.transport` says why aiohttp)."""
+    from dualpath.transport import AiohttpTransport
+
     sp = cfg.paths[path]
     pinned = sp.pins_slots(cfg.experiment.prefix_affinity)
     # at most this many calls are in flight (dualpath.slots): pinned, each slot takes its
@@ -212,6 +214,10 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
     """Connect, check and score one path; a path that cannot run is recorded as failed."""
     if not work.units:
         return PathOutcome(work.path, work.run_id, "nothing_to_do")
+    # the servers' side (simulators, aiohttp, telemetry) imported by what scores: `dualpath
+    # runs` and a night's planning import this module and need none of it
+    from flows.connect import connect
+
     try:
         headers = auth_headers(api_key(cfg, work.path))
         async with connect(cfg, work.path, work.run_id, work.journal.parent,
@@ -278,6 +284,8 @@ async def score_into_journal(cfg: Config, night: date, work: PathWork, ep: Endpo
     whatever happens (cancel, a harness error, a failing watcher). Chat calls go through
     `chat` (a `dualpath.transport` transport), else through `http`."""
     from dualpath.night import path_runner
+    from flows.telemetry import path_telemetry
+    from flows.watch import watch_server
 
     began = time.time()
     w = JournalWriter(work.journal)

@@ -223,3 +223,10 @@ def run_hosts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         SELECT r.night, s.path, s.segment, s.host, s.worker, s.how, s.base_url
         FROM server_sessions s JOIN runs r USING (run_id)
         ORDER BY r.night, s.path, s.segment""").df()
+
+
+def night_runs(con: duckdb.DuckDBPyConnection, experiment: str, night) -> dict[str, tuple]:
+    """Path -> (status, config_hash) of each stored run of the experiment's night."""
+    rows = con.execute("SELECT path, status, config_hash FROM runs WHERE experiment = ? "
+                       "AND night = ?", [experiment, night]).fetchall()
+    return {path: (status, config_hash) for path, status, config_hash in rows}

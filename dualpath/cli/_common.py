@@ -8,8 +8,8 @@ import os
 import sys
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import typer
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -19,7 +19,9 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from dualpath.errors import DualpathError, UserError
-from evals.format import cell
+
+if TYPE_CHECKING:     # pandas costs ~0.3 s of every command's start: imported where used
+    import pandas as pd
 
 
 # `dualpath --help` lists the commands by what a person does, in that order (typer would list
@@ -63,6 +65,14 @@ CONFIG_OPT = typer.Option(Path("dualpath.toml"), "--config", "-c", help="Config 
 
 
 FORMAT_OPT = typer.Option("table", "--format", "-f", help="table | csv | json")
+
+
+def load_config(path: Path):
+    """`dualpath.config.load_config`, imported when a command reads its config: the config
+    models (pydantic, the engines, httpx) cost `dualpath --help` ~0.2 s it does not need."""
+    from dualpath.config import load_config as load
+
+    return load(path)
 
 
 def _version(value: bool) -> None:
@@ -189,6 +199,8 @@ def print_frame(frame: pd.DataFrame, fmt: str, title: str | None = None,
     elif fmt == "json":
         emit_json(records(frame))
     elif fmt == "table":
+        from evals.format import cell
+
         t = Table(title=escape(title) if title else None)
         kinds = kinds or {}
         for col in frame.columns:
@@ -228,8 +240,11 @@ def emit_json(doc) -> None:
                                   | orjson.OPT_NON_STR_KEYS, default=str).decode() + "\n")
 
 
-# kept for callers of the package API: the one formatter is `evals.format.cell`
-_cell = cell
+def _cell(v, kind: str | None = None) -> str:
+    """Kept for callers of the package API: the one formatter is `evals.format.cell`."""
+    from evals.format import cell
+
+    return cell(v, kind)
 
 
 def input_file(path: Path, what: str) -> Path:

@@ -10,7 +10,7 @@ import typer
 from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, console,
                                   err_console, input_file, output_dir, prices_app,
                                   print_frame, warehouse_file)
-from dualpath.config import load_config
+from dualpath.cli._common import load_config
 from dualpath.config_checks import date_format_problem
 from dualpath.errors import UserError
 

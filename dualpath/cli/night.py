@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 from typing import Optional
 
-import pandas as pd
 import typer
 from rich.markup import escape
 
@@ -15,7 +14,7 @@ from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, PathBars, _parse_date,
                                   err_console, output_file, prefect_env, print_frame,
                                   progress_bars)
 from dualpath.cli.results import print_metrics
-from dualpath.config import load_config
+from dualpath.cli._common import load_config
 from dualpath.errors import UserError
 from dualpath.procs import start_reaper
 
@@ -106,12 +105,18 @@ def nightly(config: Path = CONFIG_OPT,
     from dualpath.preflight import preflight
 
     cfg = load_config(config)
-    preflight(cfg)       # one clean error for what every path would fail on, before Prefect
     cal = MarketCalendar.from_settings(cfg.market)
     # a night is a session of the market's calendar; by default the latest whose close has
     # passed in the market's time zone (never the machine's local date)
     when = (cal.require_session(_parse_date(night)) if night
             else cal.default_night(datetime.now(timezone.utc)))
+    from flows.complete import complete_night
+
+    if (done := complete_night(cfg, when)) is not None:    # before Prefect and any server
+        console.print(f"night {when} is already complete on every path ({', '.join(done)}): "
+                      "nothing to score; `dualpath runs` lists its runs", highlight=False)
+        return
+    preflight(cfg)       # one clean error for what every path would fail on, before Prefect
     prefect_env(cfg.resolve(Path(".dualpath/prefect")))
     start_reaper()
     from flows.nightly import run_nightly
@@ -172,6 +177,8 @@ def sigterm_as_interrupt():
 
 
 def _print_night(result: dict) -> None:
+    import pandas as pd
+
     from evals.speed import SPEED_LABELS
 
     frame = pd.DataFrame(result["runs"])

@@ -6,13 +6,12 @@ import math
 from pathlib import Path
 from typing import Optional
 
-import pandas as pd
 import typer
 from rich.markup import escape
 
 from dualpath.cli._common import (CONFIG_OPT, _parse_date, console, input_file, output_file,
                                   prereg_app, print_frame)
-from dualpath.config import load_config
+from dualpath.cli._common import load_config
 from dualpath.errors import UserError
 
 
@@ -39,6 +38,8 @@ def _fmt(v) -> str:
 
 
 def print_sizing(sizing, alpha: float, chosen: float) -> None:
+    import pandas as pd
+
     rows = pd.DataFrame(sizing.rows).rename(columns={
         "independent_nights": "independent", "power_at_margin": f"power at δ={chosen:g}",
         "nights_needed": f"nights for power {sizing.design.power:g}",
@@ -169,6 +170,8 @@ def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
 def prereg_status(config: Path = CONFIG_OPT) -> None:
     """What a report would say today: file vs hash, deviations, nights matured per horizon,
     and the label, with every failed condition."""
+    import pandas as pd
+
     from flows.prereg import plan_file_state, plan_status, window_nights
 
     cfg = load_config(config)

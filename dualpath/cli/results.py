@@ -6,15 +6,13 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import pandas as pd
 import typer
 
-from evals.format import cell
 from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, console,
                                   date_range, emit_json, err_console, input_file,
                                   output_dir, output_file, print_frame, print_registered,
                                   records)
-from dualpath.config import load_config
+from dualpath.cli._common import load_config
 from dualpath.errors import UserError
 
 
@@ -24,6 +22,8 @@ def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | Non
     """The headline first, then every registered table: rich tables of the brief columns
     (all with ``wide``), CSV (one file per table with `out_dir`) or one JSON document
     (headline, tables, notes and `meta`). csv and json carry every column."""
+    import pandas as pd
+
     from evals.headline import headline_table
     from evals.registry import registered
 
@@ -248,6 +248,9 @@ def print_plan(cfg, tickers: int | None, draws: int | None, paths: list[str] | N
                window: float | None) -> None:
     """`dualpath plan`: each path's night at these tickers and draws, unknown where nothing
     is measured, and whether it fits the configured window (or the one given)."""
+    import pandas as pd
+
+    from evals.format import cell
     from flows.planning import NIGHT_START, estimates, window_hours
 
     n_t, n_d = tickers or len(cfg.tickers()), draws or cfg.experiment.draws

@@ -12,7 +12,7 @@ from rich.markup import escape
 from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, console,
                                   err_console, input_file, output_file, prefect_env,
                                   print_frame)
-from dualpath.config import load_config
+from dualpath.cli._common import load_config
 from dualpath.errors import UserError
 
 SHOW_COLUMNS = ["label", "slots", "status", "verdict", "decode_tps", "share_of_best",

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from dualpath.cli._common import CONFIG_OPT, app, console, warehouse_file
-from dualpath.config import load_config
+from dualpath.cli._common import load_config
 from dualpath.errors import UserError
 
 
