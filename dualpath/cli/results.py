@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -68,12 +69,18 @@ def _print_tables(frames: dict, notes: list[str], headline, wide: bool) -> None:
             r = (primary if len(primary) else frame).iloc[0]
             title += (f" — {r['candidate']} vs {r['baseline']}, primary h={r['horizon']} "
                       f"margin δ = {r['margin']:g}, α = {r['alpha']:g}")
-        print_registered(spec, frame, wide, title)
+        if wide:
+            print_registered(spec, frame, wide, title)
+        else:
+            from dualpath.cli.metrics_table import print_fitted
+            print_fitted(spec, frame, title)
     if not wide:
         console.print("(brief columns; --wide, -f csv and -f json show every column)",
                       style="dim", highlight=False)
-    for note in notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+    for note in notes:       # wrapped under their own indent, never back at column 0
+        for line in textwrap.wrap(f"note: {note}", max(40, console.width),
+                                  subsequent_indent="  ", break_on_hyphens=False):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _write_csv(frames: dict, notes: list[str], out_dir: Path | None) -> None:
