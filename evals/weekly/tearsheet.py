@@ -138,7 +138,7 @@ def delta_ic(delta: pd.DataFrame, horizon: int, test: str, margin: float, alpha:
     ax.set(xlabel="night (session date)", ylabel=f"ΔIC, h={horizon}",
            title=f"{title}: IC({pair[1]}) − IC({pair[0]})"
            + ("" if band.any() else " — no interval yet (too few non-overlapping nights)"))
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))   # beside, not on, bars
     return fig
 
 
@@ -162,6 +162,7 @@ def returns_by_grade(by_grade: pd.DataFrame, colors: dict, title: str):
         ax.set_xticks(range(1, 6))
         ax.set(title=f"h={h} sessions", xlabel="grade (mean score rounded)",
                ylabel="mean forward return")
-        ax.legend(fontsize=7)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="outside lower center", ncols=len(paths))
     fig.suptitle(title)
     return fig
