@@ -4,8 +4,8 @@ As inspect_ai registers a metric with its name and metadata, a measure here regi
 table it returns with `@table(...)`: its key, title, every column (what csv and json carry),
 the brief columns a terminal shows, the basis each speed column is on, a plain-words gloss
 for a term a reader can misread, and how a cell is formatted. The CLI (`dualpath metrics`),
-the weekly report and its Prefect artifact iterate `TABLES`; none of them picks columns of
-its own.
+the weekly report and its Prefect artifact iterate `every_table()`; none of them picks
+columns of its own.
 
 A frame whose columns differ from its declaration is an error (`TableDrift`), never a
 silently dropped column: a renamed column fails a test instead of vanishing from a table.
@@ -55,6 +55,16 @@ class Table:
                              f"in its @table(...)")
         return frame[list(self.shown(wide))]
 
+    def project(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The declared columns of a frame that carries more (a warehouse summary with ids
+        and internals); a declared column it lacks is drift, never a dropped column."""
+        if not len(frame.columns):
+            return frame
+        missing = [c for c in self.columns if c not in frame.columns]
+        if missing:
+            raise TableDrift(f"table {self.key!r}: the frame lacks declared {missing}")
+        return frame[list(self.columns)]
+
     def rows(self, frame: pd.DataFrame) -> list[list[str]]:
         """Every cell of an already selected frame, formatted."""
         kinds = [self.kinds.get(str(c)) for c in frame.columns]
@@ -88,7 +98,25 @@ def declare(key: str, title: str, columns, brief=None, **kw) -> None:
 
 
 def registered() -> dict[str, Table]:
-    """Every table, in the order they are shown (importing `evals.tables` registers them)."""
+    """Every metric table, in the order they are shown (importing `evals.tables` registers
+    them); a table declared but missing from that order comes last, never not at all."""
     import evals.tables  # noqa: F401  (the declarations)
+    from evals.listings import LISTINGS
 
-    return {k: TABLES[k] for k in evals.tables.ORDER if k in TABLES}
+    order = [k for k in evals.tables.ORDER if k in TABLES]
+    return {k: TABLES[k] for k in order + [k for k in TABLES if k not in order
+                                           and k not in LISTINGS]}
+
+
+def listings() -> dict[str, Table]:
+    """The run listings (`evals.listings`): runs, left_out, evidence, hosts."""
+    from evals.listings import LISTINGS
+
+    registered()
+    return {k: TABLES[k] for k in LISTINGS}
+
+
+def every_table() -> dict[str, Table]:
+    """Every registered table: the metric tables, then the run listings. The weekly report
+    and its Markdown (the Prefect artifact) show each one."""
+    return {**registered(), **listings()}

@@ -8,6 +8,7 @@ them, so `evals.registry.TABLES` holds every table a reader prints.
 from __future__ import annotations
 
 from evals import headline as _headline  # noqa: F401  (registers "headline")
+from evals import listings as _listings  # noqa: F401  (registers runs, left_out, evidence, hosts)
 from evals import serving as _serving  # noqa: F401  (registers "serving")
 from evals import speed as _speed  # noqa: F401  (registers "speed")
 from evals.agreement import grade_distribution, self_agreement

@@ -27,7 +27,7 @@ from warehouse.db import reader
 from evals.headline import headline
 from evals.speed import with_speed
 from warehouse.experiment import config_hashes, server_sessions
-from warehouse.queries import run_summaries
+from warehouse.queries import run_hosts, run_summaries, server_evidence
 
 
 def week_range(week: str) -> tuple[date, date]:
@@ -77,6 +77,16 @@ def _failed_nights(summary: pd.DataFrame) -> pd.DataFrame:
                          + bad["status_detail"].fillna(""), "recorded_at": pd.NaT})
 
 
+def _listed(con, summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The server evidence and hosts of the report's runs (as `dualpath runs --evidence`)."""
+    evidence = server_evidence(con)
+    evidence = evidence[evidence["run_id"].isin(set(summary["run_id"]))]
+    hosts = run_hosts(con)
+    keys = set(zip(pd.to_datetime(summary["night"]), summary["path"]))
+    hosts = hosts[[k in keys for k in zip(pd.to_datetime(hosts["night"]), hosts["path"])]]
+    return evidence.reset_index(drop=True), hosts.reset_index(drop=True)
+
+
 def _sweeps(cfg: Config) -> list[dict]:
     """The latest sweep of each name on this experiment's paths (retuning evidence)."""
     from flows.sweep import sweep_report
@@ -121,6 +131,7 @@ def gather(cfg: Config, since: date | None, until: date | None,
                           & (pd.to_datetime(summary["night"]) >= pd.Timestamp(lo))
                           & (pd.to_datetime(summary["night"]) <= pd.Timestamp(hi))]
         sessions = server_sessions(con, exp, lo, hi)
+        evidence, hosts = _listed(con, summary)
         hashes = config_hashes(con, exp, lo, hi)
         fresh = _freshness(con, cfg, hi)
     devs = pd.concat([frames["deviations"], _failed_nights(summary)], ignore_index=True)
@@ -135,7 +146,7 @@ def gather(cfg: Config, since: date | None, until: date | None,
                       sessions=sessions, deviations=devs, plan=_plan_info(st),
                       config_hashes=hashes, paths=list(cfg.paths), tickers=len(cfg.tickers()),
                       freshness=fresh, ui_url=cfg.ui.base_url, verdict=st.verdict,
-                      declared=config_differences(cfg))
+                      declared=config_differences(cfg), evidence=evidence, hosts=hosts)
 
 
 def write_report(cfg: Config, out_dir: Path, since: date | None = None,

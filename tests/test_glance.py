@@ -66,13 +66,12 @@ night       path    status    units  graded  unparsed  failed  runaway  s/ticker
 """
 
 SPEED_TABLE = """\
-                           Speed per path, median over complete one-segment undisturbed runs (real-scale; s/ticker labelled by basis)                           
-┏━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┓
-┃ path   ┃ runs ┃ not_complete_exclu… ┃ resumed_excluded ┃ disturbed_excluded ┃ throughput_s_per_t… ┃ throughput_s_per_u… ┃ slot_latency_s_pe… ┃ runaway_share ┃
-┡━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━┩
-│ backup │    9 │                   1 │                0 │                  0 │                 347 │               173.5 │                694 │         0.000 │
-│ main   │   10 │                   0 │                0 │                  0 │                  61 │                30.5 │                244 │         0.000 │
-└────────┴──────┴─────────────────────┴──────────────────┴────────────────────┴─────────────────────┴─────────────────────┴────────────────────┴───────────────┘
+Speed per path, median over complete one-segment undisturbed runs (real-scale; s/ticker labelled by basis)
+path    runs  not_complete_excluded  resumed_excluded  disturbed_excluded  throughput_s_per_ticker  throughput_s_per_unit     slot_latency_s_per_  runaway_share
+                                                                                                                                             unit
+──────  ────  ─────────────────────  ────────────────  ──────────────────  ───────────────────────  ─────────────────────  ──────────────────────  ─────────────
+backup     9                      1                 0                   0                      347                  173.5                     694          0.000
+main      10                      0                 0                   0                       61                   30.5                     244          0.000
   throughput_s_per_ticker: s/ticker, throughput basis: run wall clock ÷ tickers (all draws of a ticker)
   throughput_s_per_unit: s/unit, throughput basis: run wall clock ÷ units (one ticker × one draw: the basis of a single-pass replay)
   slot_latency_s_per_unit: s/unit, slot-latency basis: one ticker-draw's first call start to last call end (≈ throughput per unit × slots)

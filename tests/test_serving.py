@@ -61,14 +61,12 @@ def test_the_block_from_result_runs_only_in_real_scale_time():
 
 
 SERVING_TABLE = """\
-   Serving benchmark per path (as vllm bench serve): over complete one-segment undisturbed runs,   
-                                real-scale; percentiles p50/p90/p99                                
-┏━━━━━━━━┳━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━┓
-┃ path   ┃ runs ┃ req_per_s ┃ out_tok_per_s ┃ ttft_p50 ┃ ttft_p99 ┃ tpot_p50 ┃ tpot_p99 ┃ goodput ┃
-┡━━━━━━━━╇━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━┩
-│ backup │    9 │     0.012 │         5.753 │   86,750 │   87,750 │    521.5 │    527.6 │   0.000 │
-│ main   │   10 │     0.066 │          32.8 │   30,500 │   31,000 │    183.4 │    186.4 │   0.000 │
-└────────┴──────┴───────────┴───────────────┴──────────┴──────────┴──────────┴──────────┴─────────┘
+Serving benchmark per path (as vllm bench serve): over complete one-segment undisturbed runs,
+  real-scale; percentiles p50/p90/p99
+path    runs  req_per_s  out_tok_per_s  ttft_p50  ttft_p99  tpot_p50  tpot_p99  goodput
+──────  ────  ─────────  ─────────────  ────────  ────────  ────────  ────────  ───────
+backup     9      0.012          5.753    86,750    87,750     521.5     527.6    0.000
+main      10      0.066           32.8    30,500    31,000     183.4     186.4    0.000
   req_per_s: requests/s, client clock, real-scale: calls ÷ the runs' summed wall clock
   out_tok_per_s: tokens/s, client clock, real-scale: completion tokens ÷ the runs' summed wall clock
   ttft_p50: ms, client clock, real-scale: time to first token (streamed calls)

@@ -199,8 +199,8 @@ Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.7
 """
 
 STARVED_SPEED_ROWS = """\
-│ backup │    8 │                   1 │                0 │                  1 │                 347 │               173.5 │                694 │         0.000 │
-│ main   │   10 │                   0 │                0 │                  0 │                  61 │                30.5 │                244 │         0.000 │
+backup     8                      1                 0                   1                      347                  173.5                     694          0.000
+main      10                      0                 0                   0                       61                   30.5                     244          0.000
 """
 
 

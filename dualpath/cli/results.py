@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -68,12 +69,18 @@ def _print_tables(frames: dict, notes: list[str], headline, wide: bool) -> None:
             r = (primary if len(primary) else frame).iloc[0]
             title += (f" — {r['candidate']} vs {r['baseline']}, primary h={r['horizon']} "
                       f"margin δ = {r['margin']:g}, α = {r['alpha']:g}")
-        print_registered(spec, frame, wide, title)
+        if wide:
+            print_registered(spec, frame, wide, title)
+        else:
+            from dualpath.cli.metrics_table import print_fitted
+            print_fitted(spec, frame, title)
     if not wide:
         console.print("(brief columns; --wide, -f csv and -f json show every column)",
                       style="dim", highlight=False)
-    for note in notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+    for note in notes:       # wrapped under their own indent, never back at column 0
+        for line in textwrap.wrap(f"note: {note}", max(40, console.width),
+                                  subsequent_indent="  ", break_on_hyphens=False):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _write_csv(frames: dict, notes: list[str], out_dir: Path | None) -> None:
@@ -154,46 +161,10 @@ def report(config: Path = CONFIG_OPT,
 
 
 def _listings():
-    """The `dualpath runs` tables, declared once like every other table."""
-    from evals.registry import TABLES, declare
-    from evals.speed import SPEED_LABELS
+    """The `dualpath runs` tables, declared once in `evals.listings`."""
+    from evals.registry import listings
 
-    if "runs" in TABLES:
-        return TABLES
-    declare("runs", "runs (only 'complete' runs are results; seconds real-scale, complete "
-            "one-segment runs only)",
-            ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
-             "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
-             "j_per_ticker", "mean_w", "idle_w", "energy_unknown", "disturbed", "status_detail"],
-            ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
-             "runaway", "throughput_s", "slot_latency_s", "disturbed", "status_detail"],
-            basis={c: SPEED_LABELS[c] for c in ("throughput_s", "slot_latency_s")},
-            gloss={"parse_failed": "measured, but the answer held no readable grade; graded + "
-                                   "parse_failed + failed = units_planned once every unit "
-                                   "was scored",
-                   "disturbed": "why a complete run's seconds are kept out of every median "
-                                "(server restarted, stalled or shared; harness starved; its "
-                                "GPU changed)",
-                   "j_per_ticker": "board energy of the scoring ÷ tickers, idle floor "
-                                   "included (complete undisturbed one-segment runs only)"})
-    declare("evidence", "server evidence: the calls' tokens and seconds vs the server's own "
-            "/metrics counters, its aggregate rates, and slot occupancy from the server's side",
-            ["night", "run_id", "session_id", "path", "how", "slots", "calls_prompt_tokens",
-             "server_prompt_tokens",
-             "calls_predicted_tokens", "server_predicted_tokens", "calls_prompt_s",
-             "server_prompt_s", "calls_predicted_s", "server_predicted_s", "server_prefill_tps",
-             "server_decode_tps", "decode_tps_over_wall", "occupancy", "occupancy_client",
-             "external_load_max", "restarts", "comparable", "note"],
-            ["night", "path", "slots", "calls_prompt_tokens", "server_prompt_tokens",
-             "calls_predicted_tokens", "server_predicted_tokens", "server_decode_tps",
-             "occupancy", "comparable", "note"],
-            gloss={"occupancy": "the calls' service time (server timings) ÷ slots × wall clock"},
-            kinds={"slots": "int"})
-    declare("hosts", "where each run was scored: host and Prefect worker per segment (no "
-            "worker: the nightly flow's own process)",
-            ["night", "path", "segment", "host", "worker", "how", "base_url"],
-            kinds={"segment": "int"})
-    return TABLES
+    return listings()
 
 
 def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:

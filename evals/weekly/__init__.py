@@ -69,3 +69,5 @@ class ReportData:
     headline: object = None               # evals.headline.Headline: the first screen
     # what the paths' engines cannot do alike with the config (dualpath.sampling)
     declared: list[str] = field(default_factory=list)
+    evidence: pd.DataFrame = field(default_factory=pd.DataFrame)  # warehouse server_evidence
+    hosts: pd.DataFrame = field(default_factory=pd.DataFrame)     # warehouse run_hosts

@@ -15,9 +15,11 @@ import numpy as np
 import pandas as pd
 
 from evals.format import cell
-from evals.registry import registered
+from evals.registry import every_table
 from evals.thinking import thinking_share
-from evals.weekly import ReportData, figures
+from evals.weekly import ReportData, figures, tearsheet
+from evals.weekly import sections as sections_mod
+from evals.weekly.sections import sections
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("evals.weekly", "templates"),
                           # the templates are named *.html.j2: select_autoescape matches a
@@ -42,23 +44,6 @@ def table(frame: pd.DataFrame | None, cols: list[str] | None = None,
             "rows": [[cell(v, k) for v, k in zip(row, kind)]
                      for row in frame.itertuples(index=False)],
             "notes": []}
-
-
-def registered_table(key: str, frame: pd.DataFrame | None, wide: bool = False) -> dict:
-    """A registered table: brief columns (all with ``wide``), its formats and footnotes."""
-    spec = registered()[key]
-    if frame is None or not len(frame):
-        return {"cols": [], "rows": [], "notes": []}
-    shown = spec.select(frame, wide)
-    return {"cols": [str(c) for c in shown.columns], "rows": spec.rows(shown),
-            "notes": spec.footnotes(shown)}
-
-
-def both(key: str, frame: pd.DataFrame | None) -> dict:
-    """The brief table and, folded beneath it, every column (when there are more)."""
-    brief = registered_table(key, frame)
-    full = registered_table(key, frame, wide=True)
-    return {**brief, "full": full if full["cols"] != brief["cols"] else None}
 
 
 def real_scale_calls(calls: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -122,20 +107,48 @@ def _primary(d: ReportData) -> pd.DataFrame:
     return comparison[comparison["role"] == "primary"]
 
 
+GOOD = ("non-inferior", "equivalent", "candidate better", "interchangeable")
+
+
+def _tone(verdict: str, decided: bool) -> str:
+    return "good" if verdict in GOOD else "bad" if decided else "open"
+
+
+def _card(lines: list[str], cls: str) -> dict:
+    """A card: its title split where the headline puts two spaces between the question and
+    its answer (each kept whole on screen), then its detail lines (kept whole: never wrapped)."""
+    question, _, answer = lines[0].partition("  ")
+    return {"cls": cls, "question": question, "answer": answer.strip(),
+            "lines": [ln[2:] if ln.startswith("  ") else ln for ln in lines[1:]]}
+
+
+def _blocks(lines) -> list[list[str]]:
+    """Lines cut where a title (a line that does not start with spaces) begins."""
+    out: list[list[str]] = []
+    for line in lines:
+        if not line.startswith(" ") or not out:
+            out.append([])
+        out[-1].append(line)
+    return out
+
+
 def cards(d: ReportData) -> list[dict]:
-    """The headline as cards (quality, speed, energy): each a title line, its detail lines,
-    and a class."""
+    """The headline as cards, one per question (grades interchangeable, RankIC, speed,
+    energy), each a title (question, answer), its detail lines and a tone class."""
     h = d.headline
     if h is None:
         return []
-    v = h.verdict
-    tone = "good" if v.verdict in ("non-inferior", "equivalent", "candidate better") else \
-        "bad" if v.decided else "open"
-    out = [{"cls": f"verdict {tone}", "lines": list(h.quality)}]
-    if h.speed:
-        out.append({"cls": "slowdown", "lines": list(h.speed)})
-    if getattr(h, "energy", ()):
-        out.append({"cls": "energy", "lines": list(h.energy)})
+    v, inter = h.verdict, getattr(h, "interchange", None)
+    out = []
+    for block in _blocks(h.quality):
+        if block[0].startswith("RankIC"):
+            tone = _tone(v.verdict, v.decided)
+        else:
+            verdict = getattr(inter, "verdict", "")
+            tone = _tone(verdict, verdict == "not interchangeable")
+        out.append(_card(block, f"verdict {tone}"))
+    out += [_card(b, "slowdown") for b in _blocks(h.speed)]
+    out += [_card(b, "energy") for b in _blocks(getattr(h, "energy", ()))]
     return out
 
 
@@ -154,35 +167,44 @@ def figs(d: ReportData, span: str, nights: int) -> dict:
             primary_h, f"quality vs speed — {span}")),
         "confusion": {p: uri(figures.draw_confusion(d.units, p, f"{p}: draw 1 vs draw 2"))
                       for p in d.paths},
+        **tearsheet_figs(d, span),
     }
 
 
-def _left_out_of(runs: pd.DataFrame) -> pd.Series:
-    """Per run, what it is kept out of: every metric (not complete), speed (complete but
-    resumed or disturbed), or nothing (empty)."""
-    complete = runs["status"].eq("complete")
-    resumed = runs["segments"].gt(1) if "segments" in runs else complete & False
-    disturbed = runs["disturbed"].notna() if "disturbed" in runs else complete & False
-    return pd.Series(np.select([~complete, resumed | disturbed], ["every metric", "speed"], ""),
-                     index=runs.index)
+def _primary_test(d: ReportData) -> dict:
+    """The primary comparison's horizon, test, margin, α and pair (the plan's, else the
+    comparison table's primary row), or {} without a comparison."""
+    p = _primary(d)
+    if not len(p):
+        return {}
+    r = p.iloc[0]
+    return {"horizon": int(r["horizon"]), "test": str(r["test"]), "margin": float(r["margin"]),
+            "alpha": float(r["alpha"]), "pair": (str(r["baseline"]), str(r["candidate"]))}
 
 
-def left_out(runs: pd.DataFrame) -> pd.DataFrame:
-    """Every run the report leaves out of something, with what and why (one line)."""
-    if not len(runs):
-        return pd.DataFrame(columns=["night", "path", "status", "left_out", "why"])
-    out = runs.assign(left_out=_left_out_of(runs))
-    out = out[out["left_out"] != ""].copy()
-    detail = out["status_detail"].fillna("") if "status_detail" in out else ""
-    resumed = out["segments"].gt(1) if "segments" in out else out["status"].isna()
-    why = np.where(out["status"] != "complete", out["status"] + ": " + detail,
-                   np.where(resumed, "resumed: its interrupted segment has no trustworthy clock",
-                            out.get("disturbed", pd.Series("", index=out.index)).fillna("")))
-    return out.assign(why=pd.Series(why, index=out.index).str.rstrip(": "))
+def tearsheet_figs(d: ReportData, span: str) -> dict:
+    """The alphalens views: IC histogram, weekly IC heatmap, nightly ΔIC with its running
+    interval, returns by grade (each a data URI, or None: `tearsheet.MISSING` says why)."""
+    m, colors, uri = d.metrics, figures.path_colors(d.paths), figures.uri_of
+    t = _primary_test(d)
+    h = t.get("horizon") or (d.plan.primary or {}).get("horizon") or 1
+    nightly = getattr(m, "nightly_ic", pd.DataFrame())
+    delta = getattr(m, "nightly_delta", pd.DataFrame())
+    return {
+        "ic_histogram": uri(tearsheet.ic_histogram(nightly, colors, h,
+                                                   f"RankIC distribution — {span}")),
+        "ic_heatmap": uri(tearsheet.ic_heatmap(nightly, h, f"weekly mean RankIC — {span}")),
+        "delta_ic": uri(tearsheet.delta_ic(delta, h, t["test"], t["margin"], t["alpha"],
+                                           t["pair"], f"nightly ΔIC at h={h}"))
+        if t else None,
+        "by_grade": uri(tearsheet.returns_by_grade(getattr(m, "by_grade", pd.DataFrame()),
+                                                   colors, f"returns by grade — {span}")),
+    }
 
 
 def context(d: ReportData) -> dict:
-    """What the templates show, section by section."""
+    """What the templates show: the cards, then every registered table in its section
+    (`evals.weekly.sections`), and the report's own derived views."""
     m = d.metrics
     span = f"{d.experiment}, {d.since} – {d.until}"
     nights = int(d.runs["night"].nunique()) if len(d.runs) else 0
@@ -191,30 +213,19 @@ def context(d: ReportData) -> dict:
     if len(speed) and "throughput_s_per_ticker" in speed:
         projected = pd.DataFrame({"path": speed["path"], "hours_for_100_tickers":
                                   speed["throughput_s_per_ticker"] * 100 / 3600}).dropna()
-    left = left_out(d.runs)
+    f = figs(d, span, nights)
+    primary = _primary(d)
+    spec = every_table()["comparison"]
     return {
         "d": d, "span": span, "nights": nights, "label": d.plan.label, "cards": cards(d),
-        "primary": both("comparison", _primary(d)),
-        "comparison": both("comparison", getattr(m, "comparison", None)),
-        "rank_ic": both("rank_ic", getattr(m, "rank_ic", None)),
-        "self_agreement": both("self_agreement", getattr(m, "self_agreement", None)),
-        "cross_path": both("cross_path", getattr(m, "cross_path", None)),
-        "grades": both("grades", getattr(m, "grades", None)),
-        "extra": {name: both(name, getattr(m, name)) for name in ("draws", "signal_shape",
-                                                                   "by_grade") if hasattr(m, name)},
-        "speed": both("speed", speed),
-        "serving": both("serving", getattr(m, "serving", None)),
+        "sections": sections(d, f), "figs": f,
+        "primary": {**(sections_mod.rendered(spec, primary) if len(primary) else
+                       {"cols": [], "rows": [], "notes": []})},
         "latency": table(latency_percentiles(real_scale_calls(d.calls, d.runs))),
         "projected": table(projected, kinds={"hours_for_100_tickers": "h"}),
-        "runs": table(d.runs.assign(left_out=_left_out_of(d.runs)) if len(d.runs) else d.runs,
-                      ["night", "path", "status", "left_out", "graded", "parse_failed", "failed",
-                       "calls", "runaway", "retries", "contaminated", "throughput_s",
-                       "slot_latency_s", "status_detail"]),
-        "excluded": table(left, ["night", "path", "status", "left_out", "why"]),
         "sessions": table(d.sessions), "deviations": table(d.deviations),
         "thinking": table(thinking_share(d.calls)), "declared": list(d.declared),
         "sweeps": sweeps(d), "notes": list(getattr(m, "notes", [])),
-        "figs": figs(d, span, nights),
     }
 
 

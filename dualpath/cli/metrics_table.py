@@ -1,0 +1,128 @@
+"""`dualpath metrics` on the terminal without --wide: each registered table laid out for the
+console's width, nothing cut.
+
+rich's boxed tables cut what did not fit: at 100 columns the comparison read 'horiz…',
+'explo…' and 'non-i…', the speed table's headers 'throughp…' three times over (three
+different columns), and footnotes wrapped back to column 0. Here a column is as wide as its
+widest cell and header when that fits; otherwise every column keeps at least its longest word
+(a header breaks after an underscore, a cell between words), the room left goes first to the
+columns it makes whole, and a text column that still cannot fit goes beneath its row
+(`  note: …`). A date, a number or a word is never cut.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pandas as pd
+from rich.cells import cell_len
+
+from dualpath.cli._common import console
+
+GAP = 2                       # spaces between columns
+
+
+def _pieces(header: str) -> list[str]:
+    """A header's unbreakable parts: it may break after an underscore or a space."""
+    return [p for p in re.split(r"(?<=_)|(?<= )", header) if p]
+
+
+def _wrap_header(header: str, width: int) -> list[str]:
+    lines = [""]
+    for p in _pieces(header):
+        if lines[-1] and cell_len(lines[-1] + p) > width:
+            lines.append("")
+        lines[-1] += p
+    return [ln.rstrip() for ln in lines]
+
+
+def _wrap_cell(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def _natural_least(headers: list[str], cells: list[list[str]]) -> tuple[list[int], list[int]]:
+    cols = list(zip(*cells)) if cells else [()] * len(headers)
+    natural = [max([cell_len(h), *map(cell_len, c)]) for h, c in zip(headers, cols)]
+    least = [max([max(map(cell_len, _pieces(h))),
+                  *[cell_len(w) for v in c for w in (v.split() or [""])]])
+             for h, c in zip(headers, cols)]
+    return natural, least
+
+
+def widths(natural: list[int], least: list[int], total: int) -> list[int]:
+    """Each column's width: natural (widest cell or header) when all fit in ``total``; else
+    at least its longest unbreakable part, the room left given whole to the columns that
+    lack least (fewest wrapped), the rest to the last that lacks more."""
+    room = total - GAP * (len(natural) - 1)
+    if sum(natural) <= room:
+        return list(natural)
+    out, spare = list(least), room - sum(least)
+    for i in sorted(range(len(out)), key=lambda i: natural[i] - least[i]):
+        give = min(max(spare, 0), natural[i] - least[i])
+        out[i] += give
+        spare -= give
+    return out
+
+
+def split(frame: pd.DataFrame, cells: list[list[str]], total: int) -> list[int]:
+    """The text columns that go on lines of their own beneath each row (widest first) so
+    that the others fit ``total`` with no word cut: none when all fit."""
+    headers = [str(c) for c in frame.columns]
+    natural, least = _natural_least(headers, cells)
+    text = [i for i, c in enumerate(frame.columns) if frame[c].dtype.kind not in "iuf"][1:]
+    out: list[int] = []
+    keep = lambda: [i for i in range(len(headers)) if i not in out]
+    while sum(least[i] for i in keep()) + GAP * (len(keep()) - 1) > total and \
+            len(out) < len(text):
+        out.append(max((i for i in text if i not in out), key=lambda i: natural[i]))
+    return out
+
+
+def layout(frame: pd.DataFrame, cells: list[list[str]], total: int) -> list[str]:
+    """The table's lines: headers (wrapped at underscores), a rule, then each row, numbers
+    right-aligned, any column that cannot fit as `  name: text` beneath its row."""
+    below = split(frame, cells, total)
+    cols = [i for i in range(len(frame.columns)) if i not in below]
+    headers = [str(frame.columns[i]) for i in cols]
+    kept = [[row[i] for i in cols] for row in cells]
+    w = widths(*_natural_least(headers, kept), total)
+    right = [frame[frame.columns[i]].dtype.kind in "iuf" for i in cols]
+    lines = _block([_wrap_header(h, x) for h, x in zip(headers, w)], w, right)
+    lines.append((" " * GAP).join("─" * x for x in w))
+    for row, short in zip(cells, kept):
+        lines += _block([_wrap_cell(v, x) for v, x in zip(short, w)], w, right)
+        for i in below:
+            if row[i]:
+                lines += textwrap.wrap(f"{frame.columns[i]}: {row[i]}", total,
+                                       initial_indent="  ", subsequent_indent="    ",
+                                       break_on_hyphens=False)
+    return lines
+
+
+def _block(parts: list[list[str]], w: list[int], right: list[bool]) -> list[str]:
+    height = max(map(len, parts))
+    out = []
+    for k in range(height):
+        texts = [p[k] if k < len(p) else "" for p in parts]
+        out.append((" " * GAP).join(
+            " " * (x - cell_len(t)) + t if r else t + " " * (x - cell_len(t))
+            for t, x, r in zip(texts, w, right)).rstrip())
+    return out
+
+
+def print_fitted(spec, frame: pd.DataFrame, title: str | None = None) -> None:
+    """A registered table's brief columns at the console's width, its title and footnotes
+    wrapped under their own indent."""
+    shown = spec.select(frame, wide=False)
+    width = max(40, console.width)
+    say = lambda s, **kw: console.print(s, markup=False, highlight=False, soft_wrap=True, **kw)
+    for line in textwrap.wrap(title or spec.title, width, subsequent_indent="  ",
+                              break_on_hyphens=False):
+        say(line, style="bold")
+    for line in layout(shown, spec.rows(shown), width):
+        say(line)
+    for note in spec.footnotes(shown):
+        for line in textwrap.wrap(note, width, initial_indent="  ", subsequent_indent="    ",
+                                  break_on_hyphens=False):
+            say(line, style="dim")

@@ -1,0 +1,94 @@
+"""The run listings' tables, declared once like every measure's: `runs`, `evidence`, `hosts`
+(what `dualpath runs` prints) and `left_out` (every run a report keeps out of something,
+and why). The weekly report and its Prefect artifact show each of them; the CLI reads their
+columns from here.
+
+`runs` and `left_out` take the warehouse's run summaries (`warehouse.queries.run_summaries`
+with `evals.speed.with_speed`): one row per run with night, path, status, status_detail,
+segments, disturbed and the seconds columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from evals.registry import declare
+from evals.speed import SPEED_LABELS
+
+LISTINGS = ("runs", "left_out", "evidence", "hosts")
+LEFT_OUT = ["night", "path", "status", "left_out", "why"]
+
+
+def left_out_of(runs: pd.DataFrame) -> pd.Series:
+    """Per run, what it is kept out of: every metric (not complete), speed (complete but
+    resumed or disturbed), or nothing (empty)."""
+    complete = runs["status"].eq("complete")
+    resumed = runs["segments"].gt(1) if "segments" in runs else complete & False
+    disturbed = runs["disturbed"].notna() if "disturbed" in runs else complete & False
+    return pd.Series(np.select([~complete, resumed | disturbed], ["every metric", "speed"], ""),
+                     index=runs.index)
+
+
+def left_out(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every run left out of something, with what and why (one line each)."""
+    if not len(runs):
+        return pd.DataFrame(columns=LEFT_OUT)
+    out = runs.assign(left_out=left_out_of(runs))
+    out = out[out["left_out"] != ""].copy()
+    detail = out["status_detail"].fillna("") if "status_detail" in out else ""
+    resumed = out["segments"].gt(1) if "segments" in out else out["status"].isna()
+    why = np.where(out["status"] != "complete", out["status"] + ": " + detail,
+                   np.where(resumed, "resumed: its interrupted segment has no trustworthy clock",
+                            out.get("disturbed", pd.Series("", index=out.index)).fillna("")))
+    return out.assign(why=pd.Series(why, index=out.index).str.rstrip(": "))[LEFT_OUT]
+
+
+def marked(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with each left-out run's status saying so ("complete, out of speed"), as
+    every place that lists runs marks them; the reason stays in its own columns."""
+    if not len(runs):
+        return runs
+    out = left_out_of(runs)
+    status = runs["status"].where(out == "", runs["status"] + ", out of " + out)
+    return runs.assign(status=status)
+
+
+declare("runs", "runs (only 'complete' runs are results; seconds real-scale, complete "
+        "one-segment runs only)",
+        ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
+         "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
+         "j_per_ticker", "mean_w", "idle_w", "energy_unknown", "disturbed", "status_detail"],
+        ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
+         "runaway", "throughput_s", "slot_latency_s", "disturbed", "status_detail"],
+        basis={c: SPEED_LABELS[c] for c in ("throughput_s", "slot_latency_s")},
+        gloss={"parse_failed": "measured, but the answer held no readable grade; graded + "
+                               "parse_failed + failed = units_planned once every unit "
+                               "was scored",
+               "disturbed": "why a complete run's seconds are kept out of every median "
+                            "(server restarted, stalled or shared; harness starved; its "
+                            "GPU changed)",
+               "j_per_ticker": "board energy of the scoring ÷ tickers, idle floor "
+                               "included (complete undisturbed one-segment runs only)"})
+
+declare("left_out", "Left out, and why (not complete: every metric; resumed or disturbed: "
+        "speed)", LEFT_OUT, measure=left_out)
+
+declare("evidence", "server evidence: the calls' tokens and seconds vs the server's own "
+        "/metrics counters, its aggregate rates, and slot occupancy from the server's side",
+        ["night", "run_id", "session_id", "path", "how", "slots", "calls_prompt_tokens",
+         "server_prompt_tokens",
+         "calls_predicted_tokens", "server_predicted_tokens", "calls_prompt_s",
+         "server_prompt_s", "calls_predicted_s", "server_predicted_s", "server_prefill_tps",
+         "server_decode_tps", "decode_tps_over_wall", "occupancy", "occupancy_client",
+         "external_load_max", "restarts", "comparable", "note"],
+        ["night", "path", "slots", "calls_prompt_tokens", "server_prompt_tokens",
+         "calls_predicted_tokens", "server_predicted_tokens", "server_decode_tps",
+         "occupancy", "comparable", "note"],
+        gloss={"occupancy": "the calls' service time (server timings) ÷ slots × wall clock"},
+        kinds={"slots": "int"})
+
+declare("hosts", "where each run was scored: host and Prefect worker per segment (no "
+        "worker: the nightly flow's own process)",
+        ["night", "path", "segment", "host", "worker", "how", "base_url"],
+        kinds={"segment": "int"})
