@@ -187,6 +187,7 @@ def test_a_night_shows_occupancy_beside_power(project):
         svg = base64.b64decode(data).decode()
         assert "<script" not in svg
         assert f"{path}: slot occupancy" in svg and f"{path}: GPU board power (W)" in svg
+        assert "calls in flight ÷ slots" in svg and "server's own timings" in svg
     assert "energy unknown" not in html
 
 
@@ -216,12 +217,17 @@ def test_occupancy_is_the_calls_in_flight_over_the_slots():
     import pandas as pd
     from viewer.plots import occupancy, power
 
-    spans = pd.DataFrame({"start_wall": [100.0, 105.0], "end_wall": [110.0, 110.0]})
-    occ = occupancy(spans, slots=2, scale=0.5, t0=100.0, bins=2)
+    spans = pd.DataFrame({"start_wall": [100.0, 105.0], "end_wall": [110.0, 110.0],
+                          "service_s": [10.0, 10.0]})
+    occ, server = occupancy(spans, slots=2, scale=0.5, t0=100.0, bins=2)
     # real-scale: calls over [0, 20] and [10, 20] s; bins [0, 10], [10, 20]:
     # 10 s busy ÷ (10 s × 2 slots) = 0.5, then 20 ÷ 20 = 1.0
     assert list(occ.x) == [0.0, 10.0, 20.0] and list(occ.y) == [0.5, 1.0]
-    assert occupancy(spans.iloc[:0], 2, 1.0, 0.0) is None
+    # the server worked 10 s of each: the first call's spread over its 20 s (5 s a bin), the
+    # second's all in bin 2: 5 ÷ 20 = 0.25, then (5 + 10) ÷ 20 = 0.75
+    assert list(server.y) == [0.25, 0.75]
+    assert occupancy(spans.assign(service_s=None), 2, 0.5, 100.0, 2)[1] is None
+    assert occupancy(spans.iloc[:0], 2, 1.0, 0.0) == (None, None)
     samples = pd.DataFrame({"segment": [1, 1, 2], "t_s": [0.0, 1.0, 0.0],
                             "width_s": [1.0, 1.0, 2.0], "power_w": [100.0, 200.0, 50.0]})
     segs = pd.DataFrame({"segment": [1, 2], "started_wall": [100.0, 110.0]})

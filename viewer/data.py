@@ -91,12 +91,13 @@ def _plots(con, runs: pd.DataFrame) -> dict[str, NightPlot]:
         t0 = plots.origin(sp, sg)
         scale = float(r.time_scale) if r.time_scale == r.time_scale and r.time_scale else 1.0
         slots = int(r.slots) if r.slots == r.slots and r.slots else None
-        occ = plots.occupancy(sp, slots, scale, t0) if t0 is not None else None
+        occ, server = plots.occupancy(sp, slots, scale, t0) if t0 is not None else (None, None)
         watts = plots.power(sm, sg, scale, t0) if t0 is not None else None
         idle = sg["idle_w"].dropna() if len(sg) else []
         note = plots.power_note(sg, sm) if watts is None else None
         out[r.path] = NightPlot(
-            plots.figure(r.path, occ, watts, float(idle.iloc[0]) if len(idle) else None),
+            plots.figure(r.path, occ, watts, float(idle.iloc[0]) if len(idle) else None,
+                         server),
             note, None if occ is not None else
             "slot occupancy unknown (" + ("no calls recorded" if not len(sp)
                                           else "the run records no slot count") + ")")

@@ -1,8 +1,10 @@
 """The night page's plots, per path: slot occupancy over the night, and beside it the GPU's
 board power over the same night, on one time axis (real-scale minutes since the run began).
 
-Occupancy is from the client's side: the calls in flight over the run's slots (a unit's calls
-run one after another, so calls in flight are the slots at work), averaged per time bin. Power
+Occupancy is drawn twice: from the client's side, the calls in flight over the run's slots (a
+unit's calls run one after another, so calls in flight are the slots a unit holds), and from
+the server's, the calls' own prefill + decode seconds over the slots (what `dualpath runs`
+calls occupancy, and what shows a starved run: slots held, not worked). Power
 is the run's stored samples (`energy_samples`: each row a span's mean watts). Where a run has
 no samples the page says why in a line (`power_note`); no chart is drawn empty.
 
@@ -41,11 +43,13 @@ def origin(spans: pd.DataFrame, segments: pd.DataFrame) -> float | None:
 
 
 def occupancy(spans: pd.DataFrame, slots: int | None, scale: float, t0: float,
-              bins: int = BINS) -> Series | None:
-    """Calls in flight ÷ slots, per bin: `spans` one run's `warehouse.viewer.call_spans`;
-    None without calls or a slot count."""
+              bins: int = BINS) -> tuple[Series | None, Series | None]:
+    """(client, server) occupancy per bin, `spans` one run's `warehouse.viewer.call_spans`:
+    client = calls in flight ÷ slots; server = the calls' own service seconds ÷ slots, each
+    call's spread over its client interval (as `warehouse.disturbed` judges a starved run),
+    None where the calls carry no server timings. (None, None) without calls or slots."""
     if not len(spans) or not slots:
-        return None
+        return None, None
     scale = scale or 1.0
     s = (spans["start_wall"].to_numpy() - t0) / scale
     e = (spans["end_wall"].to_numpy() - t0) / scale
@@ -53,8 +57,13 @@ def occupancy(spans: pd.DataFrame, slots: int | None, scale: float, t0: float,
     lo, hi = edges[:-1], edges[1:]
     # each call's seconds inside each bin (calls × bins; a night's ~3,400 calls × 120 bins)
     inside = np.clip(np.minimum(e[:, None], hi) - np.maximum(s[:, None], lo), 0, None)
-    width = np.where(hi > lo, hi - lo, 1.0)
-    return Series(edges, inside.sum(axis=0) / (width * slots))
+    width = np.where(hi > lo, hi - lo, 1.0) * slots
+    client = Series(edges, inside.sum(axis=0) / width)
+    service = spans["service_s"].to_numpy(dtype=float) if "service_s" in spans else None
+    if service is None or np.isnan(service).all():
+        return client, None
+    share = np.nan_to_num(service) / np.where(e > s, e - s, np.inf)
+    return client, Series(edges, (inside * share[:, None]).sum(axis=0) / width)
 
 
 def power(samples: pd.DataFrame, segments: pd.DataFrame, scale: float,
@@ -95,9 +104,10 @@ def _minutes(s: Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def figure(path: str, occ: Series | None, watts: Series | None,
-           idle_w: float | None = None) -> str | None:
-    """A `data:image/svg+xml` URI of the path's occupancy and, beside it, its power (the
-    panels it has data for); None when it has neither."""
+           idle_w: float | None = None, server: Series | None = None) -> str | None:
+    """A `data:image/svg+xml` URI of the path's occupancy (the client's, and the server's
+    where it has one) and, beside it, its power (the panels it has data for); None when it
+    has neither."""
     panels = [p for p in (occ, watts) if p is not None]
     if not panels:
         return None
@@ -110,10 +120,14 @@ def figure(path: str, occ: Series | None, watts: Series | None,
     if occ is not None:
         a = next(ax)
         a.fill_between(*_minutes(occ), step=None, color="#2457c5", alpha=0.25, lw=0)
-        a.plot(*_minutes(occ), color="#2457c5", lw=1)
+        a.plot(*_minutes(occ), color="#2457c5", lw=1, label="calls in flight ÷ slots")
+        if server is not None:
+            a.plot(*_minutes(server), color="#1a7f4b", lw=1.2,
+                   label="server's own timings ÷ slots")
         a.set_ylim(0, max(1.05, float(occ.y.max()) * 1.05))
         a.axhline(1, color="grey", lw=0.6, ls=":")
-        a.set_title(f"{path}: slot occupancy (calls in flight ÷ slots)", fontsize=9)
+        a.legend(fontsize=7, loc="lower center", frameon=False)
+        a.set_title(f"{path}: slot occupancy", fontsize=9)
     if watts is not None:
         a = next(ax)
         a.plot(*_minutes(watts), color="#b54708", lw=1, label="board power")

@@ -123,10 +123,12 @@ def search_answers(con: duckdb.DuckDBPyConnection, experiment: str, text: str,
 
 
 def call_spans(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
-    """Every call's client interval (run, wall-clock start and end) in these runs: the
-    night page's slot occupancy."""
+    """Every call's client interval (run, wall-clock start and end) and its service on the
+    server's own timings (prompt + decode, real-scale seconds; NULL where the server reports
+    none) in these runs: the night page's slot occupancy."""
     return con.execute(f"""
-        SELECT run_id, start_wall, end_wall FROM calls
+        SELECT run_id, start_wall, end_wall, (prompt_ms + predicted_ms) / 1000 AS service_s
+        FROM calls
         WHERE run_id IN ({_ids(run_ids)}) AND start_wall IS NOT NULL AND end_wall IS NOT NULL
         ORDER BY run_id, start_wall""").df()
 
