@@ -234,3 +234,16 @@ def test_occupancy_is_the_calls_in_flight_over_the_slots():
     w = power(samples, segs, scale=0.5, t0=100.0)
     # segment 2 began 10 s (wall) = 20 s real-scale after the first
     assert list(w.x) == [0.0, 1.0, 20.0, 22.0] and list(w.y) == [100.0, 200.0, 50.0]
+
+
+def test_a_figure_is_drawn_once_for_the_same_data():
+    import numpy as np
+    from viewer import plots
+    from viewer.plots import Series
+
+    occ = Series(np.array([0.0, 60.0, 120.0]), np.array([0.5, 1.0]))
+    first = plots.figure("main", occ, None)
+    assert plots.figure("main", occ, None) is first            # kept, not drawn again
+    changed = plots.figure("main", Series(occ.x, np.array([0.5, 0.9])), None)
+    assert changed != first and plots.figure("backup", occ, None) != first
+    assert plots.figure("main", None, None) is None

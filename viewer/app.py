@@ -80,9 +80,9 @@ class Viewer:
         # one page's queries at a time: each holds a read-only connection only while it runs
         self.db_lock = threading.Lock()
         self.headline = _HeadlineCache()
-        # an exchange's calendar takes seconds to build the first time (XKRX: ~3 s here);
-        # build it now, so the first night page does not wait for it
-        threading.Thread(target=_warm_calendar, args=(cfg,), daemon=True).start()
+        # an exchange's calendar takes seconds to build the first time (XKRX: ~3 s here),
+        # matplotlib ~1 s to import: both now, so the first night page does not wait for them
+        threading.Thread(target=_warm, args=(cfg,), daemon=True).start()
 
     def render(self, template: str, **ctx) -> HTMLResponse:
         html = self.env.get_template(template).render(experiment=self.cfg.experiment.name, **ctx)
@@ -166,13 +166,15 @@ def create_app(cfg: Config, warehouse: Path | None = None, host: str | None = No
                      middleware=[Middleware(HostGuard, names=names)])
 
 
-def _warm_calendar(cfg: Config) -> None:
+def _warm(cfg: Config) -> None:
     from dualpath.calendar import MarketCalendar
 
     try:
         MarketCalendar.from_settings(cfg.market)
     except DualpathError:       # the night page says why
         pass
+    import matplotlib.backends.backend_svg  # noqa: F401  (the night page's plots)
+    import matplotlib.figure  # noqa: F401
 
 
 def _night(text: str) -> date:
