@@ -43,6 +43,9 @@ def test_a_word_diff_marks_the_words_only_one_answer_has():
     long = " ".join(["the grade"] * 150)
     assert word_diff(long, long + " now").segments == (("same", long + " "), ("ins", "now"))
     assert word_diff("same words", "same   words").identical
+    # a line break only the first answer has is kept, or the removed line would run on
+    assert word_diff("views on X.\nFINAL GRADE: 5", "lean on X.").segments == (
+        ("del", "views "), ("ins", "lean "), ("same", "on X.\n"), ("del", "FINAL GRADE: 5"))
 
 
 def test_the_ticker_page_diffs_the_final_answers_as_text(project, tmp_path):

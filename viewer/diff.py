@@ -3,7 +3,8 @@ Python's `difflib`: its `SequenceMatcher` finds the longest matching runs, as `d
 line by line, here word by word.
 
 Words are compared without the whitespace after them (a reflowed paragraph is no change) and
-shown with it, so the diff reads as the answer does. The segments are plain text: the page
+shown with the second answer's (keeping a line break either answer has), so the diff reads
+as the answers do. The segments are plain text: the page
 escapes them as it escapes every answer.
 """
 
@@ -31,6 +32,14 @@ class WordDiff:
         return not (self.removed or self.added)
 
 
+def _spaced(a: str, b: str) -> str:
+    """A word both answers have, with the second's whitespace after it, or the first's where
+    only the first breaks the line there (a removed line that followed would otherwise run
+    on)."""
+    wa, wb = a[len(a.rstrip()):], b[len(b.rstrip()):]
+    return b if "\n" in wb or "\n" not in wa else b.rstrip() + wa
+
+
 def word_diff(a: str, b: str) -> WordDiff:
     """The words of `b` against those of `a`."""
     wa, wb = _WORD.findall(a), _WORD.findall(b)
@@ -53,7 +62,7 @@ def word_diff(a: str, b: str) -> WordDiff:
 
     for op, i1, i2, j1, j2 in sm.get_opcodes():
         if op == "equal":
-            add("same", wb[j1:j2])
+            add("same", [_spaced(x, y) for x, y in zip(wa[i1:i2], wb[j1:j2])])
         else:
             add("del", wa[i1:i2])
             add("ins", wb[j1:j2])
