@@ -201,9 +201,13 @@ def test_a_night_without_power_samples_says_why_and_draws_no_empty_chart(tmp_pat
     with duckdb.connect(str(db)) as con:
         con.execute("UPDATE energy_runs SET joules = NULL, unknown = 'no GPU counters on host "
                     "h: no NVIDIA or amdgpu device' WHERE run_id LIKE '%/main'")
-        con.execute("DELETE FROM energy_runs WHERE run_id = ?", [f"demo/{nights[1]}/backup"])
+        con.execute("DELETE FROM energy_runs WHERE run_id LIKE ?", [f"demo/{nights[1]}/%"])
+        con.execute("UPDATE runs SET status = 'running' WHERE run_id = ?",
+                    [f"demo/{nights[1]}/main"])
     with client(cfg) as c:
         html, other = c.get(night_url("", night)).text, c.get(night_url("", nights[1])).text
+    assert "<b>main</b>: energy not known yet (a segment's telemetry is stored when it ends; " \
+           "this run is still scoring)" in other.replace("&#39;", "'")
     # backup: J = 190 W × (345 s/ticker × 8 tickers) on night 0 = 524,400 J
     kj = POWER["backup"] * SPEED["backup"](0) * 8 / 1000
     assert f"<b>backup</b>: power over the night unknown (no power samples stored for this " \

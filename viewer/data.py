@@ -94,7 +94,7 @@ def _plots(con, runs: pd.DataFrame) -> dict[str, NightPlot]:
         occ, server = plots.occupancy(sp, slots, scale, t0) if t0 is not None else (None, None)
         watts = plots.power(sm, sg, scale, t0) if t0 is not None else None
         idle = sg["idle_w"].dropna() if len(sg) else []
-        note = plots.power_note(sg, sm) if watts is None else None
+        note = plots.power_note(sg, sm, r.status == "running") if watts is None else None
         out[r.path] = NightPlot(
             plots.figure(r.path, occ, watts, float(idle.iloc[0]) if len(idle) else None,
                          server),

@@ -83,10 +83,14 @@ def power(samples: pd.DataFrame, segments: pd.DataFrame, scale: float,
     return Series(edges, samples["power_w"].to_numpy(dtype=float))
 
 
-def power_note(segments: pd.DataFrame, samples: pd.DataFrame) -> str | None:
+def power_note(segments: pd.DataFrame, samples: pd.DataFrame,
+               running: bool = False) -> str | None:
     """Why a run has no power plot, in a line; None when it has one."""
     if len(samples):
         return None
+    if not len(segments) and running:
+        return ("energy not known yet (a segment's telemetry is stored when it ends; "
+                "this run is still scoring)")
     if not len(segments):
         return "energy unknown (no GPU telemetry was recorded for this run)"
     unknown = [u for u in segments["unknown"].dropna().unique() if u]
