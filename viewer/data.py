@@ -62,8 +62,8 @@ class NightView:
     min_gap: float | None
     fwd_note: str = ""
     flag: str | None = None
-    flags: dict = None            # pages.FLAGS key -> tickers with such a call on the night
-    plots: dict = None            # path -> NightPlot
+    flags: dict | None = None     # pages.FLAGS key -> tickers with such a call on the night
+    plots: dict | None = None     # path -> NightPlot
 
 
 @dataclass
