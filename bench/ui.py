@@ -7,8 +7,13 @@ Starts `dualpath ui` in its own process on a free port, then asks for night page
 pages of nights spread over the six weeks (a different night and ticker each request, so no
 request finds the previous one's rows in DuckDB's buffers), and times each whole request
 (connect, the page's queries, rendering, transfer). The overview's headline computes every
-metric over the six weeks; it is timed once, apart (it is cached until a run changes).
-Last line: `ticker_page_s=<median> night_page_s=<median>` (goals: <= 1 s and <= 2 s).
+metric over the six weeks; it is timed once, apart (it is cached until a run changes). A
+night page draws each run's occupancy and power plots the first time it is seen: its first
+requests are timed apart from the same nights asked again. Then a ticker's history across
+every night and searches of every stored answer (a word most answers hold, and one none
+does: both read every answer's text).
+Last line: `ticker_page_s=<median> night_page_s=<median> night_again_s=<median>
+history_page_s=<median> search_page_s=<median>` (goals: <= 1 s, <= 2 s, -, <= 1 s, <= 2 s).
 """
 
 from __future__ import annotations
@@ -74,6 +79,11 @@ def main(a: argparse.Namespace) -> None:
                 overview_s = time.perf_counter() - t
                 pick = [nights[(i * 7 + 3) % len(nights)] for i in range(a.requests)]
                 night_s = [timed(client, f"{base}/night/{n}", "<td><a href=") for n in pick]
+                again_s = [timed(client, f"{base}/night/{n}", "<td><a href=") for n in pick]
+                history_s = [timed(client, f"{base}/ticker/{tickers[(i * 13) % len(tickers)]}",
+                                   "every night") for i in range(a.requests)]
+                search_s = [timed(client, f"{base}/search?q={q}", "Search the answers")
+                            for q in ("evidence", "zq-not-a-word")]
                 tick = [(nights[(i * 11 + 5) % len(nights)], tickers[(i * 37 + 1) % len(tickers)])
                         for i in range(a.requests)]
                 ticker_s = [timed(client, f"{base}/night/{n}/{t}", "consistency_check")
@@ -86,11 +96,17 @@ def main(a: argparse.Namespace) -> None:
           f"calls, {len(nights)} nights x {len(tickers)} tickers)")
     print(f"overview (headline over every night, first request: computes the metrics) "
           f"{overview_s:.2f} s")
-    print("night pages: " + ", ".join(f"{s:.3f}" for s in night_s) + " s")
+    print("night pages: " + ", ".join(f"{s:.3f}" for s in night_s) + " s; again: "
+          + ", ".join(f"{s:.3f}" for s in again_s) + " s")
+    print("history pages: " + ", ".join(f"{s:.3f}" for s in history_s) + " s; searches "
+          "(a common word, no match): " + ", ".join(f"{s:.3f}" for s in search_s) + " s")
     print("ticker pages: " + ", ".join(f"{s:.3f}" for s in ticker_s) + f" s ({size / 2**20:.1f} "
           "MB of HTML each: both paths' 17 calls of one draw, prompts and answers)")
     print(f"ticker_page_s={statistics.median(ticker_s):.3f} "
-          f"night_page_s={statistics.median(night_s):.3f}")
+          f"night_page_s={statistics.median(night_s):.3f} "
+          f"night_again_s={statistics.median(again_s):.3f} "
+          f"history_page_s={statistics.median(history_s):.3f} "
+          f"search_page_s={statistics.median(search_s):.3f}")
 
 
 if __name__ == "__main__":

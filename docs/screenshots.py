@@ -1,9 +1,10 @@
 """The README's screenshots of `dualpath ui`, taken by the headless Chromium the tests use.
 
-    python docs/screenshots.py                 # a fresh short demo, then the three pages
+    python docs/screenshots.py                 # a fresh short demo, then the pages
     python docs/screenshots.py -c DEMO/dualpath.toml
 
-Writes docs/ui-overview.png, docs/ui-night.png and docs/ui-ticker.png.
+Writes docs/ui-overview.png, docs/ui-night.png, docs/ui-ticker.png, docs/ui-history.png (that
+ticker on every night) and docs/ui-search.png (a search of every answer).
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ def shoot(url: str, out: Path, height: int) -> None:
     print(f"wrote {out}")
 
 
-def pages(cfg_path: Path) -> tuple[str, str, str]:
-    """The overview, the latest night, and that night's ticker with the largest grade gap."""
+def pages(cfg_path: Path) -> tuple[str, ...]:
+    """The overview, the latest night, that night's ticker with the largest grade gap, the
+    ticker on every night, and a search for a word the simulated answers use."""
     cfg = load_config(cfg_path)
     with duckdb.connect(str(cfg.resolve(cfg.warehouse.path)), read_only=True) as con:
         night, ticker = con.execute("""
@@ -52,7 +54,8 @@ def pages(cfg_path: Path) -> tuple[str, str, str]:
                        FROM units WHERE night = (SELECT max(night) FROM runs) GROUP BY ALL)
             SELECT night, ticker FROM m ORDER BY abs(gap) DESC NULLS LAST, ticker
             LIMIT 1""").fetchone()
-    return "/", f"/night/{night}", f"/night/{night}/{ticker}"
+    return ("/", f"/night/{night}", f"/night/{night}/{ticker}", f"/ticker/{ticker}",
+            f"/search?q={ticker}:+the+evidence+looks+bearish")
 
 
 def main(a: argparse.Namespace) -> None:
@@ -67,8 +70,9 @@ def main(a: argparse.Namespace) -> None:
                                  "0"], stdout=subprocess.PIPE, text=True)
         try:
             base = re.search(r"http://[\d.]+:\d+", proc.stdout.readline())[0]
-            for (name, height), path in zip((("overview", 760), ("night", 1000),
-                                             ("ticker", 1250)), pages(cfg_path)):
+            for (name, height), path in zip((("overview", 760), ("night", 1100),
+                                             ("ticker", 1250), ("history", 700),
+                                             ("search", 800)), pages(cfg_path)):
                 shoot(base + path, DOCS / f"ui-{name}.png", height)
         finally:
             proc.terminate()

@@ -4,7 +4,12 @@ Pages (every one reachable by URL, so a link can be shared; `viewer.links` build
 
     /                          overview: the headline (verdict, slowdown) and the nights
     /night/YYYY-MM-DD          every ticker of the night on both paths (?sort= &q= &only= &min_gap=)
-    /night/YYYY-MM-DD/TICKER   the two paths side by side: draws, then the calls (?draw=N)
+    /night/YYYY-MM-DD          ... (&flag=runaway|parse_failed|contaminated|retried), and
+                               each run's slot occupancy beside its GPU power over the night
+    /night/YYYY-MM-DD/TICKER   the two paths side by side: draws, a word diff of the draw's
+                               final answers, then the calls (?draw=N)
+    /ticker/TICKER             one ticker's grades per path night by night, runs' status
+    /search?q=TEXT             every stored answer holding TEXT (&path=P), newest night first
 
 Everything a model wrote is shown as text: templates escape every value, and the pages carry
 no script at all, under a Content-Security-Policy that refuses any (`CSP`). Only GET is
@@ -30,11 +35,11 @@ from starlette.staticfiles import StaticFiles
 
 from dualpath.config import Config
 from dualpath.errors import DualpathError, WarehouseBusy
-from viewer import data
+from viewer import across, data
 from viewer.headline import Headline, headline
 from viewer.hosts import HostGuard, served_names
-from viewer.links import night_url, ticker_url
-from viewer.pages import SORTS
+from viewer.links import history_url, night_url, search_url, ticker_url
+from viewer.pages import FLAGS, SORTS
 
 HERE = Path(__file__).parent
 # no script from anywhere, styles and images from this server only, no framing, forms to here
@@ -69,13 +74,15 @@ class Viewer:
         self.env.filters.update(num=_num, pct=_pct, secs=_secs)
         self.env.globals.update(night_url=lambda n: night_url("", n),
                                 ticker_url=lambda n, t, d=None: ticker_url("", n, t, d),
+                                history_url=lambda t: history_url("", t),
+                                search_url=lambda q, p=None: search_url("", q, p),
                                 qs=lambda query, **kw: "?" + urlencode({**query, **kw}))
         # one page's queries at a time: each holds a read-only connection only while it runs
         self.db_lock = threading.Lock()
         self.headline = _HeadlineCache()
-        # an exchange's calendar takes seconds to build the first time (XKRX: ~3 s here);
-        # build it now, so the first night page does not wait for it
-        threading.Thread(target=_warm_calendar, args=(cfg,), daemon=True).start()
+        # an exchange's calendar takes seconds to build the first time (XKRX: ~3 s here),
+        # matplotlib ~1 s to import: both now, so the first night page does not wait for them
+        threading.Thread(target=_warm, args=(cfg,), daemon=True).start()
 
     def render(self, template: str, **ctx) -> HTMLResponse:
         html = self.env.get_template(template).render(experiment=self.cfg.experiment.name, **ctx)
@@ -94,12 +101,32 @@ class Viewer:
         q = request.query_params
         sort = q.get("sort", "disagree")
         min_gap = _float(q.get("min_gap"))
+        flag = q.get("flag") or None
+        if flag is not None and flag not in FLAGS:
+            raise HTTPException(400, f"flag={flag!r} is not a filter; use one of "
+                                     + ", ".join(FLAGS))
         with self.db_lock:
             view = data.night(self.cfg, self.warehouse, night, sort if sort in SORTS else
-                              "disagree", q.get("q", ""), q.get("only") == "disagree", min_gap)
+                              "disagree", q.get("q", ""), q.get("only") == "disagree", min_gap,
+                              flag)
         if view is None:
             raise HTTPException(404, f"no runs of {self.cfg.experiment.name} on {night}")
-        return self.render("night.html.j2", v=view, sorts=SORTS, query=dict(q))
+        return self.render("night.html.j2", v=view, sorts=SORTS, flags=FLAGS, query=dict(q))
+
+    def history(self, request: Request) -> Response:
+        ticker = request.path_params["ticker"]
+        with self.db_lock:
+            view = across.history(self.cfg, self.warehouse, ticker)
+        if view is None:
+            raise HTTPException(404, f"{ticker} was never scored in {self.cfg.experiment.name}")
+        return self.render("history.html.j2", v=view)
+
+    def search(self, request: Request) -> Response:
+        q = request.query_params
+        with self.db_lock:
+            view = across.search(self.cfg, self.warehouse, q.get("q", "")[:200],
+                                 q.get("path") or None)
+        return self.render("search.html.j2", v=view, limit=across.SEARCH_LIMIT)
 
     def ticker(self, request: Request) -> Response:
         night = _night(request.path_params["night"])
@@ -130,6 +157,8 @@ def create_app(cfg: Config, warehouse: Path | None = None, host: str | None = No
     routes = [Route("/", v.overview, methods=["GET"]),
               Route("/night/{night}", v.night, methods=["GET"]),
               Route("/night/{night}/{ticker}", v.ticker, methods=["GET"]),
+              Route("/ticker/{ticker}", v.history, methods=["GET"]),
+              Route("/search", v.search, methods=["GET"]),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     names = served_names(host or cfg.ui.host, cfg.ui.base_url)
     return Starlette(routes=routes, exception_handlers={HTTPException: v.error,
@@ -137,13 +166,15 @@ def create_app(cfg: Config, warehouse: Path | None = None, host: str | None = No
                      middleware=[Middleware(HostGuard, names=names)])
 
 
-def _warm_calendar(cfg: Config) -> None:
+def _warm(cfg: Config) -> None:
     from dualpath.calendar import MarketCalendar
 
     try:
         MarketCalendar.from_settings(cfg.market)
     except DualpathError:       # the night page says why
         pass
+    import matplotlib.backends.backend_svg  # noqa: F401  (the night page's plots)
+    import matplotlib.figure  # noqa: F401
 
 
 def _night(text: str) -> date:

@@ -36,7 +36,7 @@ def overview(cfg: Config, warehouse: Path) -> tuple[list[NightSummary], tuple]:
     """The nights, newest first, and a key that changes when any run or plan does."""
     baseline, candidate, _ = question(cfg)
     with wv.viewer_connection(warehouse) as con:
-        runs = _with_speed(wv.nights(con, cfg.experiment.name))
+        runs = with_speed(wv.nights(con, cfg.experiment.name))
         means = wv.mean_grades(con, cfg.experiment.name)
         key = wv.state_key(con, cfg.experiment.name)
     apart = pages.disagreements(means, baseline, candidate)
@@ -61,6 +61,47 @@ class NightView:
     only_disagree: bool
     min_gap: float | None
     fwd_note: str = ""
+    flag: str | None = None
+    flags: dict | None = None     # pages.FLAGS key -> tickers with such a call on the night
+    plots: dict | None = None     # path -> NightPlot
+
+
+@dataclass
+class NightPlot:
+    """A run's occupancy and power over the night (`viewer.plots`): the figure, and the line
+    saying why there is no power beside it (or no figure at all)."""
+
+    uri: str | None
+    power_note: str | None
+    occupancy_note: str | None = None
+
+
+def _plots(con, runs: pd.DataFrame) -> dict[str, NightPlot]:
+    from viewer import plots
+
+    ids = list(runs["run_id"])
+    spans = wv.call_spans(con, ids)
+    segs, samples = wv.night_energy(con, ids)
+    out = {}
+    for r in runs.itertuples():
+        sp = spans[spans["run_id"] == r.run_id]
+        sg = segs[segs["run_id"] == r.run_id] if len(segs) else pd.DataFrame(
+            columns=["segment", "started_wall", "unknown", "joules", "seconds", "idle_w"])
+        sm = samples[samples["run_id"] == r.run_id] if len(samples) else pd.DataFrame()
+        t0 = plots.origin(sp, sg)
+        scale = float(r.time_scale) if r.time_scale == r.time_scale and r.time_scale else 1.0
+        slots = int(r.slots) if r.slots == r.slots and r.slots else None
+        occ, server = plots.occupancy(sp, slots, scale, t0) if t0 is not None else (None, None)
+        watts = plots.power(sm, sg, scale, t0) if t0 is not None else None
+        idle = sg["idle_w"].dropna() if len(sg) else []
+        note = plots.power_note(sg, sm, r.status == "running") if watts is None else None
+        out[r.path] = NightPlot(
+            plots.figure(r.path, occ, watts, float(idle.iloc[0]) if len(idle) else None,
+                         server),
+            note, None if occ is not None else
+            "slot occupancy unknown (" + ("no calls recorded" if not len(sp)
+                                          else "the run records no slot count") + ")")
+    return out
 
 
 def _forward(cfg: Config, con, night: date, horizon: int) -> tuple[dict, str]:
@@ -87,22 +128,29 @@ def _forward(cfg: Config, con, night: date, horizon: int) -> tuple[dict, str]:
 
 
 def night(cfg: Config, warehouse: Path, night: date, sort: str, q: str, only_disagree: bool,
-          min_gap: float | None) -> NightView | None:
-    """Every ticker of the night on every path; None when the night has no runs."""
+          min_gap: float | None, flag: str | None = None) -> NightView | None:
+    """Every ticker of the night on every path (only those with a call `flag` marks, if
+    given: a `pages.FLAGS` key), and each run's plots; None when the night has no runs."""
     baseline, candidate, horizon = question(cfg)
     with wv.viewer_connection(warehouse) as con:
-        runs = _with_speed(wv.night_runs(con, cfg.experiment.name, night))
+        runs = with_speed(wv.night_runs(con, cfg.experiment.name, night))
         if not len(runs):
             return None
         units = wv.night_units(con, list(runs["run_id"]))
         fwd, note = _forward(cfg, con, night, horizon)
-    paths = [p for p in cfg.paths if p in set(runs["path"])] + \
-        sorted(set(runs["path"]) - set(cfg.paths))
+        plots = _plots(con, runs)
+    paths = path_order(cfg, runs)
     rows = pages.night_rows(units, paths, baseline, candidate, fwd)
-    shown = pages.sort_rows(pages.filter_rows(rows, q, only_disagree, min_gap), sort)
+    shown = pages.sort_rows(pages.filter_rows(rows, q, only_disagree, min_gap, flag), sort)
     return NightView(night, paths, {r["path"]: r for r in runs.to_dict("records")}, baseline,
                      candidate, horizon, shown, len(rows), sum(r.disagree for r in rows), sort,
-                     q, only_disagree, min_gap, note)
+                     q, only_disagree, min_gap, note, flag, pages.flag_counts(rows), plots)
+
+
+def path_order(cfg: Config, runs: pd.DataFrame) -> list[str]:
+    """The runs' paths, in the config's order (paths it no longer has last)."""
+    have = set(runs["path"])
+    return [p for p in cfg.paths if p in have] + sorted(have - set(cfg.paths))
 
 
 @dataclass
@@ -135,6 +183,8 @@ class TickerView:
     next_ticker: str | None = None
     baseline: str | None = None
     candidate: str | None = None
+    diff: object = None           # viewer.diff.WordDiff of the shown draw's final answers
+    diff_note: str = ""           # why there is none
 
     @property
     def gap(self) -> float | None:
@@ -149,7 +199,7 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
     """Both paths' draws of one ticker, then one draw's calls side by side; None when the
     ticker was not scored that night."""
     with wv.viewer_connection(warehouse) as con:
-        runs = _with_speed(wv.night_runs(con, cfg.experiment.name, night))
+        runs = with_speed(wv.night_runs(con, cfg.experiment.name, night))
         ids = list(runs["run_id"])
         units = wv.ticker_units(con, ids, ticker) if ids else pd.DataFrame()
         if not len(units):
@@ -183,13 +233,29 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
     rows = pages.call_rows(call_recs, paths, attempts, prompts, texts, scales)
     i = neighbours.index(ticker) if ticker in neighbours else -1
     baseline, candidate, _ = question(cfg)
+    diff, why = final_diff(sides, draw, baseline, candidate)
     return TickerView(night, ticker, draw, draws, sides, rows, thinking,
                       neighbours[i - 1] if i > 0 else None,
                       neighbours[i + 1] if 0 <= i < len(neighbours) - 1 else None,
-                      baseline, candidate)
+                      baseline, candidate, diff, why)
 
 
-def _with_speed(runs: pd.DataFrame) -> pd.DataFrame:
+def final_diff(sides: list[PathSide], draw: int, baseline: str | None,
+               candidate: str | None):
+    """(word diff of the draw's final answers, baseline → candidate, or None; why none)."""
+    from viewer.diff import word_diff
+
+    answers = {s.path: next((d.final_answer for d in s.draws if d.draw == draw), None)
+               for s in sides}
+    if baseline not in answers or candidate not in answers:
+        return None, (f"draw {draw} was not scored on both {baseline} and {candidate}")
+    missing = [p for p in (baseline, candidate) if answers[p] is None]
+    if missing:
+        return None, f"no final answer stored for draw {draw} on {' and '.join(missing)}"
+    return word_diff(answers[baseline], answers[candidate]), ""
+
+
+def with_speed(runs: pd.DataFrame) -> pd.DataFrame:
     """Throughput-basis real-scale seconds per ticker (evals.speed.seconds, the one
     definition), only for complete one-segment undisturbed runs: a resumed run's clock spans
     its gap, a disturbed one's measures something else (`left_out` says what, in short)."""

@@ -37,24 +37,33 @@ class PathCell:
     draws: int
     agree: bool | None    # None: fewer than two graded draws
     marks: list[str] = field(default_factory=list)
+    flags: dict[str, int] = field(default_factory=dict)   # FLAGS key -> calls (draws) so marked
+
+
+# the night page's call filters: what each keeps, and the count a cell has of it
+FLAGS = {"runaway": ("runaway", "a call stopped at max_tokens (finish_reason = length)"),
+         "parse_failed": ("parse-failed", "a draw answered without a readable grade"),
+         "contaminated": ("contaminated", "a call answered by another server"),
+         "retried": ("retried", "a call sent again after a failed attempt")}
 
 
 def path_cell(u: pd.DataFrame) -> PathCell:
     """`u`: one path's final unit attempts of one ticker (`warehouse.viewer.night_units`)."""
     u = u.sort_values("draw")
     g = [int(x) for x in u["grade"].dropna()]
-    marks = []
-    if u["attempts"].max() > 1:
-        marks.append("re-scored")
-    if u["contaminated"].sum():
+    flags = {"runaway": int(u["runaway"].sum()),
+             "parse_failed": int((u["outcome"] == "parse_failed").sum()),
+             "contaminated": int(u["contaminated"].sum()),
+             "retried": int(u["retried"].sum()) if "retried" in u else 0}
+    marks = ["re-scored"] if u["attempts"].max() > 1 else []
+    if flags["contaminated"]:
         marks.append("contaminated")
-    if u["runaway"].sum():
-        marks.append(f"{int(u['runaway'].sum())} runaway")
+    marks += [f"{flags[k]} {k}" for k in ("runaway", "retried") if flags[k]]
     return PathCell(mean=sum(g) / len(g) if g else None,
                     grades=[int(r.grade) if _num(r.grade) is not None else r.outcome
                             for r in u.itertuples()],
                     graded=len(g), draws=len(u), agree=len(set(g)) == 1 if len(g) > 1 else None,
-                    marks=marks)
+                    marks=marks, flags={k: v for k, v in flags.items() if v})
 
 
 @dataclass
@@ -83,11 +92,19 @@ def night_rows(units: pd.DataFrame, paths: list[str], baseline: str | None,
 
 
 def filter_rows(rows: list[TickerRow], q: str = "", only_disagree: bool = False,
-                min_gap: float | None = None) -> list[TickerRow]:
-    """Tickers containing `q` (any case), only disagreements, |gap| of at least `min_gap`."""
+                min_gap: float | None = None, flag: str | None = None) -> list[TickerRow]:
+    """Tickers containing `q` (any case), only disagreements, |gap| of at least `min_gap`,
+    only those with a call (a draw) `flag` marks on any path (a key of `FLAGS`)."""
     q = q.strip().upper()
     return [r for r in rows if q in r.ticker.upper() and (r.disagree or not only_disagree)
-            and (min_gap is None or (r.gap is not None and abs(r.gap) >= min_gap))]
+            and (min_gap is None or (r.gap is not None and abs(r.gap) >= min_gap))
+            and (flag is None or any(c.flags.get(flag) for c in r.cells.values()))]
+
+
+def flag_counts(rows: list[TickerRow]) -> dict[str, int]:
+    """FLAGS key -> tickers of the night with at least one call (draw) so marked."""
+    return {k: sum(any(c.flags.get(k) for c in r.cells.values()) for r in rows)
+            for k in FLAGS}
 
 
 def sort_rows(rows: list[TickerRow], key: str) -> list[TickerRow]:

@@ -44,7 +44,7 @@ def viewer_connection(path: Path, wait_s: float = 30.0) -> Iterator[duckdb.DuckD
 # and why a complete run's seconds are no measurement (`warehouse.disturbed`)
 _RUNS = f"""
     SELECT night, path, run_id, status, status_detail, units_planned, units_done,
-           units_measured, tickers_planned, segments, time_scale, wall_s,
+           units_measured, tickers_planned, segments, slots, time_scale, wall_s,
            units_planned AS units, d.disturbed
     FROM runs LEFT JOIN ({DISTURBED}) d USING (run_id) WHERE experiment = ? """
 
@@ -72,26 +72,84 @@ def _ids(run_ids: Iterable[str]) -> str:
     return ",".join("'" + r.replace("'", "''") + "'" for r in ids)
 
 
-def night_units(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
-    """Each unit's final attempt in these runs: path, ticker, draw, grade, outcome, seconds
-    (the client's clock), attempts, and its contaminated calls."""
+def night_units(con: duckdb.DuckDBPyConnection, run_ids: list[str],
+                ticker: str | None = None) -> pd.DataFrame:
+    """Each unit's final attempt in these runs (of one ticker only, if given): run, path,
+    ticker, draw, grade, outcome, seconds (the client's clock), attempts, and how many of its
+    calls were contaminated, runaway (stopped at max_tokens) or retried."""
     ids = _ids(run_ids)
+    only = "AND ticker = $ticker" if ticker is not None else ""
     return con.execute(f"""
         WITH u AS (
             SELECT run_id, path, ticker, draw, unit_attempt, grade, outcome, seconds,
                    max(unit_attempt) OVER (PARTITION BY run_id, ticker, draw) AS attempts
-            FROM units WHERE run_id IN ({ids})),
+            FROM units WHERE run_id IN ({ids}) {only}),
         c AS (
             SELECT run_id, ticker, draw, unit_attempt,
                    count(*) FILTER (WHERE contaminated IS NOT NULL) AS contaminated,
-                   count(*) FILTER (WHERE finish_reason = 'length') AS runaway
-            FROM calls WHERE run_id IN ({ids}) GROUP BY ALL)
+                   count(*) FILTER (WHERE finish_reason = 'length') AS runaway,
+                   count(*) FILTER (WHERE attempts > 1) AS retried
+            FROM calls WHERE run_id IN ({ids}) {only} GROUP BY ALL)
         SELECT u.run_id, u.path, u.ticker, u.draw, u.grade::INTEGER AS grade, u.outcome,
                u.seconds, u.attempts, coalesce(c.contaminated, 0) AS contaminated,
-               coalesce(c.runaway, 0) AS runaway
+               coalesce(c.runaway, 0) AS runaway, coalesce(c.retried, 0) AS retried
         FROM u LEFT JOIN c USING (run_id, ticker, draw, unit_attempt)
         WHERE u.unit_attempt = u.attempts
-        ORDER BY u.ticker, u.path, u.draw""").df()
+        ORDER BY u.ticker, u.path, u.draw""", {"ticker": ticker} if ticker is not None else {}
+                       ).df()
+
+
+def _like(text: str) -> str:
+    """`text` as an ILIKE pattern matching it anywhere, its own % _ and \\ taken literally."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def search_answers(con: duckdb.DuckDBPyConnection, experiment: str, text: str,
+                   path: str | None = None, limit: int = 50) -> pd.DataFrame:
+    """Calls of the experiment whose answer contains `text` (any case), newest night first,
+    at most `limit` + 1 rows (one more than shown, so the page can say there are more):
+    night, path, ticker, draw, unit_attempt, agent, call_seq, finish_reason and the answer."""
+    df = con.execute("""
+        SELECT c.night, c.path, c.ticker, c.draw, c.unit_attempt, c.agent, c.call_seq,
+               c.finish_reason, t.text AS answer
+        FROM calls c JOIN runs r USING (run_id) JOIN texts t ON t.hash = c.output_hash
+        WHERE r.experiment = $exp AND ($path IS NULL OR c.path = $path)
+          AND t.text ILIKE $pattern ESCAPE '\\'
+        ORDER BY c.night DESC, c.ticker, c.path, c.draw, c.unit_attempt, c.call_seq
+        LIMIT $n""", {"exp": experiment, "path": path, "pattern": _like(text),
+                      "n": limit + 1}).df()
+    df["night"] = pd.to_datetime(df["night"]).dt.date
+    return df
+
+
+def call_spans(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
+    """Every call's client interval (run, wall-clock start and end) and its service on the
+    server's own timings (prompt + decode, real-scale seconds; NULL where the server reports
+    none) in these runs: the night page's slot occupancy."""
+    return con.execute(f"""
+        SELECT run_id, start_wall, end_wall, (prompt_ms + predicted_ms) / 1000 AS service_s
+        FROM calls
+        WHERE run_id IN ({_ids(run_ids)}) AND start_wall IS NOT NULL AND end_wall IS NOT NULL
+        ORDER BY run_id, start_wall""").df()
+
+
+def night_energy(con: duckdb.DuckDBPyConnection, run_ids: list[str]
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(segments, samples) of these runs' GPU telemetry (`warehouse.energy`): per segment its
+    window's wall-clock start, joules, mean and idle watts and why its energy is unknown;
+    the power samples in time order. Both empty before m026."""
+    ids = _ids(run_ids)
+    try:
+        segs = con.execute(f"""
+            SELECT run_id, segment, host, source, basis, joules, seconds, mean_w, idle_w,
+                   power_limit_w, unknown, started_wall
+            FROM energy_runs WHERE run_id IN ({ids}) ORDER BY run_id, segment""").df()
+        samples = con.execute(f"""
+            SELECT run_id, segment, t_s, width_s, power_w FROM energy_samples
+            WHERE run_id IN ({ids}) ORDER BY run_id, segment, t_s""").df()
+    except duckdb.CatalogException:     # a warehouse from before GPU telemetry (m026)
+        return pd.DataFrame(), pd.DataFrame()
+    return segs, samples
 
 
 def prices_between(con: duckdb.DuckDBPyConnection, start: date, end: date) -> pd.DataFrame:
