@@ -109,10 +109,10 @@ def registered() -> dict[str, Table]:
 
 
 def listings() -> dict[str, Table]:
-    """The run listings (`evals.listings`): runs, left_out, evidence, hosts."""
+    """The run listings (`evals.listings`, which registers them on import): runs, left_out,
+    evidence, hosts. Not the metric tables: `dualpath runs` imports no statistics."""
     from evals.listings import LISTINGS
 
-    registered()
     return {k: TABLES[k] for k in LISTINGS}
 
 
