@@ -129,8 +129,9 @@ def cards(d: ReportData) -> list[dict]:
     if h is None:
         return []
     v = h.verdict
-    tone = "good" if v.verdict in ("non-inferior", "equivalent", "candidate better") else \
-        "bad" if v.decided else "open"
+    # an interim look is no decision: never the colour of one
+    tone = "open" if v.label == "interim" else "good" if v.verdict in (
+        "non-inferior", "equivalent", "candidate better") else "bad" if v.decided else "open"
     out = [{"cls": f"verdict {tone}", "lines": list(h.quality)}]
     if h.speed:
         out.append({"cls": "slowdown", "lines": list(h.speed)})
