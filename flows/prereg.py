@@ -173,15 +173,15 @@ def scoring_history(cfg: Config, scored: pd.DataFrame | None,
 
     if scored is None or not len(scored) or not nights:
         return [], []
-    s = scored[pd.to_datetime(scored["night"]).dt.date.isin(set(nights))]
-    s = s.assign(night=pd.to_datetime(s["night"]).dt.date)
-    cal = MarketCalendar.from_settings(cfg.market)
+    cal, counted = MarketCalendar.from_settings(cfg.market), set(nights)
     every = scored.assign(night=pd.to_datetime(scored["night"]).dt.date)
+    # every night's starts, counted or not: a night begun after a failed later one is late too
     started = {n: (g["started_at"].min(), g["started_at"].max())
                for n, g in every.groupby("night")}
     due = {n: pd.Timestamp(cal.close_of(cal.next_session(n))) for n in nights}
-    late = [n for n in late_nights(started, due) if n in set(nights)]
-    resumed = sorted(n for n, g in s.groupby("night") if g["segments"].fillna(1).gt(1).any())
+    late = [n for n in late_nights(started, due) if n in counted]
+    resumed = sorted(n for n, g in every.groupby("night")
+                     if n in counted and g["segments"].fillna(1).gt(1).any())
     return late, resumed
 
 

@@ -200,3 +200,22 @@ def test_late_nights_by_hand():
                        due) == [n1]
     # an unknown start (a warehouse written before it was recorded) is never late
     assert late_nights({**on_time, n1: (pd.NaT, pd.NaT)}, due) == []
+
+
+def test_horizons_edited_after_the_freeze_are_a_deviation_the_label_names(planned):
+    import tomllib
+
+    from dualpath.config import dump_toml, load_config
+    from flows.prereg import hold_night_to_plan
+
+    cfg_path, cfg = planned
+    data = tomllib.loads(cfg_path.read_text())
+    data["experiment"]["horizons"] = [1, 5]
+    cfg_path.write_text(dump_toml(data) + "\n")
+    cfg = load_config(cfg_path)
+    assert hold_night_to_plan(cfg, date(2027, 5, 12)) == ["horizons [1, 5] (plan: [1, 5, 20])"]
+    st = study(cfg)
+    assert st.verdict.label == "exploratory" and st.verdict.horizon == 1   # the plan's primary
+    assert st.verdict.label_text == (
+        "exploratory — 1 of 9 window night(s) are not complete and conforming: 2027-05-12 "
+        "(config differs from plan)")
