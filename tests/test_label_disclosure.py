@@ -167,19 +167,27 @@ def test_a_weekly_look_inside_the_window_is_interim(planned, tmp_path):
     assert r.stdout.startswith("report (exploratory — the analysis covers 2027-05-03 – ")
 
 
-def test_an_interim_look_names_no_verdict_word_in_notes_or_card(planned):
+def test_an_interim_look_names_no_verdict_word_in_notes_card_or_table(planned):
+    from evals.headline import headline_table
     from evals.weekly import ReportData
     from evals.weekly.render import cards
+    from flows.glance import metrics_and_headline
 
     cfg_path, cfg = planned
-    st = study(cfg, until=date(2027, 5, 9))
-    assert st.verdict.label == "interim" and st.verdict.verdict == "non-inferior"
-    assert st.metrics.notes[0].startswith("primary: interim — no decision (non-inferiority, "
-                                          "δ = 0.5, α = 0.05): ΔIC ")
-    head = type("H", (), {"verdict": st.verdict, "quality": ("q",), "speed": (), "energy": ()})
+    m, head = metrics_and_headline(cfg, None, None, date(2027, 5, 9))
+    v = head.verdict
+    assert v.label == "interim" and v.verdict == "non-inferior"      # so far; not a decision
+    assert m.notes[0].startswith("primary: interim — no decision (non-inferiority, δ = 0.5, "
+                                 "α = 0.05): ΔIC ")
+    row = headline_table(head).iloc[0]
+    assert (row["answer"], row["detail"]) == ("interim — no decision", v.label_text)
     data = ReportData("demo", date(2027, 4, 29), date(2027, 5, 9), datetime.now(timezone.utc),
-                      st.metrics, *[pd.DataFrame()] * 5, headline=head)
+                      m, *[pd.DataFrame()] * 5, headline=head)
     assert cards(data)[0]["cls"] == "verdict open"          # never the green of a decision
+    done = metrics_and_headline(cfg)[1]                       # the whole window: decided
+    assert headline_table(done).iloc[0]["answer"] == "non-inferior"
+    data.headline = done
+    assert cards(data)[0]["cls"] == "verdict good"
 
 
 def T(text: str) -> pd.Timestamp:
