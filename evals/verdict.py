@@ -48,7 +48,7 @@ class WindowFacts:
     primary_horizon: int = 1
     matured: dict = field(default_factory=dict)   # horizon -> analysed nights matured
     missing: list[date] = field(default_factory=list)   # not run, though a later night was
-    late: list[date] = field(default_factory=list)      # analysed, scored late (late_nights)
+    late: dict = field(default_factory=dict)            # analysed night -> why it is late
     resumed: list[date] = field(default_factory=list)   # analysed, a run resumed on it
     look: date | None = None               # a look as of this night: later nights left out
 
@@ -84,18 +84,20 @@ def _nights(f: WindowFacts) -> list[str]:
     return out
 
 
-def late_nights(started: dict[date, tuple], due: dict[date, pd.Timestamp]) -> list[date]:
-    """Nights scored late: a run of theirs began after their due time (`due`: the next
-    session's close, when a later night is the one to score), or after a later night's
-    scoring had begun (a night skipped, or one path's run, scored afterwards). `started`:
-    night -> (its runs' earliest start, their latest); an unknown start is never late."""
+def late_nights(started: dict[date, tuple], due: dict[date, pd.Timestamp]) -> dict[date, str]:
+    """Nights scored late, each with why: a run of theirs began after their due time (`due`:
+    the next session's close, when a later night is the one to score), or after a later
+    night's scoring had begun (a night skipped, or one path's run, scored afterwards).
+    `started`: night -> (its runs' earliest start, their latest); an unknown start is never
+    late."""
     known = {n: (a, b) for n, (a, b) in started.items() if not (pd.isna(a) or pd.isna(b))}
-    out = []
+    out = {}
     for n, (_, last) in sorted(known.items()):
-        after_due = n in due and last >= due[n]
-        after_later = any(m > n and first < last for m, (first, _) in known.items())
-        if after_due or after_later:
-            out.append(n)
+        later = [m for m, (first, _) in sorted(known.items()) if m > n and first < last]
+        if later:
+            out[n] = f"after night {later[0]}'s scoring began"
+        elif n in due and last >= due[n]:
+            out[n] = "after the next session's close"
     return out
 
 
@@ -109,7 +111,7 @@ def disclosure(f: WindowFacts) -> str:
     out = []
     if f.late:
         out.append(f"{len(f.late)} night{'s' * (len(f.late) > 1)} scored late "
-                   f"({_dates(f.late)})")
+                   f"({_dates(list(f.late))})")
     if f.resumed:
         out.append(f"{len(f.resumed)} resumed ({_dates(f.resumed)})")
     return ", ".join(out)

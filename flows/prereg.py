@@ -165,21 +165,24 @@ def window_facts(cfg: Config, frozen: plans.FrozenPlan, runs: pd.DataFrame,
 
 
 def scoring_history(cfg: Config, scored: pd.DataFrame | None,
-                    nights: list[date]) -> tuple[list[date], list[date]]:
-    """(scored late, resumed) among `nights`: a night is due before the next session closes
-    (then the next night is the one to score), and late after a later night's scoring began
-    (`evals.verdict.late_nights`); resumed when any of its runs has more than one segment."""
+                    nights: list[date]) -> tuple[dict, list[date]]:
+    """({night scored late: why}, [resumed]) among `nights`: a night is due before the next
+    session closes (then the next night is the one to score), and late after a later night's
+    scoring began (`evals.verdict.late_nights`); resumed when any of its runs has more than
+    one segment."""
     from dualpath.calendar import MarketCalendar
 
     if scored is None or not len(scored) or not nights:
-        return [], []
+        return {}, []
     cal, counted = MarketCalendar.from_settings(cfg.market), set(nights)
     every = scored.assign(night=pd.to_datetime(scored["night"]).dt.date)
     # every night's starts, counted or not: a night begun after a failed later one is late too
     started = {n: (g["started_at"].min(), g["started_at"].max())
                for n, g in every.groupby("night")}
     due = {n: pd.Timestamp(cal.close_of(cal.next_session(n))) for n in nights}
-    late = [n for n in late_nights(started, due) if n in counted]
+    late = {n: f"its scoring began {started[n][1].tz_convert(cal.tz):%Y-%m-%d %H:%M} "
+               f"{cal.tz.key}, {why}" for n, why in late_nights(started, due).items()
+            if n in counted}
     resumed = sorted(n for n, g in every.groupby("night")
                      if n in counted and g["segments"].fillna(1).gt(1).any())
     return late, resumed
@@ -291,8 +294,12 @@ def sequential_interchange(usable: pd.DataFrame, q, plan: Plan) -> dict | None:
 
 
 def left_out_notes(f: WindowFacts) -> list[str]:
-    """What the plan's analysis left out, in words (never pooled)."""
-    out = []
+    """What the plan's analysis left out, in words (never pooled), and the history of the
+    nights it counts (scored late, resumed)."""
+    out = [f"night {n} was scored late: {why}" for n, why in f.late.items()]
+    if f.resumed:
+        out.append(f"{len(f.resumed)} night(s) counted with a run resumed after an "
+                   f"interruption: {', '.join(map(str, f.resumed))}")
     if f.extra:
         out.append(f"{len(f.extra)} night(s) outside the plan's window ({f.extra[0]} …) were "
                    "left out of every metric")

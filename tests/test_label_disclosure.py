@@ -74,7 +74,7 @@ def test_nights_in_order_and_on_time_are_plainly_confirmatory(planned):
     cfg_path, cfg = planned
     st = study(cfg)
     assert (st.verdict.label, st.verdict.label_text) == ("confirmatory", "confirmatory")
-    assert (st.facts.late, st.facts.resumed, st.facts.missing) == ([], [], [])
+    assert (st.facts.late, st.facts.resumed, st.facts.missing) == ({}, [], [])
 
 
 def test_a_late_and_a_resumed_night_are_named_wherever_the_label_prints(planned, tmp_path):
@@ -87,6 +87,10 @@ def test_a_late_and_a_resumed_night_are_named_wherever_the_label_prints(planned,
     st = study(cfg)
     assert st.verdict.label == "confirmatory" and st.verdict.reasons == ()
     assert st.verdict.label_text == f"confirmatory — {told}"
+    why = ("night 2027-05-03 was scored late: its scoring began 2027-05-06 02:00 Asia/Seoul, "
+           "after night 2027-05-04's scoring began")         # 17:00 UTC on the 5th
+    resumed = "1 night(s) counted with a run resumed after an interruption: 2027-05-06"
+    assert st.metrics.notes[1:3] == [why, resumed]
     assert label_lines(headline(cfg_path)) == [
         "Quality — are backup's grades interchangeable with main's?  inconclusive, 9 night(s)",
         f"  [confirmatory — {told}; group-sequential:",
@@ -97,8 +101,9 @@ def test_a_late_and_a_resumed_night_are_named_wherever_the_label_prints(planned,
     md = tmp_path / "out" / "demo-2027-04-29-2027-05-13.md"
     assert words(r.stdout) == f"report (confirmatory — {told}): {md.with_suffix('.html')} {md}"
     # the Markdown is the weekly artifact's text (flows.weekly publishes it as it is)
-    assert (f"10 night(s) · generated {{}} · **confirmatory — {told}**"
-            in _ungenerated(md.read_text()))
+    text = _ungenerated(md.read_text())
+    assert f"10 night(s) · generated {{}} · **confirmatory — {told}**" in text
+    assert why in text and resumed in text
 
 
 def _ungenerated(md: str) -> str:
@@ -113,7 +118,10 @@ def test_a_night_begun_after_the_next_sessions_close_is_late_though_in_order(pla
     # says it is late
     sql(cfg, f"UPDATE runs SET started_at = TIMESTAMPTZ '{NIGHT6} 10:00:00+00' "
              f"WHERE night = DATE '{NIGHT5}'")
-    assert study(cfg).verdict.label_text == "confirmatory — 1 night scored late (2027-05-05)"
+    st = study(cfg)
+    assert st.verdict.label_text == "confirmatory — 1 night scored late (2027-05-05)"
+    assert st.metrics.notes[1] == ("night 2027-05-05 was scored late: its scoring began "
+                                   "2027-05-06 19:00 Asia/Seoul, after the next session's close")
 
 
 def test_one_paths_run_scored_after_a_later_night_makes_its_night_late(planned):
@@ -199,15 +207,15 @@ def test_late_nights_by_hand():
     due = {n1: T("2027-01-05 06:30"), n2: T("2027-01-06 06:30"), n3: T("2027-01-07 06:30")}
     on_time = {n1: (T("2027-01-04 08:00"),) * 2, n2: (T("2027-01-05 08:00"),) * 2,
                n3: (T("2027-01-06 08:00"),) * 2}
-    assert late_nights(on_time, due) == []
+    assert late_nights(on_time, due) == {}
     # n2 skipped, scored after n3 began (yet before its own due time: order alone says late)
     skipped = {**on_time, n2: (T("2027-01-06 06:00"),) * 2, n3: (T("2027-01-06 05:00"),) * 2}
-    assert late_nights(skipped, due) == [n2]
+    assert late_nights(skipped, due) == {n2: "after night 2027-01-06's scoring began"}
     # exactly at the due time is late; one path's late start is the night's
     assert late_nights({**on_time, n1: (T("2027-01-04 08:00"), T("2027-01-05 06:30"))},
-                       due) == [n1]
+                       due) == {n1: "after the next session's close"}
     # an unknown start (a warehouse written before it was recorded) is never late
-    assert late_nights({**on_time, n1: (pd.NaT, pd.NaT)}, due) == []
+    assert late_nights({**on_time, n1: (pd.NaT, pd.NaT)}, due) == {}
 
 
 def test_horizons_edited_after_the_freeze_are_a_deviation_the_label_names(planned):
