@@ -313,9 +313,11 @@ def _fit(line: str) -> list[str]:
 def headline_table(h: Headline) -> pd.DataFrame:
     """The headline as one row per question (what json and csv carry)."""
     v, s = h.verdict, h.slowdown
-    rows = [{"question": "quality", "answer": v.verdict, "estimate": v.estimate,
-             "ci_low": v.ci_low, "ci_high": v.ci_high, "ci_level": v.ci_level,
-             "basis": f"ΔIC at h={v.horizon}, margin {v.margin}", "detail": v.note or v.label_text}]
+    interim = v.label == "interim"           # an interim look answers with no verdict word
+    rows = [{"question": "quality", "answer": "interim — no decision" if interim else v.verdict,
+             "estimate": v.estimate, "ci_low": v.ci_low, "ci_high": v.ci_high,
+             "ci_level": v.ci_level, "basis": f"ΔIC at h={v.horizon}, margin {v.margin}",
+             "detail": v.label_text if interim else v.note or v.label_text}]
     if s is not None:
         answer = (f"unknown ({s.candidate} ÷ {s.baseline}): no paired night" if s.ratio is None
                   else f"{s.ratio:.2f}× ({s.candidate} ÷ {s.baseline})")

@@ -6,8 +6,10 @@ condition in words. Confirmatory needs all of: a frozen plan, frozen before the 
 first night and without --force; the plan's content (the file beside the config, and the
 warehouse's copy) matching its hash; every planned window night complete on every path and
 run with the planned config; the analysis covering exactly the window's nights; and the
-primary horizon matured on every window night (else interim, while nights are pending).
-`primary_verdict` joins that label with the primary's row of `evals.compare.compare_paths`.
+primary horizon matured on every window night (else interim, while nights are pending, or a
+window night before the last one scored has not been scored yet: it can still be). A window
+night scored late (`late_nights`) or resumed after an interruption counts, and the label
+names it whatever the label is. `primary_verdict` joins that label with the primary's row of `evals.compare.compare_paths`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class WindowFacts:
     untestable: list[str] = field(default_factory=list)
     primary_horizon: int = 1
     matured: dict = field(default_factory=dict)   # horizon -> analysed nights matured
+    missing: list[date] = field(default_factory=list)   # not run, though a later night was
+    late: dict = field(default_factory=dict)            # analysed night -> why it is late
+    resumed: list[date] = field(default_factory=list)   # analysed, a run resumed on it
+    look: date | None = None               # a look as of this night: later nights left out
 
 
 def _integrity(f: WindowFacts) -> list[str]:
@@ -78,17 +84,66 @@ def _nights(f: WindowFacts) -> list[str]:
     return out
 
 
+def late_nights(started: dict[date, tuple], due: dict[date, pd.Timestamp]) -> dict[date, str]:
+    """Nights scored late, each with why: a run of theirs began after their due time (`due`:
+    the next session's close, when a later night is the one to score), or after a later
+    night's scoring had begun (a night skipped, or one path's run, scored afterwards).
+    `started`: night -> (its runs' earliest start, their latest); an unknown start is never
+    late."""
+    known = {n: (a, b) for n, (a, b) in started.items() if not (pd.isna(a) or pd.isna(b))}
+    out = {}
+    for n, (_, last) in sorted(known.items()):
+        later = [m for m, (first, _) in sorted(known.items()) if m > n and first < last]
+        if later:
+            out[n] = f"after night {later[0]}'s scoring began"
+        elif n in due and last >= due[n]:
+            out[n] = "after the next session's close"
+    return out
+
+
+def _dates(nights: list[date]) -> str:
+    return ", ".join(str(n) for n in nights)
+
+
+def disclosure(f: WindowFacts) -> str:
+    """'1 night scored late (2027-01-06), 1 resumed (2027-01-08)': what a counted night's
+    history was, named in every label ('' when nothing is to say)."""
+    out = []
+    if f.late:
+        out.append(f"{len(f.late)} night{'s' * (len(f.late) > 1)} scored late "
+                   f"({_dates(list(f.late))})")
+    if f.resumed:
+        out.append(f"{len(f.resumed)} resumed ({_dates(f.resumed)})")
+    return ", ".join(out)
+
+
 def window_label(f: WindowFacts | None) -> tuple[str, str, tuple[str, ...]]:
-    """(label, label_text, reasons) for a report range under a frozen plan (None: none)."""
+    """(label, label_text, reasons) for a report range under a frozen plan (None: none);
+    late and resumed nights are named in the text, never counted as reasons."""
     if f is None:
         return "exploratory", "exploratory — no frozen plan", ("no frozen plan",)
+    label, text, reasons = _label(f)
+    told = disclosure(f)
+    if told:
+        text = f"{text} — {told}" if label == "confirmatory" else f"{text}; {told}"
+    return label, text, reasons
+
+
+def _label(f: WindowFacts) -> tuple[str, str, tuple[str, ...]]:
     hard = _integrity(f) + _nights(f)
     if hard:
         return "exploratory", "exploratory — " + "; ".join(hard), tuple(hard)
     soft = []
-    if f.pending:
-        soft.append(f"{len(f.window) - len(f.pending)} of {len(f.window)} window nights "
-                    f"collected (next: {f.pending[0]})")
+    collected = len(f.window) - len(f.pending) - len(f.missing)
+    if f.look is not None and f.pending:
+        soft.append(f"a look as of {f.look}: {collected} of {len(f.window)} window nights "
+                    f"collected by then (next: {f.pending[0]})")
+    elif f.pending:
+        soft.append(f"{collected} of {len(f.window)} window nights collected (next: "
+                    f"{f.pending[0]})")
+    if f.missing:
+        soft.append(f"{len(f.missing)} window night(s) not scored though later ones were "
+                    f"({_dates(f.missing)}): scored now, each counts, named as late")
     h = f.primary_horizon
     got = f.matured.get(h, 0)
     if got < len(f.analysed) or not f.analysed:
@@ -127,10 +182,12 @@ class PrimaryVerdict:
     note: str
 
     def summary(self) -> str:
-        """One line: verdict, estimate and interval, power, label."""
+        """One line: verdict, estimate and interval, power, label. An interim look names no
+        verdict word: read as a decision, it would not keep the plan's error rate."""
+        word = "interim — no decision" if self.label == "interim" else self.verdict
         if not math.isfinite(self.estimate):
-            return f"{self.verdict}: {self.note or 'no estimate'} · {self.label_text}"
-        return (f"{self.verdict} ({self.test}, δ = {self.margin:g}, α = {self.alpha:g}): ΔIC "
+            return f"{word}: {self.note or 'no estimate'} · {self.label_text}"
+        return (f"{word} ({self.test}, δ = {self.margin:g}, α = {self.alpha:g}): ΔIC "
                 f"{self.estimate:+.4f} [{self.ci_low:+.4f}, {self.ci_high:+.4f}] "
                 f"{self.ci_text} · power {self.power:.2f} {self.power_text} · "
                 f"{self.label_text}")

@@ -81,7 +81,8 @@ def load_frames(cfg: Config, paths: list[str] | None = None) -> dict:
                "runs": runs_frame(*args), "prices": prices_frame(con),
                "all_runs": runs_frame(con, cfg.experiment.name) if paths else None,
                "frozen": plans.current(con, cfg.experiment.name),
-               "deviations": plans.deviation_log(con, cfg.experiment.name)}
+               "deviations": plans.deviation_log(con, cfg.experiment.name),
+               "scored": plans.scoring_times(con, cfg.experiment.name)}
     if out["all_runs"] is None:
         out["all_runs"] = out["runs"]
     if not len(out["runs"]):

@@ -21,7 +21,7 @@ from dualpath.config_checks import unanalysable
 from dualpath.prereg import Plan, deviations, executable_problems, load_plan, testability
 from dualpath.prereg_design import Pilot, reassurance_problems
 from evals.compare import DeltaTest
-from evals.verdict import PrimaryVerdict, WindowFacts, primary_verdict
+from evals.verdict import PrimaryVerdict, WindowFacts, late_nights, primary_verdict
 from warehouse import plans
 from warehouse.db import reader, transaction, writer
 
@@ -118,20 +118,30 @@ def _night_states(runs: pd.DataFrame, devs: pd.DataFrame, plan: Plan) -> dict:
 
 
 def window_facts(cfg: Config, frozen: plans.FrozenPlan, runs: pd.DataFrame,
-                 devs: pd.DataFrame, since: date | None, until: date | None) -> WindowFacts:
-    """Which window nights count, which fail and why, which are pending, which lie outside."""
+                 devs: pd.DataFrame, since: date | None, until: date | None,
+                 scored: pd.DataFrame | None = None) -> WindowFacts:
+    """Which window nights count, which fail and why, which are pending or missing, which lie
+    outside; which counted nights were scored late or resumed (`scored`: when each run began,
+    and its segments, as `warehouse.plans.scoring_times` gives them). A range from the
+    window's start that ends before its last night scored is a look as of its end (a weekly
+    report read later): the nights after it are pending, as they were then."""
     plan = frozen.plan
     window = window_nights(cfg, plan)
     states = _night_states(runs, devs, plan)
     last_run = max(states) if states else None
+    look = until if since is None and until is not None and last_run and until < last_run \
+        else None
+    if look is not None:
+        states = {n: v for n, v in states.items() if n <= look}
+        last_run = max(states) if states else None
     lo, hi = since or window[0], until or max(window[-1], last_run or window[-1])
     state, path = plan_file_state(cfg, frozen)
-    failed, pending, analysed = {}, [], []
+    failed, pending, missing, analysed = {}, [], [], []
     for n in window:
         if n not in states and (last_run is None or n > last_run):
             pending.append(n)
         elif n not in states:
-            failed[n] = "not run"
+            missing.append(n)             # it can still be scored: late, and named so
         elif states[n]:
             failed[n] = states[n]
         elif lo <= n <= hi:
@@ -141,6 +151,7 @@ def window_facts(cfg: Config, frozen: plans.FrozenPlan, runs: pd.DataFrame,
     if covered and (lo > covered[0] or hi < covered[-1]):
         sub = (f"the analysis covers {lo} – {hi}, not every window night so far "
                f"({covered[0]} – {covered[-1]}): a sub-window is exploratory")
+    late, resumed = scoring_history(cfg, scored, analysed)
     return WindowFacts(
         plan_hash=frozen.plan_hash, file_state=state, file_path=path,
         stored_intact=frozen.intact, forced=frozen.forced, force_reason=frozen.force_reason,
@@ -148,7 +159,33 @@ def window_facts(cfg: Config, frozen: plans.FrozenPlan, runs: pd.DataFrame,
         frozen_on=frozen_on(frozen.frozen_at, cfg.market.timezone),
         window=window, analysed=analysed, failed=failed, pending=pending,
         extra=sorted(n for n in states if n not in window), sub_window=sub,
-        untestable=testability(plan), primary_horizon=plan.primary.horizon)
+        untestable=testability(plan), primary_horizon=plan.primary.horizon,
+        missing=missing, late=late, resumed=resumed,
+        look=look if pending and look is not None else None)
+
+
+def scoring_history(cfg: Config, scored: pd.DataFrame | None,
+                    nights: list[date]) -> tuple[dict, list[date]]:
+    """({night scored late: why}, [resumed]) among `nights`: a night is due before the next
+    session closes (then the next night is the one to score), and late after a later night's
+    scoring began (`evals.verdict.late_nights`); resumed when any of its runs has more than
+    one segment."""
+    from dualpath.calendar import MarketCalendar
+
+    if scored is None or not len(scored) or not nights:
+        return {}, []
+    cal, counted = MarketCalendar.from_settings(cfg.market), set(nights)
+    every = scored.assign(night=pd.to_datetime(scored["night"]).dt.date)
+    # every night's starts, counted or not: a night begun after a failed later one is late too
+    started = {n: (g["started_at"].min(), g["started_at"].max())
+               for n, g in every.groupby("night")}
+    due = {n: pd.Timestamp(cal.close_of(cal.next_session(n))) for n in nights}
+    late = {n: f"its scoring began {started[n][1].tz_convert(cal.tz):%Y-%m-%d %H:%M} "
+               f"{cal.tz.key}, {why}" for n, why in late_nights(started, due).items()
+            if n in counted}
+    resumed = sorted(n for n, g in every.groupby("night")
+                     if n in counted and g["segments"].fillna(1).gt(1).any())
+    return late, resumed
 
 
 def frozen_on(frozen_at: datetime, zone: str) -> date:
@@ -201,7 +238,7 @@ def study(cfg: Config, since: date | None = None, until: date | None = None,
     if frozen is not None:
         # a night counts by every path's run, whichever paths this analysis shows
         facts = window_facts(cfg, frozen, f.get("all_runs", f["runs"]), f["deviations"], since,
-                             until)
+                             until, f.get("scored"))
         keep = set(facts.analysed)
     else:
         keep = {n for n in pd.to_datetime(f["runs"]["night"]).dt.date
@@ -257,8 +294,12 @@ def sequential_interchange(usable: pd.DataFrame, q, plan: Plan) -> dict | None:
 
 
 def left_out_notes(f: WindowFacts) -> list[str]:
-    """What the plan's analysis left out, in words (never pooled)."""
-    out = []
+    """What the plan's analysis left out, in words (never pooled), and the history of the
+    nights it counts (scored late, resumed)."""
+    out = [f"night {n} was scored late: {why}" for n, why in f.late.items()]
+    if f.resumed:
+        out.append(f"{len(f.resumed)} night(s) counted with a run resumed after an "
+                   f"interruption: {', '.join(map(str, f.resumed))}")
     if f.extra:
         out.append(f"{len(f.extra)} night(s) outside the plan's window ({f.extra[0]} …) were "
                    "left out of every metric")

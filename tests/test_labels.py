@@ -106,10 +106,23 @@ def test_case3_a_night_after_the_window_is_never_pooled(tmp_path):
 def test_case4_a_missing_window_night_is_not_masked_by_an_extra_one(tmp_path):
     cfg, plan, nights = history(tmp_path, nights=5, window=4, skip=(1,))
     data, md = label(cfg, tmp_path)
-    assert data.verdict.label == "exploratory"
-    assert any(f"{nights[1]} (not run)" in r for r in data.verdict.reasons)
+    # never confirmatory; interim, not exploratory: the night can still be scored (late)
+    assert data.verdict.label == "interim"
+    assert data.verdict.reasons == (f"1 window night(s) not scored though later ones were "
+                                    f"({nights[1]}): scored now, each counts, named as late",)
     assert data.plan.nights_collected == 3 and data.plan.window_nights == 4
     assert "Window nights analysed (complete and conforming): 3 of 4" in md
+
+
+def test_a_missing_middle_night_scored_late_counts_and_is_named(tmp_path):
+    cfg, plan, nights = history(tmp_path, skip=(1,))
+    with SimFleet(cfg) as fleet:                   # scored now, after nights 3 and 4
+        hold_night_to_plan(cfg, nights[1])
+        ingest(cfg, score_night_plain(cfg, nights[1], fleet.urls))
+    data, md = label(cfg, tmp_path)
+    assert data.verdict.label == "confirmatory" and data.verdict.reasons == ()
+    assert data.verdict.label_text == f"confirmatory — 1 night scored late ({nights[1]})"
+    assert f"**confirmatory — 1 night scored late ({nights[1]})**" in md
 
 
 def test_case5_a_hand_picked_sub_window_is_exploratory(tmp_path):

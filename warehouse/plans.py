@@ -43,6 +43,15 @@ def nights_in_window(con: duckdb.DuckDBPyConnection, plan: Plan) -> list[date]:
     return [r[0] for r in rows]
 
 
+def scoring_times(con: duckdb.DuckDBPyConnection, experiment: str) -> pd.DataFrame:
+    """night, path, started_at (the run's first segment), segments: when each run of the
+    experiment was scored and whether it was resumed, for the label's disclosures."""
+    df = con.execute("SELECT night, path, started_at, segments FROM runs WHERE experiment = ? "
+                     "ORDER BY night, path", [experiment]).df()
+    df["night"] = pd.to_datetime(df["night"])
+    return df
+
+
 def freeze(con: duckdb.DuckDBPyConnection, plan: Plan, plan_path: str,
            force: bool = False, reason: str | None = None, relpath: str | None = None,
            untestable: list[str] | None = None,

@@ -142,7 +142,8 @@ def cards(d: ReportData) -> list[dict]:
     out = []
     for block in _blocks(h.quality):
         if block[0].startswith("RankIC"):
-            tone = _tone(v.verdict, v.decided)
+            # an interim look is no decision: never the colour of one
+            tone = "open" if v.label == "interim" else _tone(v.verdict, v.decided)
         else:
             verdict = getattr(inter, "verdict", "")
             tone = _tone(verdict, verdict == "not interchangeable")
