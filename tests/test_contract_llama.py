@@ -197,11 +197,24 @@ def test_cache_prompt_false_reuses_nothing_on_both(real, sim):
         assert off == [0, 0] and on[1] > 0, url
 
 
+def _last_slot(url: str) -> int:
+    """The slot that ran the server's latest task (task ids only grow)."""
+    slots = httpx.get(f"{url}/slots", timeout=30).json()
+    return max(slots, key=lambda s: s.get("id_task", -1))["id"]
+
+
 def test_a_string_id_slot_runs_on_any_slot_on_both(real, sim):
-    """The real server reads a non-integer id_slot as its default (-1: any slot; measured:
-    "1" did not run on slot 1); the simulator refused it with a 400."""
+    """A non-integer id_slot is read as the default, -1: any slot (`json_value(data,
+    "id_slot", -1)` in server-task.cpp: nlohmann's get<int> throws type_error 302 for a
+    string, and json_value falls back to its default). Told apart from "slot 1" here: slot 1
+    just ran another prompt, so any-slot choice (no shared prefix, least recently used) takes
+    another slot. The simulator once refused "1" with a 400."""
     for url in (real, sim):
-        assert _reply(url, id_slot="1")["choices"][0]["finish_reason"] in ("stop", "length")
+        _reply(url, text="alpha beta gamma delta " * 30, id_slot=1)
+        assert _last_slot(url) == 1, url
+        got = _reply(url, text="omega psi chi phi " * 30, id_slot="1")
+        assert got["choices"][0]["finish_reason"] in ("stop", "length")
+        assert _last_slot(url) != 1, url
 
 
 @pytest.mark.parametrize("fmt", ["none", "auto", "deepseek", "deepseek-legacy", "bogus"])
