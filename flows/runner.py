@@ -34,6 +34,7 @@ from dualpath.night import PriceHistory, api_key, run_id_for, units_for
 from dualpath.records import INPUT_FAILED, RunBegin, RunEnd, ServerIdentity, ServerSession
 from dualpath.records import UnitResult, UnitStart
 from dualpath.scheduler import Progress, Unit
+from dualpath.telemetry.gpu_identity import require_gpu_pins
 from dualpath.transport import AiohttpTransport
 from flows.connect import Endpoint, connect
 from flows.telemetry import path_telemetry
@@ -218,6 +219,9 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
                            override_url) as ep:
             async with path_http(cfg, work.path, headers) as http:
                 ident = await check_identity(cfg, work.path, http, ep.base_url)
+                # the GPU is part of the identity: a pin it reads otherwise refuses the path
+                await asyncio.to_thread(require_gpu_pins, cfg.paths[work.path], work.path,
+                                        ep.base_url)
                 async with chat_transport(cfg, work.path, headers) as chat:
                     return await score_into_journal(cfg, night, work, ep, ident, history, missing,
                                             http, progress, deadline_mono, max_draw, chat=chat)
