@@ -189,6 +189,16 @@ def _listings():
              "occupancy", "comparable", "note"],
             gloss={"occupancy": "the calls' service time (server timings) ÷ slots × wall clock"},
             kinds={"slots": "int"})
+    declare("gpu", "GPU evidence: what each run's GPU read as the night began and the board "
+            "energy of its scoring, idle floor included",
+            ["night", "run_id", "path", "host", "gpu", "power_limit_w", "link", "link_max",
+             "vram_total_mb", "joules", "mean_w", "idle_w", "energy"],
+            ["night", "path", "gpu", "power_limit_w", "link", "vram_total_mb", "joules",
+             "idle_w", "energy"],
+            gloss={"link": "PCIe generation x width as trained at the night's start (link_max: "
+                           "the most the card and slot reach)",
+                   "energy": "'energy unknown (why)' where no joules were stored; never 0"},
+            kinds={"vram_total_mb": "int", "joules": "int"})
     declare("hosts", "where each run was scored: host and Prefect worker per segment (no "
             "worker: the nightly flow's own process)",
             ["night", "path", "segment", "host", "worker", "how", "base_url"],
@@ -203,6 +213,7 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
     from flows.report import run_warnings
     from flows.runner import label_interrupted
     from warehouse.db import reader
+    from warehouse.energy import gpu_evidence
     from warehouse.queries import run_hosts, run_summaries, server_evidence
 
     if fmt not in ("table", "csv", "json"):
@@ -213,6 +224,7 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
         frames = {"runs": with_speed(label_interrupted(cfg, run_summaries(con)))}
         if evidence:
             frames["evidence"], frames["hosts"] = server_evidence(con), run_hosts(con)
+            frames["gpu"] = _gpu_frame(gpu_evidence(con))
         warnings = run_warnings(con)
     from dualpath.sampling import config_differences
     declared = config_differences(cfg)
@@ -242,6 +254,13 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
         err_console.print(f"warning: {w}", markup=False, highlight=False)
     for d in declared:
         err_console.print(f"declared difference: {d}", markup=False, highlight=False)
+
+
+def _gpu_frame(gpu: pd.DataFrame) -> pd.DataFrame:
+    """The GPU evidence with its energy said in words where it is unknown."""
+    energy = gpu["energy_unknown"].map(lambda why: None if why is None or pd.isna(why)
+                                       else f"energy unknown ({why})")
+    return gpu.assign(energy=energy)
 
 
 def print_plan(cfg, tickers: int | None, draws: int | None, paths: list[str] | None,
