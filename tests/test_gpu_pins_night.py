@@ -34,7 +34,8 @@ def test_a_gpu_that_differs_from_its_pin_refuses_the_path_naming_the_value(tmp_p
     runs = _runs(cfg, night)
     assert runs["main"][0] == "complete"
     assert runs["backup"] == ("failed", (
-        "0 of 3 units measured; 3 never started; IdentityError: gpu.power_limit_w: expected 300, GPU 0 reads 210; if this GPU is the "
+        "0 of 3 units measured; 3 never started; IdentityError: gpu.power_limit_w: expected "
+        "300, GPU 0 reads 210; if this GPU is the "
         "one meant, write power_limit_w = 210 under [paths.backup.expect.gpu]"))
 
 

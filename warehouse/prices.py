@@ -28,7 +28,8 @@ import pandas as pd
 
 from dualpath.calendar import MarketCalendar
 from dualpath.errors import DataError, UserError
-from warehouse.price_problems import REQUIRED, Problems, missing_columns, year_first_format  # noqa: F401
+from warehouse.price_problems import (REQUIRED, Problems, missing_columns,  # noqa: F401
+                                     year_first_format)
 from warehouse.price_text import as_utf8, check_text, is_utf8
 from warehouse.db import has_table, transaction
 from warehouse.freshness import Freshness, coverage, freshness  # noqa: F401  (re-exported)
