@@ -13,7 +13,10 @@ request again). Prints a table and, last, `faults=… lost=… duplicated=…
 contaminated_counted=… undetected_swaps=… mislabelled=… tracebacks=…
 distorted_speed_counted=…` (goals: ≥ 12 kinds, zeros for the rest). The proxy also rewrites
 the server's own answers: a completion count of 2**40 or "lots" (kept as sent, flagged on
-the call, never a number) and `finish_reason: "abort"` half-way (a failed call, retried). The
+the call, never a number), `finish_reason: "abort"` half-way (a failed call, retried), and a
+reply cut at max_tokens inside the `<think>` a Qwen3.5/3.6 template opened in the prompt, with
+and without vLLM's reasoning parser (on a night with thinking on: the thinking is stored as
+thinking, never as the answer, never quoted into a later prompt). The
 trials of the night and the warehouse (two writers, an aliased server, a second config, a 50 MB answer, partial
 journals, a full disk, a damaged warehouse, SIGTERM, a Prefect cancel, a long `sql`) are in
 `bench/faults_night.py`; those of places and inputs (a warehouse named through a symlink,
@@ -36,17 +39,19 @@ from pathlib import Path
 if __package__ in (None, ""):      # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.faultlab import ROOT, Lab, check_night, swap_detected  # noqa: E402
+from bench.faultlab import ROOT, Lab, check_night, score_night, swap_detected  # noqa: E402
 from bench.faults_cli import CLI_TRIALS  # noqa: E402
 from bench.faults_night import NIGHT_TRIALS, REAL_TRIALS, mislabelled, tracebacks  # noqa: E402
 from bench.faults_places import PLACE_TRIALS  # noqa: E402
-from dualpath.sim.proxy import TRANSIENT, wait_until  # noqa: E402
+from dualpath.sim.proxy import THINK_CUTS, THINKING_MARK, TRANSIENT, wait_until  # noqa: E402
 
 PROXY_FAULTS = {  # kind -> path it is tried on (cut JSON needs the unstreamed path)
     "reset": "backup", "http500": "backup", "http429": "main", "http503": "backup",
     "hang": "main", "cut_json": "main", "cut_sse": "backup", "overflow": "backup",
     # the server's own answer rewritten: the unstreamed path's JSON
-    "huge_usage": "main", "typed_usage": "main", "abort": "main"}
+    "huge_usage": "main", "typed_usage": "main", "abort": "main",
+    # cut at max_tokens inside a <think> the template opened, thinking on: vLLM's dialect
+    "think_cut": "main", "think_cut_parser": "main"}
 SWAPS = {"swap_alias": {"model_alias": "another-model"},
          "swap_build": {"build": "sim-b9999-other"},
          "swap_slots": {"slots": 8}}
@@ -94,6 +99,8 @@ def run_proxy_fault(lab: Lab, night, kind: str, n: int) -> Trial:
     proxy = lab.proxies[PROXY_FAULTS[kind]]
     proxy.reset_counts()
     proxy.inject(kind, n)
+    if kind in THINK_CUTS:
+        return _think_cut(lab, night, kind, t)
     lab.score(night)
     proxy.clear()
     t.injected = proxy.injected[kind]
@@ -103,6 +110,40 @@ def run_proxy_fault(lab: Lab, night, kind: str, n: int) -> Trial:
         lab.ingest(night)
         t.detected = untrusted_calls(lab, night, PROXY_FAULTS[kind]) >= t.injected
     return t
+
+
+def _think_cut(lab: Lab, night, kind: str, t: Trial) -> Trial:
+    """A night with thinking on (its own config, so the trial reruns it with that config)."""
+    cfg = lab.cfg.model_copy(update={"sampling": lab.cfg.sampling.model_copy(
+        update={"thinking": "on"})})
+    proxy = lab.proxies[PROXY_FAULTS[kind]]
+    score_night(cfg, night, lab.urls, config_path=lab.cfg_path)
+    proxy.clear()
+    t.injected = proxy.injected[kind]
+    score_night(cfg, night, lab.urls, config_path=lab.cfg_path)
+    t.rerun_done = True
+    lab.ingest(night)
+    apart, leaked = thinking_kept(lab, night, PROXY_FAULTS[kind])
+    t.detected = apart >= t.injected and leaked == 0
+    t.detail = f"thinking stored apart {apart}, in an answer or prompt {leaked}"
+    return t
+
+
+def thinking_kept(lab: Lab, night, path: str) -> tuple[int, int]:
+    """(cut calls on `path` whose spoiled thinking is stored as thinking with an empty
+    answer, stored texts other than thinking that carry it: answers, prompts, final texts)."""
+    from warehouse.db import reader
+    mark = f"%{THINKING_MARK}%"
+    with reader(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
+        apart = con.execute(
+            "SELECT count(*) FROM calls c JOIN texts r ON r.hash = c.reasoning_hash "
+            "JOIN texts o ON o.hash = c.output_hash WHERE c.night = ? AND c.path = ? AND "
+            "c.finish_reason = 'length' AND r.text LIKE ? AND o.text = ''",
+            [night, path, mark]).fetchone()[0]
+        leaked = con.execute(
+            "SELECT count(*) FROM texts WHERE text LIKE ? AND hash NOT IN (SELECT "
+            "reasoning_hash FROM calls WHERE reasoning_hash IS NOT NULL)", [mark]).fetchone()[0]
+    return apart, leaked
 
 
 def untrusted_calls(lab: Lab, night, path: str) -> int:

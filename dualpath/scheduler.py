@@ -96,9 +96,31 @@ class _UnitLLM:
         self.home: int | None = None      # the slot whose prompt cache holds this unit
         self.contaminated: str | None = None
         self.runaway_outputs: set[str] = set()
+        self.in_flight: set[asyncio.Task] = set()   # the tasks its calls run in
+
+    async def settle(self) -> None:
+        """Cancel and wait out the calls a pipeline left running: `asyncio.gather` raises at
+        its first failed call and leaves the others going, so after the unit ended they
+        retried on a server that was gone until the path closed its HTTP session, and
+        died unseen ("Task exception was never retrieved … Session is closed")."""
+        me = asyncio.current_task()
+        left = [t for t in self.in_flight if t is not me and not t.done()]
+        for t in left:
+            t.cancel()
+        if left:
+            await asyncio.gather(*left, return_exceptions=True)
 
     async def __call__(self, agent: str, messages: list[dict[str, str]], *,
                        json_schema: dict[str, Any] | None = None) -> str:
+        task = asyncio.current_task()
+        self.in_flight.add(task)
+        try:
+            return await self._call(agent, messages, json_schema)
+        finally:
+            self.in_flight.discard(task)
+
+    async def _call(self, agent: str, messages: list[dict[str, str]],
+                    json_schema: dict[str, Any] | None) -> str:
         r = self.runner
         # the call's number is taken before any await: a parallel stage's calls run side
         # by side and would otherwise read each other's increment
@@ -270,7 +292,10 @@ class PathRunner:
         except Exception as e:
             return INPUT_FAILED, None, _one_line(e), None
         try:
-            text = await self.pipeline(unit_input, llm)
+            try:
+                text = await self.pipeline(unit_input, llm)
+            finally:
+                await llm.settle()      # no call of the unit outlives it
         except CallFailed as e:
             return (CONTAMINATED if llm.contaminated else CALL_FAILED), None, str(e), None
         except asyncio.CancelledError:

@@ -285,6 +285,14 @@ class AiohttpTransport:
                 done, _ = await asyncio.wait((task,), timeout=left)
                 if done:
                     return task.result()
+        except BaseException:
+            if task.done() and not task.cancelled():
+                # ended while this call was being cancelled (a unit's end, the night's): its
+                # error is taken here, or asyncio prints it unseen ("Task exception was never
+                # retrieved"), and a reply that came is released to the pool
+                if task.exception() is None:
+                    task.result().release()
+            raise
         finally:
             if not task.done():
                 task.cancel()

@@ -16,7 +16,7 @@ import pandas as pd
 from evals.registry import declare
 from evals.speed import SPEED_LABELS
 
-LISTINGS = ("runs", "left_out", "evidence", "hosts")
+LISTINGS = ("runs", "left_out", "evidence", "gpu", "hosts")
 LEFT_OUT = ["night", "path", "status", "left_out", "why"]
 
 
@@ -87,6 +87,17 @@ declare("evidence", "server evidence: the calls' tokens and seconds vs the serve
          "occupancy", "comparable", "note"],
         gloss={"occupancy": "the calls' service time (server timings) ÷ slots × wall clock"},
         kinds={"slots": "int"})
+
+declare("gpu", "GPU evidence: what each run's GPU read as the night began and the board "
+        "energy of its scoring, idle floor included",
+        ["night", "run_id", "path", "host", "gpu", "power_limit_w", "link", "link_max",
+         "vram_total_mb", "joules", "mean_w", "idle_w", "energy"],
+        ["night", "path", "gpu", "power_limit_w", "link", "vram_total_mb", "joules",
+         "idle_w", "energy"],
+        gloss={"link": "PCIe generation x width as trained at the night's start (link_max: "
+                       "the most the card and slot reach)",
+               "energy": "'energy unknown (why)' where no joules were stored; never 0"},
+        kinds={"vram_total_mb": "int", "joules": "int"})
 
 declare("hosts", "where each run was scored: host and Prefect worker per segment (no "
         "worker: the nightly flow's own process)",

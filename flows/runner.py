@@ -216,6 +216,7 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
         return PathOutcome(work.path, work.run_id, "nothing_to_do")
     # the servers' side (simulators, aiohttp, telemetry) imported by what scores: `dualpath
     # runs` and a night's planning import this module and need none of it
+    from dualpath.telemetry.gpu_identity import require_gpu_pins
     from flows.connect import connect
 
     try:
@@ -224,6 +225,9 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
                            override_url) as ep:
             async with path_http(cfg, work.path, headers) as http:
                 ident = await check_identity(cfg, work.path, http, ep.base_url)
+                # the GPU is part of the identity: a pin it reads otherwise refuses the path
+                await asyncio.to_thread(require_gpu_pins, cfg.paths[work.path], work.path,
+                                        ep.base_url)
                 async with chat_transport(cfg, work.path, headers) as chat:
                     return await score_into_journal(cfg, night, work, ep, ident, history, missing,
                                             http, progress, deadline_mono, max_draw, chat=chat)

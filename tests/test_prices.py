@@ -278,12 +278,70 @@ def test_cli_import_maps_a_one_ticker_yahoo_export():
     assert "no prices at all on or before 2026-11-27 for 1 of 2 ticker(s): 000660" in ok.output
 
 
-def test_a_cp949_export_is_named_not_garbled():
+CP949_FIX = ("price file hts.csv is not UTF-8 text (bad byte at offset 0); Korean Excel/HTS "
+             "exports are often CP949: set [market] encoding = 'cp949' (or --encoding cp949), "
+             "save it as 'CSV UTF-8' or convert it (iconv -f cp949 -t utf-8)")
+
+
+def test_a_cp949_export_is_named_not_garbled_and_read_on_for_its_other_problems():
     Path("hts.csv").write_bytes("종목코드,일자,종가\n005930,2026-11-27,72300\n".encode("cp949"))
     assert error(Path("hts.csv")) == (
-        "price file hts.csv is not UTF-8 text (bad byte at offset 0); Korean Excel/HTS exports "
-        "are often CP949: set [market] encoding = 'cp949' (or --encoding cp949), save it as "
-        "'CSV UTF-8' or convert it (iconv -f cp949 -t utf-8)")
+        "hts.csv: 2 problems, nothing imported; fix them all, then import again:\n"
+        f"  - {CP949_FIX}\n"
+        "  - missing column(s) ['ticker', 'date', 'adj_close']; need ['ticker', 'date', "
+        "'adj_close'] (and optionally close); the file has ['종목코드', '일자', '종가']; map "
+        "them: --map \"종목코드=ticker,일자=date,종가=adj_close\" (only if 종가 is adjusted for "
+        "splits and dividends)")
+    Path("hts.csv").write_bytes("ticker,date,adj_close\n005930,2026-11-27,72300\n"
+                                "005930,2026-11-26,한국\n".encode("cp949"))
+    assert error(Path("hts.csv")) == (
+        "hts.csv: 2 problems, nothing imported; fix them all, then import again:\n"
+        f"  - {CP949_FIX.replace('offset 0', 'offset 64')}\n"
+        "  - adj_close '한국' on line(s) 3 is not a number (write plain numbers like 71000.5, "
+        "no currency; a file with thousands separators needs [market] thousands = ',' or "
+        "--thousands ,)")
+
+
+def test_every_problem_of_an_hts_export_is_named_at_once_with_its_fix():
+    """CP949, Korean headers (an adjusted close with its unit), dotted dates, thousands
+    separators and two rows of one day that disagree: one error names them all."""
+    Path("hts.csv").write_bytes('종목코드,일자,종가,수정종가(원)\n005930,2026.11.26,"72,000",'
+                                '"71,000"\n005930,2026.11.27,"72,300","71,300"\n'
+                                '005930,2026.11.27,"72,300","71,900"\n'.encode("cp949"))
+    assert error(Path("hts.csv"), universe=["005930"]) == (
+        "hts.csv: 5 problems, nothing imported; fix them all, then import again:\n"
+        f"  - {CP949_FIX}\n"
+        "  - missing column(s) ['ticker', 'date', 'adj_close']; need ['ticker', 'date', "
+        "'adj_close'] (and optionally close); the file has ['종목코드', '일자', '종가', "
+        "'수정종가(원)']; map them: --map \"종목코드=ticker,일자=date,수정종가(원)=adj_close\"\n"
+        "  - date '2026.11.26' on line(s) 2, 3, 4 is not an ISO date (YYYY-MM-DD); every date "
+        "of the file reads as --date-format %Y.%m.%d (or [market] date_format = '%Y.%m.%d')\n"
+        "  - adj_close '71,000' on line(s) 2, 3, 4 is not a number (write plain numbers like "
+        "71000.5, no currency; a file with thousands separators needs [market] thousands = ',' "
+        "or --thousands ,)\n"
+        "  - 2 rows give different prices for the same ticker and date, e.g.\n"
+        "ticker       date  close adj_close\n"
+        "005930 2026.11.27    NaN    71,300\n"
+        "005930 2026.11.27    NaN    71,900")
+    # every fix the error gave, at once: the one problem left is the file's own conflict
+    raw = read_prices_file(Path("hts.csv"), parse_map("종목코드=ticker,일자=date,"
+                                                     "수정종가(원)=adj_close"), encoding="cp949")
+    with pytest.raises(DataError) as e:
+        validate_prices(raw, ["005930"], "hts.csv", date_format="%Y.%m.%d", thousands=",")
+    assert str(e.value) == ("hts.csv: 2 rows give different prices for the same ticker and "
+                            "date, e.g.\nticker       date  close  adj_close\n"
+                            "005930 2026-11-27    NaN    71300.0\n"
+                            "005930 2026-11-27    NaN    71900.0")
+
+
+def test_a_header_not_found_names_the_closest_ones():
+    p = Path("y.csv")
+    p.write_text("Dt,Adj_Clse\n2026-11-27,5\n")
+    assert error(p, universe=["Y"]) == (
+        "y.csv: missing column(s) ['ticker', 'date', 'adj_close']; need ['ticker', 'date', "
+        "'adj_close'] (and optionally close); the file has ['Dt', 'Adj_Clse']; map them: "
+        "--ticker TICKER (a one-ticker export) (closest to date: Dt; closest to adj_close: "
+        "Adj_Clse)")
 
 
 def test_prices_import_reads_a_cp949_file_with_thousands_separators(tmp_path):
@@ -348,3 +406,5 @@ def test_an_adjusted_close_header_is_mapped_first():
     p = Path("krx.csv")
     p.write_text("일자,종가,수정종가\n2026-11-27,72300,71300\n")
     assert "map them: --map \"일자=date,수정종가=adj_close\"" in error(p)
+    p.write_text("Date,Close,Adj. Close (KRW)\n2026-11-27,72300,71300\n")
+    assert "map them: --map \"'Adj. Close (KRW)'=adj_close\"" in error(p)

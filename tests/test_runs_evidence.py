@@ -57,3 +57,41 @@ def test_evidence_rows_carry_their_night_and_run(tmp_path):
         (str(nights[1]), f"demo/{nights[1]}/backup", "backup"),
         (str(nights[1]), f"demo/{nights[1]}/main", "main")]
     assert list(doc["evidence"][0])[:4] == ["night", "run_id", "session_id", "path"]
+
+
+GPU_EVIDENCE = """\
+ GPU evidence: what each run's GPU read as the night began and the board energy of its scoring, idle floor included                           
+┏━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃ night      ┃ path   ┃ gpu                 ┃ power_limit_w ┃ link    ┃ vram_total_mb ┃  joules ┃ idle_w ┃ energy                                                     ┃
+┡━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
+│ 2027-04-29 │ backup │ Radeon AI PRO R9700 │           210 │ Gen4 x4 │        32,624 │ 524,400 │     30 │ —                                                          │
+│ 2027-04-29 │ main   │ —                   │             — │ —       │             — │       — │     70 │ energy unknown (no GPU counters on host h: NVML not found) │
+│ 2027-04-30 │ backup │ —                   │             — │ —       │             — │       — │      — │ energy unknown (no GPU telemetry stored for this run)      │
+│ 2027-04-30 │ main   │ —                   │             — │ —       │             — │ 253,760 │     70 │ —                                                          │
+└────────────┴────────┴─────────────────────┴───────────────┴─────────┴───────────────┴─────────┴────────┴────────────────────────────────────────────────────────────┘
+  link: PCIe generation x width as trained at the night's start (link_max: the most the card and slot reach)
+  energy: 'energy unknown (why)' where no joules were stored; never 0
+"""
+
+
+def test_evidence_shows_each_runs_gpu_readings_and_says_when_energy_is_unknown(tmp_path):
+    cfg_path, cfg, nights = seed_warehouse(tmp_path, nights=2)
+    n0, n1 = nights
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        con.execute("UPDATE energy_runs SET gpu_name = 'Radeon AI PRO R9700', "
+                    "power_limit_w = 210, link = 'Gen4 x4', link_max = 'Gen4 x16', "
+                    "vram_total_mb = 32624 WHERE run_id = ?", [f"demo/{n0}/backup"])
+        con.execute("UPDATE energy_runs SET joules = NULL, unknown = 'no GPU counters on "
+                    "host h: NVML not found' WHERE run_id = ?", [f"demo/{n0}/main"])
+        con.execute("DELETE FROM energy_runs WHERE run_id = ?", [f"demo/{n1}/backup"])
+    out = dualpath("runs", "-c", str(cfg_path), "--evidence", columns=200).stdout
+    # joules: board W x modelled s/ticker x 8 tickers (tests/seeded.py): backup 190 W x 345 s
+    # x 8 = 524,400; main the second night 520 W x 61 s x 8 = 253,760; the main run the first
+    # night has no joules, only its reason, and the second night's backup nothing stored
+    assert out[out.index(" GPU evidence"):] == GPU_EVIDENCE
+    doc = json.loads(dualpath("runs", "-c", str(cfg_path), "--evidence", "-f", "json").stdout)
+    first = doc["gpu"][0]
+    assert (first["gpu"], first["power_limit_w"], first["link"], first["link_max"],
+            first["vram_total_mb"], first["joules"], first["idle_w"]) == (
+        "Radeon AI PRO R9700", 210.0, "Gen4 x4", "Gen4 x16", 32624.0, 524400.0, 30.0)
+    assert doc["gpu"][2]["energy"] == "energy unknown (no GPU telemetry stored for this run)"

@@ -81,3 +81,45 @@ async def test_a_reply_cut_while_thinking_has_no_answer_in_any_shape(sim_server,
             ticker="AAA", draw=1, unit_attempt=1, call_seq=1, seed=1))
     assert rec.ok and rec.runaway
     assert rec.output_text == "" and THINKING_LINE in rec.reasoning_text
+
+
+def _upstream(content: str) -> bytes:
+    import orjson
+
+    body = orjson.dumps({"id": "c", "object": "chat.completion", "model": "m", "choices": [
+        {"index": 0, "finish_reason": "stop",
+         "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}})
+    return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+
+
+@pytest.mark.parametrize("kind", ["think_cut", "think_cut_parser"])
+async def test_the_fault_proxys_cut_thinking_is_vllms_shape_and_kept_apart(kind):
+    """The fault bench's rewrite (dualpath.sim.proxy): without a parser, the thinking is the
+    content with no tag; with qwen3's, it is all `reasoning` and the content null; both end
+    `length` at the request's max_tokens. The client, thinking on, keeps no answer."""
+    import orjson
+
+    from dualpath.sim.proxy import THINKING_MARK, _rewrite
+    raw = _rewrite(kind, _upstream(ANSWER), orjson.dumps({"max_tokens": 64}))
+    reply = orjson.loads(raw.partition(b"\r\n\r\n")[2])
+    choice, usage = reply["choices"][0], reply["usage"]
+    assert (choice["finish_reason"], usage["completion_tokens"]) == ("length", 64)
+    msg = choice["message"]
+    if kind == "think_cut":
+        assert "<think>" not in msg["content"] and THINKING_MARK in msg["content"]
+    else:
+        assert msg["content"] is None and THINKING_MARK in msg["reasoning"]
+        assert usage["completion_tokens_details"] == {"reasoning_tokens": 64}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=raw.partition(b"\r\n\r\n")[2],
+                              headers={"content-type": "application/json"})
+    path = ServingPath(engine="vllm", base_url="http://sim", model="m", slots=1, stream=False)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as http:
+        rec = await PathClient("main", path, Sampling(thinking="on"), http, "t/run").chat(
+            ChatRequest(agent="trader", messages=[{"role": "user", "content": "x"}],
+                        ticker="AAA", draw=1, unit_attempt=1, call_seq=1))
+    assert rec.runaway and rec.output_text == "" and THINKING_MARK in rec.reasoning_text, (
+        rec.error_kind, rec.error_detail)
+    assert ANSWER in rec.reasoning_text        # the drafted grade stays in the thinking

@@ -168,3 +168,20 @@ DICTIONARY = {
         "max_w": "W — highest sample in it", "mem_used_mb": "MiB — VRAM in use (last read)",
         "sm_mhz": "MHz — graphics/SM clock (last read)", "temp_c": "°C — GPU temperature"}),
 }
+
+
+def gpu_evidence(con) -> pd.DataFrame:
+    """Per run (every run, night and path order): what its GPU read at the night's start
+    (model, power limit, PCIe link now and at most, VRAM), its board energy, mean watts and
+    idle floor; `energy_unknown` says why where none was stored (never 0)."""
+    return con.execute(f"""
+        SELECT r.night, r.run_id, r.path, e.gpu_host AS host, e.gpu_name AS gpu,
+               e.power_limit_w, e.link, e.link_max, v.vram_total_mb, e.joules, e.mean_w,
+               e.idle_w,
+               CASE WHEN e.joules IS NOT NULL THEN NULL
+                    WHEN e.run_id IS NULL THEN 'no GPU telemetry stored for this run'
+                    ELSE coalesce(e.energy_unknown, 'no energy reading') END AS energy_unknown
+        FROM runs r LEFT JOIN ({ENERGY_BY_RUN}) e USING (run_id)
+        LEFT JOIN (SELECT run_id, any_value(vram_total_mb ORDER BY segment) AS vram_total_mb
+                   FROM energy_runs GROUP BY run_id) v USING (run_id)
+        ORDER BY r.night, r.path""").df()

@@ -28,6 +28,8 @@ import pandas as pd
 
 from dualpath.calendar import MarketCalendar
 from dualpath.errors import DataError, UserError
+from warehouse.price_problems import (REQUIRED, Problems, missing_columns,  # noqa: F401
+                                     year_first_format)
 from warehouse.price_text import as_utf8, check_text, is_utf8
 from warehouse.db import has_table, transaction
 from warehouse.freshness import Freshness, coverage, freshness  # noqa: F401  (re-exported)
@@ -35,14 +37,8 @@ from warehouse.price_checks import (MAX_ABS_LOG_RETURN, TARGETS, gaps, move_warn
                                     moves, off_session)
 from warehouse.quoting import ident
 
-REQUIRED = ("ticker", "date", "adj_close")
 SHOWN = 5                                        # examples per message
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[ T]00:00(?::00(?:\.0+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$")
-_ALIASES = {"adj close": "adj_close", "adjclose": "adj_close", "adjusted close": "adj_close",
-            "adj_close": "adj_close", "수정종가": "adj_close", "수정 종가": "adj_close",
-            "adjusted_close": "adj_close", "close": "close", "종가": "close", "date": "date",
-            "일자": "date", "날짜": "date", "symbol": "ticker", "code": "ticker",
-            "ticker": "ticker", "종목코드": "ticker"}
 
 
 def _lines(mask: pd.Series | np.ndarray, index: pd.Index, limit: int = SHOWN) -> str:
@@ -86,12 +82,15 @@ def read_prices_file(path: Path, columns: dict[str, str] | None = None,
         raise DataError(f"price file {path} is a folder; set [market] prices_dir to read a "
                         "drop folder, or give one file")
     parquet = path.suffix.lower() in (".parquet", ".pq")
-    source, tmp = path, None
+    source, tmp, problems = path, None, []
     if not parquet:
-        if is_utf8(encoding):
-            check_text(path)
-        else:
+        if not is_utf8(encoding):
             source = tmp = as_utf8(path, encoding)
+        elif (wrong := _not_utf8(path)) is not None:
+            # read on as CP949 (what a Korean export that is not UTF-8 is), so that the
+            # file's other problems are named with this one
+            source = tmp = _as_cp949(path, wrong)
+            problems.append(str(wrong))
     sql = ("SELECT * FROM read_parquet(?)" if parquet else
            "SELECT * FROM read_csv(?, all_varchar = true, header = true)")
     con = duckdb.connect()
@@ -113,7 +112,27 @@ def read_prices_file(path: Path, columns: dict[str, str] | None = None,
     columns = columns or {}
     if lenient:
         columns = {k: v for k, v in columns.items() if k in raw.columns}
-    return _mapped(raw, columns, ticker, str(path))
+    out = _mapped(raw, columns, ticker, str(path))
+    out.attrs["problems"] = problems         # raised, with the rest, by `validate_prices`
+    return out
+
+
+def _not_utf8(path: Path) -> DataError | None:
+    """The error of a CSV that is empty (raised) or not UTF-8 (returned)."""
+    try:
+        check_text(path)
+    except DataError as e:
+        if "not UTF-8" not in str(e):
+            raise
+        return e
+    return None
+
+
+def _as_cp949(path: Path, wrong: DataError) -> Path:
+    try:
+        return as_utf8(path, "cp949")
+    except DataError:
+        raise wrong from None       # not CP949 either: nothing more can be read
 
 
 def _mapped(raw: pd.DataFrame, columns: dict[str, str], ticker: str | None,
@@ -133,29 +152,6 @@ def _mapped(raw: pd.DataFrame, columns: dict[str, str], ticker: str | None,
     return raw
 
 
-def _missing_columns(raw: pd.DataFrame, source: str) -> None:
-    missing = [c for c in REQUIRED if c not in raw.columns]
-    if not missing:
-        return
-    headers = raw.attrs.get("headers") or [str(c) for c in raw.columns]
-    hints = {c: _ALIASES[c.strip().lower()] for c in headers
-             if _ALIASES.get(c.strip().lower()) in missing}
-    closes = [c for c in headers if _ALIASES.get(c.strip().lower()) == "close"]
-    adjusted_close = "adj_close" in missing and "adj_close" not in hints.values() and closes
-    if adjusted_close:       # a close-only export: its close may be adjusted (pykrx, Naver)
-        hints[closes[0]] = "adj_close"
-    fix = []
-    if hints:
-        pairs = ",".join(f"'{s}'={t}" if " " in s else f"{s}={t}" for s, t in hints.items())
-        fix.append(f'--map "{pairs}"' + (f" (only if {closes[0]} is adjusted for splits and "
-                                          "dividends)" if adjusted_close else ""))
-    if "ticker" in missing and "ticker" not in hints.values():
-        fix.append("--ticker TICKER (a one-ticker export)")
-    raise DataError(f"{source}: missing column(s) {missing}; need {list(REQUIRED)} (and "
-                    f"optionally close); the file has {headers}"
-                    + (f"; map them: {' and '.join(fix)}" if fix else ""))
-
-
 def _dates(col: pd.Series, source: str, date_format: str | None) -> pd.Series:
     if pd.api.types.is_datetime64_any_dtype(col):
         out = pd.to_datetime(col)
@@ -169,6 +165,11 @@ def _dates(col: pd.Series, source: str, date_format: str | None) -> pd.Series:
                 raise DataError(f"{source}: date {text[timed].iloc[0]!r} on "
                                 f"{_lines(timed, col.index)} carries a time of day; give one "
                                 "row per trading day (its date only)")
+            if bad.any() and (fmt := year_first_format(text)) is not None:
+                raise DataError(f"{source}: date {text[bad].iloc[0]!r} on "
+                                f"{_lines(bad, col.index)} is not an ISO date (YYYY-MM-DD); "
+                                f"every date of the file reads as --date-format {fmt} (or "
+                                f"[market] date_format = '{fmt}')")
             if bad.any():
                 example = text[bad].iloc[0]
                 raise DataError(f"{source}: date {example!r} on {_lines(bad, col.index)} "
@@ -229,32 +230,68 @@ def _prices(raw: pd.DataFrame, col: str, source: str,
 
 def _parse(raw: pd.DataFrame, source: str, date_format: str | None,
            thousands: str | None = None) -> tuple[pd.DataFrame, list]:
-    """Typed frame (ticker, date, close, adj_close) and the halts (blank adj_close rows)."""
+    """Typed frame (ticker, date, close, adj_close) and the halts (blank adj_close rows).
+    Every problem is found before any is raised (`warehouse.price_problems`)."""
     raw = raw.rename(columns={c: str(c).strip().lower() for c in raw.columns})
-    _missing_columns(raw, source)
-    df = pd.DataFrame({"ticker": raw["ticker"].astype("string").fillna("").str.strip()},
-                      index=raw.index)
-    empty = df["ticker"] == ""
-    if empty.any():
-        raise DataError(f"{source}: empty ticker on {_lines(empty, raw.index)}")
-    df["date"] = _dates(raw["date"], source, date_format)
-    df["adj_close"], halted = _prices(raw, "adj_close", source, thousands)
-    df["close"], _ = _prices(raw, "close", source, thousands)
+    problems = Problems(source, raw.attrs.get("problems"))
+    mapped = missing_columns(raw, source, problems)
+    if mapped:                      # read on as the fix would map it
+        raw = raw.drop(columns=[t for t in mapped.values() if t in raw.columns])
+        raw = raw.rename(columns=mapped)
+    df = pd.DataFrame(index=raw.index)
+    if "ticker" in raw.columns:
+        df["ticker"] = raw["ticker"].astype("string").fillna("").str.strip()
+        empty = df["ticker"] == ""
+        if empty.any():
+            problems.add(f"{source}: empty ticker on {_lines(empty, raw.index)}")
+    if "date" in raw.columns:
+        df["date"] = problems.check(_dates, raw["date"], source, date_format)
+    adj = problems.check(_prices, raw, "adj_close", source, thousands)
+    close = problems.check(_prices, raw, "close", source, thousands)
+    _conflicts(_typed_or_text(raw, df, adj, close), source, problems)
+    problems.raise_any()
+    df["adj_close"], halted = adj
+    df["close"] = close[0]
     halts = sorted(zip(df.loc[halted, "ticker"], df.loc[halted, "date"].dt.date))
     return df[~halted][list(TARGETS)].astype({"ticker": object}), halts
 
 
-def _dedupe(df: pd.DataFrame, source: str, warnings: list[str]) -> pd.DataFrame:
+def _typed_or_text(raw: pd.DataFrame, df: pd.DataFrame, adj, close) -> pd.DataFrame:
+    """The file's rows as read so far, for the duplicate check: a column as typed where it
+    read cleanly, as its text where it did not (one ticker where the file has none)."""
+    def text(col: str) -> pd.Series:
+        if col not in raw.columns:
+            return pd.Series("", index=raw.index)
+        return raw[col].astype("string").fillna("").str.strip()
+    view = pd.DataFrame({"ticker": df["ticker"] if "ticker" in df else text("ticker")},
+                        index=raw.index)
+    view["date"] = df["date"] if "date" in df and df["date"].notna().all() else text("date")
+    view["close"] = close[0] if close is not None else text("close")
+    view["adj_close"] = adj[0] if adj is not None else text("adj_close")
+    return view[~adj[1]] if adj is not None else view
+
+
+def _conflicts(df: pd.DataFrame, source: str, problems: Problems) -> None:
+    """Rows of one ticker and date that disagree."""
     dup_key = df.duplicated(["ticker", "date"], keep=False)
     if not dup_key.any():
-        return df
-    distinct = df[dup_key].drop_duplicates()
+        return
+    distinct = df[dup_key][list(TARGETS)].drop_duplicates()
     conflicting = distinct.duplicated(["ticker", "date"], keep=False)
     if conflicting.any():
-        sample = distinct[conflicting].head(4).assign(date=lambda x: x["date"].dt.date)
-        raise DataError(f"{source}: {int(conflicting.sum())} rows give different prices for "
-                        f"the same ticker and date, e.g.\n{sample.to_string(index=False)}")
+        sample = distinct[conflicting].head(4)
+        if pd.api.types.is_datetime64_any_dtype(sample["date"]):
+            sample = sample.assign(date=lambda x: x["date"].dt.date)
+        problems.add(f"{source}: {int(conflicting.sum())} rows give different prices for "
+                     f"the same ticker and date, e.g.\n{sample.to_string(index=False)}")
+
+
+def _dedupe(df: pd.DataFrame, source: str, warnings: list[str]) -> pd.DataFrame:
+    """Exact duplicate rows dropped, with a warning (disagreeing ones are refused in
+    `_parse`)."""
     exact = df.duplicated(keep="first")
+    if not exact.any():
+        return df
     warnings.append(f"{source}: dropped {int(exact.sum())} exact duplicate row(s)")
     return df[~exact]
 

@@ -174,6 +174,7 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
     from flows.report import run_warnings
     from flows.runner import label_interrupted
     from warehouse.db import reader
+    from warehouse.energy import gpu_evidence
     from warehouse.queries import run_hosts, run_summaries, server_evidence
 
     if fmt not in ("table", "csv", "json"):
@@ -184,6 +185,7 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
         frames = {"runs": with_speed(label_interrupted(cfg, run_summaries(con)))}
         if evidence:
             frames["evidence"], frames["hosts"] = server_evidence(con), run_hosts(con)
+            frames["gpu"] = _gpu_frame(gpu_evidence(con))
         warnings = run_warnings(con)
     from dualpath.sampling import config_differences
     declared = config_differences(cfg)
@@ -213,6 +215,13 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
         err_console.print(f"warning: {w}", markup=False, highlight=False)
     for d in declared:
         err_console.print(f"declared difference: {d}", markup=False, highlight=False)
+
+
+def _gpu_frame(gpu: pd.DataFrame) -> pd.DataFrame:
+    """The GPU evidence with its energy said in words where it is unknown."""
+    energy = gpu["energy_unknown"].map(lambda why: None if why is None or pd.isna(why)
+                                       else f"energy unknown ({why})")
+    return gpu.assign(energy=energy)
 
 
 def print_plan(cfg, tickers: int | None, draws: int | None, paths: list[str] | None,

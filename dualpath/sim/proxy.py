@@ -15,6 +15,13 @@ request (a new request with the same body) passes and shows whether the client r
     huge_usage / typed_usage / abort   the server's own unstreamed answer, rewritten: usage
                completion_tokens 2**40, or "lots"; or cut half-way with finish_reason "abort"
                (llama-server's and vLLM's reason for a request ended before its end)
+    think_cut / think_cut_parser   the same answer as a Qwen3.5/3.6 model cut at max_tokens
+               while thinking (its template opened `<think>` in the prompt), in vLLM's
+               words: without a reasoning parser the thinking is the content, with no tag at
+               all; with `--reasoning-parser qwen3` (it starts in its reasoning state) it is
+               all `reasoning`, the content null. Both end `length`, the completion count
+               at the request's max_tokens; the thinking carries `THINKING_MARK` and the
+               answer's own grade, drafted, so a thinking kept as the answer shows
 
 The upstream can be changed while it runs (`upstream = ...`): a server swapped or restarted
 behind the same port. One request per connection (`connection: close`), so a fault never
@@ -34,10 +41,12 @@ from urllib.parse import urlsplit
 
 import orjson
 
-REWRITES = ("huge_usage", "typed_usage", "abort")     # applied to the upstream's JSON answer
+THINK_CUTS = ("think_cut", "think_cut_parser")
+REWRITES = ("huge_usage", "typed_usage", "abort", *THINK_CUTS)   # to the upstream's JSON answer
+THINKING_MARK = "thinking-cut-at-max-tokens"
 FAULTS = ("reset", "http500", "http429", "http503", "hang", "cut_json", "cut_sse", "overflow",
           *REWRITES)
-TRANSIENT = frozenset(FAULTS) - {"overflow", "huge_usage", "typed_usage"}
+TRANSIENT = frozenset(FAULTS) - {"overflow", "huge_usage", "typed_usage", *THINK_CUTS}
 _CHAT = b"/v1/chat/completions"
 
 
@@ -58,8 +67,31 @@ _COMPLETION = orjson.dumps({
     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
 
 
-def _rewrite(kind: str, reply: bytes) -> bytes:
-    """An upstream JSON reply with its usage or its end spoiled; any other reply unchanged."""
+def _cut_thinking(kind: str, choice: dict, usage: dict, request: bytes) -> None:
+    """`choice` as a reply cut at max_tokens inside a block its template opened (vLLM: the
+    qwen3 parser's REASONING start state, vllm/parser/qwen3.py; no parser: the raw text)."""
+    msg = choice.get("message") or {}
+    thinking = (f"{THINKING_MARK}: the prompt opened the block; a draft before the answer:\n"
+                f"{msg.get('content') or ''}\nchecking it again")
+    if kind == "think_cut":
+        msg.update(content=thinking)
+    else:
+        msg.update(content=None, reasoning=thinking)
+    choice["message"], choice["finish_reason"] = msg, "length"
+    try:
+        cap = orjson.loads(request).get("max_tokens")
+    except (orjson.JSONDecodeError, AttributeError):
+        cap = None
+    if isinstance(cap, int):
+        usage["completion_tokens"] = cap
+        usage["total_tokens"] = (usage.get("prompt_tokens") or 0) + cap
+        if kind == "think_cut_parser":
+            usage["completion_tokens_details"] = {"reasoning_tokens": cap}
+
+
+def _rewrite(kind: str, reply: bytes, request: bytes = b"") -> bytes:
+    """An upstream JSON reply with its usage or its end spoiled; any other reply unchanged.
+    `request`: the chat request's body (its max_tokens)."""
     head, sep, body = reply.partition(b"\r\n\r\n")
     try:
         obj = orjson.loads(body)
@@ -70,6 +102,8 @@ def _rewrite(kind: str, reply: bytes) -> bytes:
         usage["completion_tokens"] = 2 ** 40
     elif kind == "typed_usage":
         usage["completion_tokens"] = "lots"
+    elif kind in THINK_CUTS:
+        _cut_thinking(kind, choice, usage, request)
     else:
         msg = choice.get("message") or {}
         msg["content"] = (msg.get("content") or "")[:len(msg.get("content") or "") // 2]
@@ -227,7 +261,7 @@ class FaultProxy:
             uw.write(req)
             await uw.drain()
             if rewrite is not None:             # the whole answer, then spoiled
-                writer.write(_rewrite(rewrite, await ur.read(-1)))
+                writer.write(_rewrite(rewrite, await ur.read(-1), body))
                 await writer.drain()
             while chunk := await ur.read(65536):
                 writer.write(chunk)

@@ -134,5 +134,24 @@ def gpu_pin_lines(name: str, sp, drm_root=None) -> list[tuple[str, bool]]:
         [(d, True) for d in diffs]
 
 
+def require_gpu_pins(sp, path: str, base_url: str | None, drm_root=None) -> None:
+    """Before a night scores path `path`: raise `IdentityError` naming each GPU pin its GPUs
+    read otherwise, with the value to write, as a server that is not the one the path
+    expects is refused (a pin that cannot be checked, the GPU unreadable here, refuses too)."""
+    from dualpath.errors import IdentityError
+
+    shown = pinned_text(sp.expect.gpu)
+    if shown is None:
+        return
+    try:
+        readings = read_gpus(sp, base_url, drm_root)
+    except NoCounters as e:
+        raise IdentityError(path, [f"gpu: pinned ({shown}) but {unknown_gpu(str(e))}; score "
+                                   f"the path on the GPU's host, or remove [paths.{path}."
+                                   "expect.gpu]"]) from None
+    if diffs := gpu_differences(readings, sp.expect.gpu, path):
+        raise IdentityError(path, diffs)
+
+
 def unknown_gpu(reason: str) -> str:
     return f"GPU unknown (on host {host_name()}: {reason})"
