@@ -29,7 +29,6 @@ class Metrics:
     comparison: pd.DataFrame
     cross_path: pd.DataFrame
     self_agreement: pd.DataFrame
-    self_agreement_nightly: pd.DataFrame
     grades: pd.DataFrame
     speed_runs: pd.DataFrame
     speed: pd.DataFrame
@@ -91,9 +90,9 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
         delta = paired_delta_ic(scores, returns, pair[0], pair[1])
         cross = pd.DataFrame([{"baseline": pair[0], "candidate": pair[1],
                                **cross_path_agreement(scores, *pair)}])
+    # pooled over nights only: a per-night table was computed here on every call (~18% of a
+    # study on the seeded warehouse) and read by nothing
     agree = pd.DataFrame([{"path": p, **self_agreement(g)} for p, g in usable.groupby("path")])
-    agree_n = pd.DataFrame([{"path": p, "night": n, **self_agreement(g)}
-                            for (p, n), g in usable.groupby(["path", "night"])])
     grades = grade_distribution(usable) if len(usable) else pd.DataFrame()
     draws = draws_analysis(usable, returns, nightly_ic=nightly) if len(returns) \
         else pd.DataFrame()
@@ -103,7 +102,7 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
     speed = path_speed(per_run) if len(per_run) else pd.DataFrame()
     inter = interchange(usable, pair[0], pair[1], interchange_limit, alpha) \
         if pair and len(usable) else None
-    m = Metrics(nightly, summary, comparison, cross, agree, agree_n, grades, per_run, speed,
+    m = Metrics(nightly, summary, comparison, cross, agree, grades, per_run, speed,
                 notes, draws, shape, grade_ret, delta, interchange=inter)
     m.energy_runs = run_energy(runs, per_run) if len(per_run) else pd.DataFrame()
     m.serving = serving_benchmark(calls, runs, per_run) if len(per_run) else pd.DataFrame()

@@ -10,6 +10,7 @@ Rerunning a night resumes it: measured units are skipped, failed ones scored aga
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -144,10 +145,23 @@ def night_of(night: date | str | None) -> date | None:
     return date.fromisoformat(str(night))
 
 
+# The config a caller in this process already loaded (the CLI), handed to the flow it runs:
+# not a flow parameter, which Prefect stores with the run (a launch's env may hold a secret).
+_LOADED: ContextVar[tuple[str, Config] | None] = ContextVar("dualpath_config", default=None)
+
+
+def config_of(config_path: str | Path) -> Config:
+    """The night's config: the one handed over for this path, else read from the file."""
+    loaded = _LOADED.get()
+    if loaded is not None and loaded[0] == str(config_path):
+        return loaded[1]
+    return load_config(config_path)
+
+
 def _run_name() -> str:
     params = flow_run.parameters
     try:
-        experiment = load_config(params["config_path"]).experiment.name
+        experiment = config_of(params["config_path"]).experiment.name
     except Exception:   # a broken config fails the run itself, with its own message
         experiment = "dualpath"
     night = night_of(params.get("night"))
@@ -160,7 +174,7 @@ async def nightly(config_path: str = "dualpath.toml", night: date | None = None)
     entry point: what a user sets is the config and, optionally, the night). Without a
     night, a run on a day that is no session (a holiday) ends cleanly with 'no session'."""
     if night is None:
-        night, why = inputs.scheduled_night(load_config(config_path), datetime.now(timezone.utc))
+        night, why = inputs.scheduled_night(config_of(config_path), datetime.now(timezone.utc))
         if night is None:
             get_run_logger().info(why)
             return Completed(message=why, data={"night": None, "runs": [], "no_session": why})
@@ -182,7 +196,7 @@ async def score_night(config_path: str, night: date | None = None,
                       progress: Progress | None = None):
     """The body of both flows: plan, score every path concurrently, ingest, summarise; a
     `Failed` state (after ingest and the artifact) when any run is not complete."""
-    cfg = load_config(config_path)
+    cfg = config_of(config_path)
     preflight(cfg)
     calendar, tickers = inputs.calendar_of(cfg), cfg.tickers()   # built once, passed down
     night = night_of(night) or calendar.default_night(datetime.now(timezone.utc))
@@ -269,12 +283,15 @@ async def _score_held_night(cfg: Config, night: date, calendar, tickers: list[st
 
 def run_nightly(config_path: Path, night: date | None = None,
                 endpoints: dict[str, str] | None = None,
-                progress: Progress | None = None) -> tuple[bool, dict]:
+                progress: Progress | None = None, cfg: Config | None = None) -> tuple[bool, dict]:
     """Run the flow from synchronous code (the CLI): (every run complete?, the result).
-
-    An exception that ended the flow (a config or data mistake) is raised here."""
+    ``cfg``: the config already loaded from ``config_path`` (else it is read here), the one
+    the whole night uses. An exception that ended the flow (a config or data mistake) is
+    raised here."""
     from flows.connect import keep_prefect_off_paths
-    keep_prefect_off_paths(load_config(config_path))
+    cfg = cfg or load_config(config_path)
+    keep_prefect_off_paths(cfg)
+    handed = _LOADED.set((str(config_path), cfg))
 
     async def go():
         state = await nightly_local(str(config_path), night, endpoints, progress=progress,
@@ -283,7 +300,10 @@ def run_nightly(config_path: Path, night: date | None = None,
         if isinstance(data, BaseException):
             raise data
         return state.is_completed(), data
-    return run_cancellable(go)
+    try:
+        return run_cancellable(go)
+    finally:
+        _LOADED.reset(handed)
 
 
 def run_cancellable(main: Callable[[], Any]) -> Any:

@@ -6,6 +6,7 @@ as wide as a pipe gets (160, or `columns` as COLUMNS would set it). Spawning the
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 
@@ -26,7 +27,9 @@ def run_cli(*args: str, columns: int | None = None) -> Ran:
     from dualpath.cli import main
     from dualpath.cli._common import console
 
-    argv, width = sys.argv, console._width
+    # the CLI sets environment variables at its edge (Prefect's settings), for its own
+    # process: they are put back, so no later test inherits them
+    argv, width, environ = sys.argv, console._width, dict(os.environ)
     console._width = columns or 160
     with CliRunner().isolation() as (out, err, _):
         sys.argv = ["dualpath", *map(str, args)]
@@ -37,6 +40,8 @@ def run_cli(*args: str, columns: int | None = None) -> Ran:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         finally:
             sys.argv, console._width = argv, width
+            os.environ.clear()
+            os.environ.update(environ)
             sys.stdout.flush()         # what the CLI wrote to sys.stdout itself (csv, json)
             sys.stderr.flush()
         return Ran(code, out.getvalue().decode(), err.getvalue().decode())

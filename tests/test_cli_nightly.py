@@ -15,6 +15,7 @@ import pytest
 
 from dualpath.market import SyntheticMarket
 from dualpath.procs import descendants
+from tests.cli_run import run_cli
 
 DUALPATH = str(Path(sys.executable).with_name("dualpath"))
 
@@ -31,7 +32,7 @@ def env_for(api: str | None, home: Path) -> dict:
 def demo_project(tmp_path: Path, tickers: int = 4, backup_scale: str | None = None) -> Path:
     """`dualpath init --demo`, cut down to a few tickers (and optionally a slower backup)."""
     cfg = tmp_path / "dualpath.toml"
-    r = subprocess.run([DUALPATH, "init", "--demo", str(cfg)], capture_output=True, text=True)
+    r = run_cli("init", "--demo", cfg)         # in process: only the nights need their own
     assert r.returncode == 0, r.stderr
     text = cfg.read_text()
     names = ", ".join(f'"SYN{i:03d}"' for i in range(tickers))
@@ -57,17 +58,17 @@ def test_a_night_the_market_does_not_cover_exits_1_and_a_rerun_after_import_comp
     assert r.returncode == 1, r.stdout + r.stderr
     assert "not complete" in r.stderr and "input_failed" in r.stderr
     assert f"no price for SYN000 on or before {night}" in r.stderr
-    listed = run("runs", "-c", str(cfg), "-f", "csv", env=env)
+    listed = run_cli("runs", "-c", cfg, "-f", "csv")
     rows = [ln for ln in listed.stdout.splitlines() if ln.startswith(night)]
     assert len(rows) == 2 and all(",failed," in ln for ln in rows), listed.stdout
     prices = tmp_path / "early.csv"
     frame = early.prices()
     frame[frame.ticker.isin([f"SYN{i:03d}" for i in range(4)])].to_csv(prices, index=False)
-    imported = run("prices", "import", str(prices), "-c", str(cfg), env=env)
+    imported = run_cli("prices", "import", prices, "-c", cfg)
     assert imported.returncode == 0, imported.stderr
     again = run("nightly", "-c", str(cfg), "--date", night, env=env)
     assert again.returncode == 0, again.stdout + again.stderr
-    listed = run("runs", "-c", str(cfg), "-f", "csv", env=env)
+    listed = run_cli("runs", "-c", cfg, "-f", "csv")
     rows = [ln for ln in listed.stdout.splitlines() if ln.startswith(night)]
     assert len(rows) == 2 and all(",complete," in ln for ln in rows), listed.stdout
 

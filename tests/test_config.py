@@ -1,11 +1,10 @@
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dualpath.config import load_config, parse_config
 from dualpath.errors import ConfigError, DataError
+from tests.cli_run import run_cli
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "dualpath.example.toml"
 DEMO = Path(__file__).resolve().parents[1] / "dualpath" / "demo.toml"
@@ -93,8 +92,7 @@ def test_fingerprint_ignores_storage_location_only():
 def test_cli_prints_config_error_without_traceback(tmp_path):
     (tmp_path / "c.toml").write_text('[experiment]\nuniverse=["A"]\ndraws=-1\n[paths.m]\n'
                                      'engine="sim"\nmodel="x"\n')
-    r = subprocess.run([sys.executable, "-m", "dualpath", "check", "--config",
-                        str(tmp_path / "c.toml")], capture_output=True, text=True)
+    r = run_cli("check", "--config", tmp_path / "c.toml")
     assert r.returncode == 2
     assert "experiment.draws = -1" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout

@@ -21,7 +21,7 @@ from prefect.deployments import run_deployment
 from prefect.client.orchestration import get_client
 
 async def main():
-    run = await run_deployment(sys.argv[2], timeout=300,
+    run = await run_deployment(sys.argv[2], timeout=300, poll_interval=1,
                                parameters=json.loads(sys.argv[1]))
     async with get_client() as c:
         arts = [a.data for a in await c.read_artifacts() if a.flow_run_id == run.id]
@@ -34,7 +34,10 @@ asyncio.run(main())
 def env_for(api: str, tmp_path: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "prefect-client"),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false")
+               PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               # a worker, a served runner and the trigger each poll every second, not every
+               # 10, 10 and 5 s (Prefect's defaults): a night here lasts seconds
+               PREFECT_WORKER_QUERY_SECONDS="1", PREFECT_RUNNER_POLL_FREQUENCY="1")
     return env
 
 

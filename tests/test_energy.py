@@ -158,14 +158,14 @@ def test_the_energy_ratios_interval_covers_at_its_level_and_matches_scipy():
 def test_runs_carry_each_runs_energy_in_wide_and_json(tmp_path):
     """The seeded warehouse's backup night 0: 190 W × 345 s/ticker = 65,550 J/ticker."""
     import json
-    import subprocess
-    import sys
 
+    from tests.cli_run import run_cli
     from tests.seeded import seed_warehouse
 
     cfg_path, _, _ = seed_warehouse(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "dualpath", "runs", "-c", str(cfg_path), "-f",
-                          "json"], capture_output=True, text=True, check=True).stdout
+    ran = run_cli("runs", "-c", cfg_path, "-f", "json")
+    assert ran.returncode == 0, ran.stderr
+    out = ran.stdout
     first = json.loads(out)["runs"][0]
     assert (first["path"], first["j_per_ticker"], first["mean_w"], first["idle_w"]) == \
         ("backup", 65550.0, 190.0, 30.0)

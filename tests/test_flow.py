@@ -245,3 +245,36 @@ def test_a_scheduled_run_on_a_holiday_ends_cleanly_with_no_session(tmp_path, pre
     state = asyncio.run(nightly(str(cfg_path), return_state=True))
     assert state.is_completed() and state.message == why
     assert not (tmp_path / "runs").exists()                    # nothing was scored
+
+
+def test_the_cli_night_reads_its_config_once(tmp_path, prefect_harness, monkeypatch):
+    """`dualpath nightly` read its config three times (the command, run_nightly, the flow's
+    body) and a fourth for the run's name; now once, and the flow's run is still named."""
+    import dualpath.cli.night as cli_night
+    import flows.nightly as fn
+    from dualpath.config import load_config
+    from prefect.client.orchestration import get_client
+    from tests.cli_run import run_cli
+
+    cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
+    # what the command's prefect_env would set in this process, restored after the test
+    for key, value in (("PREFECT_HOME", str(tmp_path / "prefect")),
+                       ("PREFECT_SERVER_ANALYTICS_ENABLED", "false"),
+                       ("PREFECT_UI_ENABLED", "false"),
+                       ("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "240")):
+        monkeypatch.setenv(key, value)
+    reads = []
+
+    def counted(path):
+        reads.append(str(path))
+        return load_config(path)
+    monkeypatch.setattr(cli_night, "load_config", counted)
+    monkeypatch.setattr(fn, "load_config", counted)
+    r = run_cli("nightly", "-c", cfg_path, "--date", nights[0].isoformat())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert reads == [str(cfg_path)]
+
+    async def names():
+        async with get_client() as c:
+            return [f.name for f in await c.read_flow_runs()]
+    assert f"demo/{nights[0].isoformat()}" in asyncio.run(names())

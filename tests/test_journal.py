@@ -149,9 +149,9 @@ def quoting_records() -> list:
 
 # sha256 of the journal of quoting_records(), as written one call at a time by the writer
 # before batches (two DuckDB queries a call): batches must not change a byte. Since the
-# thinking fields (m015) every call line also ends in
+# thinking fields (m018) every call line also ends in
 # ,"reasoning_text":"","reasoning_tokens":null,"reasoning_tokens_basis":null; without them
-# the bytes hash to the writer's before batches, 70f20900785d...c867d42dc6c0. Since m025
+# the bytes hash to the writer's before batches, 70f20900785d...c867d42dc6c0. Since m020
 # every call line ends in ,"untrusted":null too, and since the segment's monotonic seconds
 # the run-end line ends in ,"wall_s":null; without both, 889684d2a2a4...c14c05b9.
 QUOTING_JOURNAL_SHA256 = "a3693f9e83630809844207bacc31f827eaac5cdd4f28e47d23a1f01c57c3f8a5"

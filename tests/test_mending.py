@@ -3,25 +3,18 @@ from the journals."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import orjson
 import pytest
 
 from dualpath.errors import DataError, WarehouseDamaged
 from flows.doctor import _warehouse_checks
+from tests.cli_run import run_cli
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
 from warehouse.db import reader, writer
 from warehouse.ingest import ingest_journals
 
-DUALPATH = str(Path(sys.executable).with_name("dualpath"))
-
-
-def cli(*args, cwd):
-    return subprocess.run([DUALPATH, *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+def cli(*args):
+    return run_cli(*args)      # in process, in the test's folder (the autouse fixture's)
 
 
 def counts(cfg):
@@ -49,7 +42,7 @@ def test_a_damaged_journal_is_repaired_and_the_rerun_is_exact(tmp_path):
         j.write_bytes(b"".join(lines))
         with pytest.raises(DataError, match="dualpath repair"):
             ingest(cfg, works)
-        r = cli("repair", str(j), "-c", str(cfg_path), cwd=tmp_path)
+        r = cli("repair", str(j), "-c", str(cfg_path))
         assert r.returncode == 0, r.stdout + r.stderr
         assert "quarantined the damaged journal as" in r.stdout and "left out: not JSON" in r.stderr
         assert list(j.parent.glob("journal.damaged-*.jsonl"))
@@ -78,7 +71,7 @@ def test_a_damaged_warehouse_is_one_line_everywhere_and_rebuilt_from_the_journal
     wh = cfg.resolve(cfg.warehouse.path)
     for damage in (lambda b: b[:len(b) // 3], lambda b: b""):
         wh.write_bytes(damage(wh.read_bytes()))
-        r = cli("runs", "-c", str(cfg_path), cwd=tmp_path)
+        r = cli("runs", "-c", str(cfg_path))
         assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr, r.stderr
         assert f"warehouse {wh} is damaged" in r.stderr and "dualpath rebuild" in r.stderr
         assert len(r.stderr.strip().splitlines()) <= 3          # one message, wrapped
@@ -89,7 +82,7 @@ def test_a_damaged_warehouse_is_one_line_everywhere_and_rebuilt_from_the_journal
         checks, _ = _warehouse_checks(cfg)                      # doctor diagnoses it
         bad = [c for c in checks if not c.ok]
         assert [c.name for c in bad] == ["warehouse"] and "rebuild" in bad[0].fix
-        r = cli("rebuild", "-c", str(cfg_path), cwd=tmp_path)
+        r = cli("rebuild", "-c", str(cfg_path))
         assert r.returncode == 0, r.stdout + r.stderr
         assert "the old warehouse is kept as" in r.stdout
         assert counts(cfg) == before
@@ -119,7 +112,7 @@ def test_a_rebuilt_warehouse_keeps_its_preregistration(tmp_path):
     wh = cfg.resolve(cfg.warehouse.path)
     assert freeze_log(wh).exists()
     wh.write_bytes(b"")                                   # nothing of it can be read
-    r = cli("rebuild", "-c", str(cfg_path), cwd=tmp_path)
+    r = cli("rebuild", "-c", str(cfg_path))
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"plans (from {freeze_log(wh).name})" in r.stdout
     with reader(wh) as con:

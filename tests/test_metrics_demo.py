@@ -55,6 +55,6 @@ def test_comparison_plot_is_written(tmp_path):
                          "throughput_s_per_ticker": [25.0, 172.0]})
     empty = pd.DataFrame()
     m = Metrics(ic, empty, pd.DataFrame([{"a": "main", "b": "backup"}]), empty, empty, empty,
-                empty, runs, empty)
+                runs, empty)
     out = plot_comparison(m, tmp_path / "c.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000

@@ -19,6 +19,7 @@ from dualpath.errors import ConfigError, EndpointBusy, NightBusy
 from dualpath.locks import endpoint_holder, endpoint_lock, lock_dir
 from dualpath.places import real_path, same_place
 from flows import runner
+from tests.cli_run import run_cli
 from tests.helpers import make_project
 from tests.test_night_lock import holder_process
 
@@ -88,8 +89,7 @@ def test_a_symlink_loop_is_a_config_error_in_one_line(tmp_path):
     cfg_path.write_text(cfg_path.read_text().replace(
         'path = "warehouse.duckdb"', f'path = "{tmp_path / "a" / "wh.duckdb"}"'))
     for cmd in (["check"], ["runs"]):
-        r = subprocess.run([sys.executable, "-m", "dualpath", *cmd, "-c", str(cfg_path)],
-                           capture_output=True, text=True, timeout=120)
+        r = run_cli(*cmd, "-c", cfg_path)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(lines) == 1, r.stderr
         assert "is a symlink loop" in lines[0] and "internal error" not in lines[0]

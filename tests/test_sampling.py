@@ -93,12 +93,7 @@ def test_a_night_records_what_both_paths_applied_and_compares_them(tmp_path):
 def test_check_runs_and_the_drafted_plan_name_the_declared_difference(tmp_path):
     """The demo config keeps presence_penalty 1.5: `check`, `runs` and `prereg draft` each
     name what that does differently on the two engines."""
-    import subprocess
-    import sys
-
-    def dualpath(*args):
-        return subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
-                              text=True, timeout=120)
+    from tests.cli_run import run_cli as dualpath      # in process: the same output
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=5, draws=1, nights=1)
     [declared] = config_differences(cfg)

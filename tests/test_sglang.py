@@ -19,6 +19,7 @@ from dualpath.launch_args import identity_plan, launch_warnings, pin_disagreemen
 from dualpath.replay import probe
 from dualpath.retry import status_fault
 from dualpath.sampling import config_differences, declared_differences, sampling_body
+from tests.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "deploy" / "dualpath.example.toml"
@@ -99,8 +100,7 @@ def test_dualpath_check_shows_an_sglang_path(tmp_path):
                                 f"launch = {LAUNCH!r}\n".replace("'", '"')
                                 + "[paths.main.expect]\nmodel = \"qwen3-8b\"\n"
                                 "n_ctx_per_slot = 32768\n\n"))
-    r = subprocess.run([sys.executable, "-m", "dualpath", "check", "-c", str(cfg)],
-                       capture_output=True, text=True, timeout=120)
+    r = run_cli("check", "-c", cfg)
     assert r.returncode == 0, r.stdout + r.stderr
     out = " ".join(r.stdout.split())
     assert ("expect (sglang reports every pin): model=\"qwen3-8b\" (launch: "

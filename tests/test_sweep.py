@@ -19,6 +19,7 @@ from dualpath.replay import dag_stages, replay_hash
 from dualpath.errors import SweepSpecError
 from dualpath.sweep_spec import load_spec, points, set_flag
 from evals.sweep import ablation, chosen, point_metrics, verdicts
+from tests.cli_run import run_cli
 from tests.helpers import ingest, make_project, score_night_plain
 
 
@@ -318,34 +319,37 @@ def test_stopped_and_failed_points_are_labelled_and_never_chosen(sim_night, tmp_
 
 
 def _dualpath(*args, cwd=None):
+    """A sweep's run in its own process: it starts Prefect and a reaper of what it launched."""
     return subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=300)
 
 
 def test_cli_freeze_sweep_show_and_user_mistakes(sim_night, tmp_path):
     cfg_path, cfg, night = sim_night
-    r = _dualpath("freeze", "--night", str(night), "--tickers", "2", "--path", "backup",
-                  "-c", str(cfg_path), "--out", str(tmp_path / "two.parquet"))
+    r = run_cli("freeze", "--night", str(night), "--tickers", "2", "--path", "backup",
+                "-c", str(cfg_path), "--out", str(tmp_path / "two.parquet"))
     assert r.returncode == 0, r.stderr
     assert "2 tickers, 34 calls" in r.stdout
     spec = sim_spec(tmp_path / "spec.toml", tmp_path / "two.parquet", [1, 2])
     r = _dualpath("sweep", str(spec), "-c", str(cfg_path), "--plot", str(tmp_path / "f.png"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "knee: --slots=" in r.stdout and (tmp_path / "f.png").stat().st_size > 1000
-    r = _dualpath("sweep", "show", "sim-knee", "-c", str(cfg_path), "-f", "csv")
+    r = run_cli("sweep", "show", "sim-knee", "-c", str(cfg_path), "-f", "csv")
     rows = pd.read_csv(__import__("io").StringIO(r.stdout))
     assert set(rows["status"]) == {"ready"} and "knee (chosen)" in set(rows["verdict"])
     for args, needle in [
         (("freeze", "--night", "2020-01-02", "--tickers", "2", "--path", "backup"),
          "no run of path 'backup' on night 2020-01-02"),
         (("freeze", "--night", str(night), "--tickers", "2", "--path", "nope"), "no path named"),
-        (("sweep", str(tmp_path / "missing.toml")), "not found"),
         (("sweep", "show", "nope"), "no sweep 'nope'"),
         (("verify", "backup"), "has no [paths.backup.measured] block"),
     ]:
-        r = _dualpath(*args, "-c", str(cfg_path))
+        r = run_cli(*args, "-c", str(cfg_path))        # none reaches Prefect: in process
         assert r.returncode == 2 and needle in r.stdout + r.stderr, r.stdout + r.stderr
         assert "Traceback" not in r.stdout + r.stderr
+    r = _dualpath("sweep", str(tmp_path / "missing.toml"), "-c", str(cfg_path))
+    assert r.returncode == 2 and "not found" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
 
 
 def _with_measured(cfg_path: Path, url: str, probe_tps: float, out: Path) -> Path:
@@ -363,12 +367,12 @@ def test_verify_exits_1_with_both_numbers_when_speed_regressed(sim_server, tmp_p
                      context_tokens=0)
     cfg_path = make_project(tmp_path, tickers=2, draws=1, nights=1)[0]
     slow = _with_measured(cfg_path, srv.url, 1e6, tmp_path / "slow.toml")
-    r = _dualpath("verify", "verified", "-c", str(slow))
+    r = run_cli("verify", "verified", "-c", str(slow))
     assert r.returncode == 1, r.stdout + r.stderr
     assert "regressed" in r.stdout and "measured 1,000,000.0" in r.stdout
     assert "now median 40.0" in r.stdout   # the time model's decode rate, real-scale
     ok = _with_measured(cfg_path, srv.url, 30.0, tmp_path / "ok.toml")
-    r = _dualpath("verify", "verified", "-c", str(ok))
+    r = run_cli("verify", "verified", "-c", str(ok))
     assert r.returncode == 0 and "regressed" not in r.stdout, r.stdout + r.stderr
 
 

@@ -3,21 +3,18 @@ universe below RankIC's minimum (also refused by `prereg draft` and `freeze`).""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from dualpath.config import load_config
 from dualpath.config_checks import launch_model_problems, unanalysable
 from dualpath.errors import UserError
 from flows.prereg import freeze_plan
+from tests.cli_run import run_cli
 from tests.helpers import make_project
 
 
-def _dualpath(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "dualpath", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=120)
+def _dualpath(*args):
+    return run_cli(*args)     # in process, in the test's folder (the autouse fixture's)
 
 
 def _error_line(r) -> str:
@@ -37,7 +34,7 @@ def test_check_and_prereg_draft_refuse_a_universe_below_rankics_minimum(tmp_path
     draft = ["prereg", "draft", str(tmp_path / "plan.toml"), "--first-night",
              nights[0].isoformat()]
     for args in (["check"], draft):
-        line = _error_line(_dualpath(*args, "-c", str(cfg_path), cwd=tmp_path))
+        line = _error_line(_dualpath(*args, "-c", str(cfg_path)))
         assert line == f"error: {WANT}", args
     assert not (tmp_path / "plan.toml").exists()
     (tmp_path / "five").mkdir()
@@ -49,7 +46,7 @@ def test_freeze_refuses_a_plan_that_can_never_be_analysed(tmp_path):
     ok_path, ok_cfg, nights = make_project(tmp_path / "five", tickers=5, draws=1, nights=1)
     plan = tmp_path / "plan.toml"
     r = _dualpath("prereg", "draft", str(plan), "--first-night", nights[0].isoformat(),
-                  "-c", str(ok_path), cwd=tmp_path)
+                  "-c", str(ok_path))
     assert r.returncode == 0, r.stderr
     (tmp_path / "four").mkdir()
     four_path, _, _ = make_project(tmp_path / "four", tickers=4, draws=1, nights=1)
@@ -65,7 +62,7 @@ def test_check_fails_in_one_line_for_a_launch_model_file_that_is_missing(tmp_pat
         "[paths.main]\n", f'[paths.main]\nlaunch = ["llama-server", "-m", "{missing}", '
         '"--port", "18975"]\nbase_url = "http://127.0.0.1:18975"\n')
     cfg_path.write_text(text)
-    r = _dualpath("check", "-c", str(cfg_path), cwd=tmp_path)
+    r = _dualpath("check", "-c", str(cfg_path))
     assert f"paths.main.launch: the model file {missing} does not exist; fix its -m/--model " \
            "argument, or download the model there" in _error_line(r)
     assert launch_model_problems("x", ["llama-server", "-m", "{gemma3_270m}"], tmp_path) == []

@@ -98,8 +98,8 @@ _SESSION = {
     "identity_checks": "count — identity re-reads during the run",
     "identity_lost_after_wall": f"{WALL} — last good re-read before a change (NULL: none)",
     "identity_lost_after_mono": f"{MONO} — the same instant: the window compared with the "
-                                "calls' end_mono (NULL: none, or a journal from before m028)",
-    "stopped_mono": f"{MONO} — when the segment stopped (NULL: before m028)",
+                                "calls' end_mono (NULL: none, or a journal from before m022)",
+    "stopped_mono": f"{MONO} — when the segment stopped (NULL: before m022)",
     "identity_problem": "text — what changed",
     "host": "host name of the machine that scored the segment (NULL: before m011)",
     "worker": "Prefect worker that scored it on the path's work pool (NULL: the flow's own "
@@ -109,7 +109,7 @@ _SESSION = {
     "model_sha256": "hex — its model file ('sampled:' over 1 GiB: size, head, tail)",
     "unanswered_s": "s (client clock) — longest stretch, beyond one poll period, in which the "
                     "server answered no /health poll: stopped, hung or restarting (NULL: "
-                    "before m023)",
+                    "before m017)",
 }
 
 _POINT = {
@@ -188,7 +188,7 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "experiment": "name", "night": "date (NULL: not tied to a night)",
         "kind": "config differs from plan | night refused | plan replaced",
         "detail": "text", "plan_hash": "hash", "recorded_at": "timestamp"}),
-    "experiments": ("each experiment's runs folder, bound by its first night (since m017): "
+    "experiments": ("each experiment's runs folder, bound by its first night (since m019): "
                     "a config of the same name with another folder is refused", {
         "experiment": "name", "runs_dir": "path — where its journals live",
         "config_path": "path — the config that bound it", "host": "where it was bound",

@@ -1,4 +1,4 @@
-"""Which runs folder and which config each experiment and night belong to (migration m017).
+"""Which runs folder and which config each experiment and night belong to (migration m019).
 
 One experiment, one runs folder: a second config of the same experiment name writing its
 journals elsewhere made new journals for the same run ids, and each ingest overwrote the

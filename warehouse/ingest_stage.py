@@ -42,7 +42,7 @@ def stage_calls(con: duckdb.DuckDBPyConnection, contents: list[JournalContents])
                    CASE WHEN prompt_parts IS NULL THEN hash(prompt_text) ELSE prompt_hash END
                        AS prompt_hash,
                    hash(output_text) AS output_hash, hash(request_json) AS request_hash,
-                   -- the thinking, stored apart from the answer (m015); none: NULL
+                   -- the thinking, stored apart from the answer (m018); none: NULL
                    CASE WHEN reasoning_text <> '' THEN hash(reasoning_text) END
                        AS reasoning_hash,
                    end_mono - start_mono AS latency_s, first_token_mono - start_mono AS ttft_s

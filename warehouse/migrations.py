@@ -1,7 +1,7 @@
 """Schema by ordered, named migrations recorded in `schema_migrations`.
 
 DuckDB has no `PRAGMA user_version`, so the applied names are kept in a table. A migration
-never changes once released; a new one is appended.
+never changes once released; a new one is appended with the next number (names sort in order).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import duckdb
 
 from warehouse.db import transaction
-from warehouse.energy import M026_ENERGY
+from warehouse.energy import M026_ENERGY as ENERGY_TABLES
 
 M001_INITIAL = """
 CREATE TABLE runs (
@@ -339,7 +339,7 @@ SELECT c.call_id, c.run_id, c.path, c.night, c.ticker, c.draw, c.unit_attempt, c
 FROM v_calls c JOIN runs r USING (run_id);
 """
 
-M018_PLAN_PROVENANCE = """
+M015_PLAN_PROVENANCE = """
 -- Where the plan file lies relative to the config's folder (a copied or moved study folder
 -- is checked against its own copy of the plan, not the original's absolute path), and why a
 -- forced freeze was forced (a report names it).
@@ -347,7 +347,7 @@ ALTER TABLE plans ADD COLUMN plan_relpath VARCHAR;
 ALTER TABLE plans ADD COLUMN force_reason VARCHAR;
 """
 
-M021_SERVER_FILES = """
+M016_SERVER_FILES = """
 -- What a server on the scoring host ran: the SHA-256 of its binary and the libraries beside
 -- it, and of its model file (NULL: the server is on another host, or not a llama-server).
 ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS binary_sha256 VARCHAR;
@@ -356,22 +356,11 @@ ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS model_sha256 VARCHAR;
 
 # The watcher records how long the server went without answering (a SIGSTOP, a hang, a
 # restart): a run that waited on a stopped server has no trustworthy speed.
-M023_UNANSWERED = """
+M017_UNANSWERED = """
 ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS unanswered_s DOUBLE;
 """
 
-# A server's numbers are untrusted: what a reply sent that was not kept as sent (a count past
-# any context or of the wrong type, several models in one reply) is recorded with the call.
-M025_UNTRUSTED = """
-ALTER TABLE calls ADD COLUMN IF NOT EXISTS untrusted VARCHAR;
-"""
-
-M028_SESSION_MONO = """
-ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS identity_lost_after_mono DOUBLE;
-ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS stopped_mono DOUBLE;
-"""
-
-M015_THINKING = """
+M018_THINKING = """
 -- A thinking model's thinking, kept apart from its answer: the text in texts (by hash; NULL
 -- when the call thought nothing), never quoted into later prompts nor read for a grade; its
 -- tokens as the server counted them (basis 'server': vLLM with a reasoning parser) or
@@ -382,7 +371,7 @@ ALTER TABLE calls ADD COLUMN IF NOT EXISTS reasoning_tokens INTEGER;
 ALTER TABLE calls ADD COLUMN IF NOT EXISTS reasoning_tokens_basis VARCHAR;
 """
 
-M017_EXPERIMENTS = """
+M019_EXPERIMENTS = """
 -- Each experiment is bound to the runs folder its journals live in, by its first night:
 -- the same experiment name scored into a second folder overwrote its runs and stored their
 -- calls twice (408 duplicated). A config with another folder is refused by name.
@@ -390,6 +379,17 @@ CREATE TABLE experiments (
     experiment VARCHAR PRIMARY KEY, runs_dir VARCHAR NOT NULL, config_path VARCHAR,
     host VARCHAR, bound_at TIMESTAMPTZ
 );
+"""
+
+# A server's numbers are untrusted: what a reply sent that was not kept as sent (a count past
+# any context or of the wrong type, several models in one reply) is recorded with the call.
+M020_UNTRUSTED = """
+ALTER TABLE calls ADD COLUMN IF NOT EXISTS untrusted VARCHAR;
+"""
+
+M022_SESSION_MONO = """
+ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS identity_lost_after_mono DOUBLE;
+ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS stopped_mono DOUBLE;
 """
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -407,20 +407,28 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m012_messages", M012_MESSAGES),
     ("m013_quotes", M013_QUOTES),
     ("m014_service_split", M014_SERVICE_SPLIT),
-    ("m018_plan_provenance", M018_PLAN_PROVENANCE),
-    ("m021_server_files", M021_SERVER_FILES),
-    ("m023_unanswered", M023_UNANSWERED),
-    ("m015_thinking", M015_THINKING),
-    ("m017_experiments", M017_EXPERIMENTS),
-    ("m025_untrusted", M025_UNTRUSTED),
-    ("m026_energy", M026_ENERGY),
-    ("m028_session_mono", M028_SESSION_MONO),
+    ("m015_plan_provenance", M015_PLAN_PROVENANCE),
+    ("m016_server_files", M016_SERVER_FILES),
+    ("m017_unanswered", M017_UNANSWERED),
+    ("m018_thinking", M018_THINKING),
+    ("m019_experiments", M019_EXPERIMENTS),
+    ("m020_untrusted", M020_UNTRUSTED),
+    ("m021_energy", ENERGY_TABLES),
+    ("m022_session_mono", M022_SESSION_MONO),
 ]
+
+# The former names of MIGRATIONS[14:], in order: numbered when written, on branches that landed
+# in another order. A warehouse keeps the names it was given until its next writer renames them.
+FORMER_NAMES: dict[str, str] = dict(zip(
+    ["m018_plan_provenance", "m021_server_files", "m023_unanswered", "m015_thinking",
+     "m017_experiments", "m025_untrusted", "m026_energy", "m028_session_mono"],
+    [name for name, _ in MIGRATIONS[14:]], strict=True))
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> set[str]:
-    """The names of the migrations this warehouse has had applied."""
-    return {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()}
+    """The migrations this warehouse has had applied, by today's names."""
+    rows = con.execute("SELECT name FROM schema_migrations").fetchall()
+    return {FORMER_NAMES.get(r[0], r[0]) for r in rows}
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -428,6 +436,9 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                 "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ DEFAULT now())")
     done = applied(con)
+    with transaction(con):
+        con.executemany("UPDATE schema_migrations SET name = ? WHERE name = ?",
+                        [(new, old) for old, new in FORMER_NAMES.items()])
     applied_now = []
     for name, sql in MIGRATIONS:
         if name in done:

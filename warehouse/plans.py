@@ -105,7 +105,7 @@ def current(con: duckdb.DuckDBPyConnection, experiment: str) -> FrozenPlan | Non
     """The experiment's latest frozen plan, if any."""
     if not has_table(con, "plans"):   # a warehouse before m005
         return None
-    # a read-only connection to a warehouse written before m018 has no provenance columns
+    # a read-only connection to a warehouse written before m015 has no provenance columns
     extra = "plan_relpath, force_reason" if has_column(con, "plans", "force_reason") else "NULL, NULL"
     row = con.execute("SELECT plan_json, plan_hash, frozen_at, forced, nights_before_freeze, "
                       f"plan_path, {extra} FROM plans WHERE experiment = ? "

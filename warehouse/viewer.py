@@ -177,13 +177,13 @@ CALL_COLUMNS = ["run_id", "path", "draw", "unit_attempt", "call_seq", "agent", "
                 "error_detail", "http_status", "contaminated", "prompt_hash", "output_hash"]
 
 
-# the thinking kept apart from the answer (m015: its text in texts by hash, its tokens and
+# the thinking kept apart from the answer (m018: its text in texts by hash, its tokens and
 # their basis), where this warehouse has it
 THINKING_COLUMNS = ("reasoning_hash", "reasoning_tokens", "reasoning_tokens_basis")
 
 
 def thinking_columns(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Which of `THINKING_COLUMNS` the calls table has (none before m015)."""
+    """Which of `THINKING_COLUMNS` the calls table has (none before m018)."""
     cols = {r[0] for r in con.execute(
         "SELECT column_name FROM duckdb_columns() WHERE table_name = 'calls'").fetchall()}
     return [c for c in THINKING_COLUMNS if c in cols]

@@ -137,7 +137,7 @@ def nightly(config: Path = CONFIG_OPT,
             pb.reset(str(when), list(cfg.paths), {p.path: p.units_planned for p in works},
                      {p.path: p.units_planned - len(p.units) for p in works})
             try:
-                complete, result = run_nightly(config, when, progress=pb)
+                complete, result = run_nightly(config, when, progress=pb, cfg=cfg)
             except (KeyboardInterrupt, TerminationSignal):
                 # the journals are closed (each segment's end record says interrupted):
                 # store them, so the runs read partial, not running, and say why
