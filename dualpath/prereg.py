@@ -107,6 +107,11 @@ class Design(_Model):
     sd_delta: dict[str, float] = Field(description="Assumed sd of one night's ΔIC, per "
                                        "horizon (keys: sessions).")
     sd_source: str = Field(description="Where the sd came from: pilot nights or an assumption.")
+    sd_df: dict[str, float] = Field(default_factory=dict, description="Degrees of freedom of "
+                                    "each pilot-estimated sd (keys: sessions); power at "
+                                    "those horizons is predictive, averaged over the sd's "
+                                    "sampling distribution. Absent: the sd is assumed or "
+                                    "given, and power is at that sd.")
     false_reassurance: float | None = Field(None, ge=0, le=1, description="P(a candidate "
                                             "with no signal passes the RankIC primary), given "
                                             "the baseline's IC (`main_ic_source`).")
@@ -216,9 +221,11 @@ class Sizing:
 
 def size_window(cfg: Config, nights: int, sd: dict[int, float] | None = None,
                 sd_source: str | None = None, power: float = 0.8,
-                margin: float | None = None, test: str = "non-inferiority") -> Sizing:
+                margin: float | None = None, test: str = "non-inferiority",
+                sd_df: dict[int, float] | None = None) -> Sizing:
     """Power per horizon for a window of `nights` nights, from pilot or assumed sds; proposes
-    the primary (the horizon with the smallest detectable ΔIC) and a margin it can show."""
+    the primary (the horizon with the smallest detectable ΔIC) and a margin it can show.
+    `sd_df`: degrees of freedom of the sds a pilot estimated (their power is predictive)."""
     horizons = cfg.experiment.horizons
     if not sd:
         n = len(cfg.tickers())
@@ -227,13 +234,16 @@ def size_window(cfg: Config, nights: int, sd: dict[int, float] | None = None,
                      "tickers, the two paths' ICs correlated 0.5")
     chosen = margin if margin is not None else cfg.comparison.margin
     alpha = cfg.comparison.alpha
+    sd_df = {h: v for h, v in (sd_df or {}).items() if h in sd}
     rows = pw.power_table({h: sd[h] for h in horizons if h in sd}, nights, chosen, alpha,
-                          power, test)
+                          power, test, sd_df)
     primary, proposed = pw.propose(rows, chosen, power)
     if margin is not None or proposed > 1:
         proposed = chosen                 # the user's margin, or none this window can show
     design = Design(power=power, sd_delta={str(h): round(float(v), 6) for h, v in sd.items()
-                                           if h in horizons}, sd_source=sd_source or "given")
+                                           if h in horizons}, sd_source=sd_source or "given",
+                    sd_df={str(h): round(float(v), 3) for h, v in sd_df.items()
+                           if h in horizons})
     return Sizing(rows, design, primary, proposed, test)
 
 
@@ -287,11 +297,13 @@ def testability(plan: Plan) -> list[str]:
 
 
 def planned_power(plan: Plan) -> float:
-    """The primary's power at its margin over the whole window, from the plan's design."""
+    """The primary's power at its margin over the whole window, from the plan's design
+    (predictive where its sd is a pilot's estimate)."""
     sd = plan.design.sd(plan.primary.horizon) if plan.design else None
     p = plan.primary
     m = pw.independent_count(plan.window.nights, p.horizon)
-    return pw.planned_power(p.test, sd, m, p.margin, p.alpha) if sd else math.nan
+    df = plan.design.sd_df.get(str(p.horizon)) if plan.design else None
+    return pw.planned_power(p.test, sd, m, p.margin, p.alpha, df) if sd else math.nan
 
 
 def executable_problems(plan: Plan, horizons: list[int]) -> list[str]:

@@ -43,8 +43,13 @@ def print_sizing(sizing, alpha: float, chosen: float) -> None:
         "independent_nights": "independent", "power_at_margin": f"power at δ={chosen:g}",
         "nights_needed": f"nights for power {sizing.design.power:g}",
         "mde": f"min detectable ΔIC (power {sizing.design.power:g})"})
+    est = sorted(int(h) for h in sizing.design.sd_df)
+    kind = ("power exact for Gaussian ΔIC at the sd below" if not est else
+            "predictive power: averaged over the sampling distribution of the pilot's sd at "
+            f"h={', '.join(map(str, est))}" + (", exact at the assumed sd elsewhere"
+                                               if len(est) < len(sizing.rows) else ""))
     print_frame(rows, "table", f"{sizing.test} at one-sided α = {alpha:g}: t on "
-                "non-overlapping nights (power exact for Gaussian ΔIC)")
+                f"non-overlapping nights ({kind})")
     console.print(f"noise: {sizing.design.sd_source}")
 
 
@@ -100,7 +105,7 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
     if primary is not None and primary not in cfg.experiment.horizons:
         raise UserError(f"--primary {primary}: the experiment's horizons are "
                         f"{cfg.experiment.horizons}")
-    sd, source, got = None, None, None
+    sd, source, got, sd_df = None, None, None, None
     if sd_delta:
         sd, source = parse_sd(sd_delta, cfg.experiment.horizons), f"given: --sd-delta {sd_delta}"
     else:
@@ -112,14 +117,17 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
                   for h in cfg.experiment.horizons}
             source = got.source + (f"; assumed for h={', '.join(map(str, assumed))} (not "
                                    "matured on 5 pilot nights)" if assumed else "")
-    sizing = size_window(cfg, nights, sd, source, power, margin)
+            from evals.power import sd_df as df_of
+            sd_df = {h: df_of(got.main_ic[h][2], h) for h in got.sd if h in got.main_ic}
+    sizing = size_window(cfg, nights, sd, source, power, margin, sd_df=sd_df)
     p = draft_plan(cfg, _parse_date(first_night, "--first-night"), nights, sizing, primary,
                    pilot=got)
     print_sizing(sizing, cfg.comparison.alpha, margin or cfg.comparison.margin)
     row = next(r for r in sizing.rows if r["horizon"] == p.primary.horizon)
     from dualpath.prereg import planned_power, testability
+    kind = "predictive power" if str(p.primary.horizon) in p.design.sd_df else "power"
     console.print(f"proposed primary: h={p.primary.horizon}, δ={p.primary.margin:g} "
-                  f"({row['independent_nights']} independent nights; power "
+                  f"({row['independent_nights']} independent nights; {kind} "
                   f"{_fmt(planned_power(p))} at δ={p.primary.margin:g})")
     for why in testability(p):
         console.print(f"[red]cannot test:[/red] {why}; freezing it needs --force --reason")
