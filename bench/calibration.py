@@ -27,8 +27,10 @@ the slowdown interval's coverage under night-to-night drift and clustered runawa
 5- and a 10-night pilot (`bench/calibration_pilot.py`).
 Last line: `worst_reject=… worst_coverage=… cells=… worst_power_gap=… worst_seq_reject=…
 icr_worst_reject=… icr_worst_coverage=… nights_to_decide_equal=… nights_to_decide_noise=…
-slowdown_drift_coverage=… pilot5_power_gap=… pilot10_power_gap=…` (goals <= 0.08, >= 0.90,
-<= 0.05, <= α + 0.01, <= 0.08, >= 0.90, <= 10, <= 10, >= 0.92, <= 0.05, <= 0.05; the
+nights_to_decide_noise_main3=… noise_rate_gap=… slowdown_drift_coverage=… pilot5_power_gap=…
+pilot10_power_gap=…` (goals <= 0.08, >= 0.90, <= 0.05, <= α + 0.01, <= 0.08, >= 0.90, <= 10,
+<= 10, <= 10, <= 0.05, >= 0.92, <= 0.05, <= 0.05; `_main3`: 3 draws on main, 2 on backup;
+`noise_rate_gap`: the headline's noise-backup rate vs simulation; the
 sequential rows also give the expected stopping night when equal and when noise). Run:
 `python bench/calibration.py [--reps 2000]` (~6 min at the default on 2 shared cores; the
 test runs it at 60).
@@ -292,6 +294,8 @@ def main(reps: int, seed: int) -> None:
           f"icr_worst_reject={inter['worst_reject']:.3f} "
           f"icr_worst_coverage={inter['worst_coverage']:.3f} "
           f"nights_to_decide_equal={inter['equal']} nights_to_decide_noise={inter['noise']} "
+          f"nights_to_decide_noise_main3={inter['noise_main3']} "
+          f"noise_rate_gap={inter['noise_rate_gap']:.3f} "
           f"slowdown_drift_coverage={speed.drift_coverage(slow):.3f} "
           f"pilot5_power_gap={pgap[5]:.3f} pilot10_power_gap={pgap[10]:.3f}")
 

@@ -28,7 +28,8 @@ def test_power_rows_hold_simulated_and_predicted_power(capsys):
     keys = [kv.split("=")[0] for kv in last.split()]
     assert keys == ["worst_reject", "worst_coverage", "cells", "worst_power_gap",
                     "worst_seq_reject", "icr_worst_reject", "icr_worst_coverage", "nights_to_decide_equal",
-                    "nights_to_decide_noise", "slowdown_drift_coverage",
+                    "nights_to_decide_noise", "nights_to_decide_noise_main3", "noise_rate_gap",
+                    "slowdown_drift_coverage",
                     "pilot5_power_gap", "pilot10_power_gap"]
     size, power = b.run(60, 3)
     assert set(zip(power["h"], power["n"])) == {(1, 20), (1, 30), (5, 20), (5, 30)}
