@@ -44,6 +44,14 @@ class Hypothesis(_Model):
     margin: float = Field(0.03, gt=0, le=1, description="δ on the RankIC scale.")
     alpha: float = Field(0.05, gt=0, lt=0.5, description="One-sided level (two-sided for "
                          "'difference').")
+    preserve: float | None = Field(None, gt=0, lt=1, description="The margin as a share of "
+                                   "the baseline's IC the candidate must keep: margin = (1 − "
+                                   "preserve) × baseline_ic_low (the fixed-margin 95–95 "
+                                   "method); none: the margin is given on the RankIC scale.")
+    baseline_ic_low: float | None = Field(None, gt=0, le=1, description="The lower 95% "
+                                          "confidence bound of the baseline's IC at this "
+                                          "horizon over the pilot nights the margin was set "
+                                          "from.")
 
 
 class InterchangeTest(_Model):
@@ -171,9 +179,13 @@ class Plan(_Model):
         if data.get("design") is None:
             data.pop("design", None)
         else:
-            for k in ("false_reassurance", "main_ic_source"):
-                if data["design"].get(k) is None:
+            for k in ("false_reassurance", "main_ic_source", "sd_df"):
+                if data["design"].get(k) in (None, {}):
                     data["design"].pop(k, None)
+        for h in (data["primary"], *data["secondary"]):
+            for k in ("preserve", "baseline_ic_low"):
+                if h.get(k) is None:
+                    h.pop(k, None)
         if data.get("interchange") is None:
             data.pop("interchange", None)
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
