@@ -261,11 +261,13 @@ def size_window(cfg: Config, nights: int, sd: dict[int, float] | None = None,
 
 def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | None = None,
                primary: int | None = None, margin: float | None = None,
-               pilot=None) -> Plan:
+               pilot=None, preserved=None) -> Plan:
     """A plan from the config as it is now, sized by `sizing` (default: the assumed noise):
     interchangeability of grades as the primary question, the proposed RankIC primary and
     margin unless given as its follow-up, and the RankIC plan's false-reassurance rate; the
-    user edits, then freezes. ``pilot``: a `dualpath.prereg_design.Pilot`."""
+    user edits, then freezes. ``pilot``: a `dualpath.prereg_design.Pilot`; ``preserved``: a
+    `dualpath.prereg_design.PreservedMargin`, the primary's margin as a share of the
+    baseline's IC kept (it sets δ)."""
     c = cfg.comparison
     names = list(cfg.paths)
     baseline = c.baseline or ("main" if "main" in names else names[0])
@@ -274,6 +276,10 @@ def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | Non
     horizons = cfg.experiment.horizons
     primary_h = primary or sizing.primary
     delta = margin if margin is not None else sizing.margin
+    keep = {}
+    if preserved is not None:
+        delta = preserved.margin
+        keep = {"preserve": preserved.preserve, "baseline_ic_low": round(preserved.low, 6)}
     from dualpath.prereg_design import false_reassurance, interchange_design
 
     tickers = cfg.tickers()
@@ -286,7 +292,8 @@ def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | Non
     return Plan(
         experiment=cfg.experiment.name, title=f"Is {candidate} as good as {baseline}?",
         baseline=baseline, candidate=candidate,
-        primary=Hypothesis(horizon=primary_h, test=sizing.test, margin=delta, alpha=c.alpha),
+        primary=Hypothesis(horizon=primary_h, test=sizing.test, margin=delta, alpha=c.alpha,
+                           **keep),
         secondary=[Hypothesis(horizon=h, margin=delta, alpha=c.alpha)
                    for h in horizons if h != primary_h],
         universe_sha256=universe_key(tickers), tickers=len(tickers),
