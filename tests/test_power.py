@@ -111,8 +111,14 @@ def test_power_uses_the_plans_sd_when_given_and_says_so():
     assert planned["power"] == pytest.approx(pw.planned_power("non-inferiority", 0.1, 20,
                                                               0.05, 0.05))
     assert "from the plan" in planned["power_basis"]
-    plug = delta_test(d, 1, "non-inferiority", 0.05, 0.05)
-    assert "plug-in" in plug["power_basis"] and plug["power"] > planned["power"]
+    seen = delta_test(d, 1, "non-inferiority", 0.05, 0.05)
+    sd = d.std(ddof=1)
+    assert seen["power_basis"] == ("to show non-inferiority if ΔIC = 0; t on 20 non-overlapping "
+                                   f"nights, sd of nightly ΔIC {sd:.3f} observed (predictive "
+                                   "over its sampling error, df=19)")
+    assert seen["power"] == pytest.approx(pw.predictive_power("non-inferiority", sd, 19, 20,
+                                                              0.05, 0.05))
+    assert seen["power"] > planned["power"]
 
 
 def test_each_secondary_gets_its_own_test_margin_and_alpha():
