@@ -23,11 +23,14 @@ ticker axis); `check_against_project` recomputes a few replicates with the proje
 `forward_returns`, `nightly_rank_ic`, `paired_delta_ic` and `delta_test` and requires equal
 results. The interchangeability test's cells and power follow (`bench/calibration_icr.py`), then
 the slowdown interval's coverage under night-to-night drift and clustered runaways
-(`bench/calibration_speed.py`).
+(`bench/calibration_speed.py`), then the claimed vs delivered power of plans drafted from a
+5- and a 10-night pilot (`bench/calibration_pilot.py`).
 Last line: `worst_reject=… worst_coverage=… cells=… worst_power_gap=… worst_seq_reject=…
 icr_worst_reject=… icr_worst_coverage=… nights_to_decide_equal=… nights_to_decide_noise=…
-slowdown_drift_coverage=…` (goals <= 0.08, >= 0.90, <= 0.05, <= α + 0.01, <= 0.08, >= 0.90,
-<= 10, <= 10, >= 0.92; the
+nights_to_decide_noise_main3=… noise_rate_gap=… slowdown_drift_coverage=… pilot5_power_gap=…
+pilot10_power_gap=…` (goals <= 0.08, >= 0.90, <= 0.05, <= α + 0.01, <= 0.08, >= 0.90, <= 10,
+<= 10, <= 10, <= 0.05, >= 0.92, <= 0.05, <= 0.05; `_main3`: 3 draws on main, 2 on backup;
+`noise_rate_gap`: the headline's noise-backup rate vs simulation; the
 sequential rows also give the expected stopping night when equal and when noise). Run:
 `python bench/calibration.py [--reps 2000]` (~6 min at the default on 2 shared cores; the
 test runs it at 60).
@@ -276,6 +279,11 @@ def main(reps: int, seed: int) -> None:
         speed = icr_bench("calibration_speed")
         slow = speed.run(max(reps, 200), seed)
         print("\n".join(speed.report(slow, max(reps, 200))))
+        pilot = icr_bench("calibration_pilot")
+        npilot = max(reps // 10, 30)
+        drafts = pilot.run(npilot, seed + 2)
+        print("\n".join(pilot.report(drafts, npilot)))
+        pgap = pilot.gaps(drafts)
     done = size[size["status"] == "reported"]
     worst_reject = done[["ic_reject", "delta_reject", "ni_reject"]].to_numpy().max()
     worst_cover = done[["ic_cover", "delta_cover"]].to_numpy().min()
@@ -286,7 +294,10 @@ def main(reps: int, seed: int) -> None:
           f"icr_worst_reject={inter['worst_reject']:.3f} "
           f"icr_worst_coverage={inter['worst_coverage']:.3f} "
           f"nights_to_decide_equal={inter['equal']} nights_to_decide_noise={inter['noise']} "
-          f"slowdown_drift_coverage={speed.drift_coverage(slow):.3f}")
+          f"nights_to_decide_noise_main3={inter['noise_main3']} "
+          f"noise_rate_gap={inter['noise_rate_gap']:.3f} "
+          f"slowdown_drift_coverage={speed.drift_coverage(slow):.3f} "
+          f"pilot5_power_gap={pgap[5]:.3f} pilot10_power_gap={pgap[10]:.3f}")
 
 
 if __name__ == "__main__":

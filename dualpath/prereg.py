@@ -44,6 +44,14 @@ class Hypothesis(_Model):
     margin: float = Field(0.03, gt=0, le=1, description="δ on the RankIC scale.")
     alpha: float = Field(0.05, gt=0, lt=0.5, description="One-sided level (two-sided for "
                          "'difference').")
+    preserve: float | None = Field(None, gt=0, lt=1, description="The margin as a share of "
+                                   "the baseline's IC the candidate must keep: margin = (1 − "
+                                   "preserve) × baseline_ic_low (the fixed-margin 95–95 "
+                                   "method); none: the margin is given on the RankIC scale.")
+    baseline_ic_low: float | None = Field(None, gt=0, le=1, description="The lower 95% "
+                                          "confidence bound of the baseline's IC at this "
+                                          "horizon over the pilot nights the margin was set "
+                                          "from.")
 
 
 class InterchangeTest(_Model):
@@ -107,6 +115,11 @@ class Design(_Model):
     sd_delta: dict[str, float] = Field(description="Assumed sd of one night's ΔIC, per "
                                        "horizon (keys: sessions).")
     sd_source: str = Field(description="Where the sd came from: pilot nights or an assumption.")
+    sd_df: dict[str, float] = Field(default_factory=dict, description="Degrees of freedom of "
+                                    "each pilot-estimated sd (keys: sessions); power at "
+                                    "those horizons is predictive, averaged over the sd's "
+                                    "sampling distribution. Absent: the sd is assumed or "
+                                    "given, and power is at that sd.")
     false_reassurance: float | None = Field(None, ge=0, le=1, description="P(a candidate "
                                             "with no signal passes the RankIC primary), given "
                                             "the baseline's IC (`main_ic_source`).")
@@ -166,9 +179,13 @@ class Plan(_Model):
         if data.get("design") is None:
             data.pop("design", None)
         else:
-            for k in ("false_reassurance", "main_ic_source"):
-                if data["design"].get(k) is None:
+            for k in ("false_reassurance", "main_ic_source", "sd_df"):
+                if data["design"].get(k) in (None, {}):
                     data["design"].pop(k, None)
+        for h in (data["primary"], *data["secondary"]):
+            for k in ("preserve", "baseline_ic_low"):
+                if h.get(k) is None:
+                    h.pop(k, None)
         if data.get("interchange") is None:
             data.pop("interchange", None)
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
@@ -216,9 +233,11 @@ class Sizing:
 
 def size_window(cfg: Config, nights: int, sd: dict[int, float] | None = None,
                 sd_source: str | None = None, power: float = 0.8,
-                margin: float | None = None, test: str = "non-inferiority") -> Sizing:
+                margin: float | None = None, test: str = "non-inferiority",
+                sd_df: dict[int, float] | None = None) -> Sizing:
     """Power per horizon for a window of `nights` nights, from pilot or assumed sds; proposes
-    the primary (the horizon with the smallest detectable ΔIC) and a margin it can show."""
+    the primary (the horizon with the smallest detectable ΔIC) and a margin it can show.
+    `sd_df`: degrees of freedom of the sds a pilot estimated (their power is predictive)."""
     horizons = cfg.experiment.horizons
     if not sd:
         n = len(cfg.tickers())
@@ -227,23 +246,28 @@ def size_window(cfg: Config, nights: int, sd: dict[int, float] | None = None,
                      "tickers, the two paths' ICs correlated 0.5")
     chosen = margin if margin is not None else cfg.comparison.margin
     alpha = cfg.comparison.alpha
+    sd_df = {h: v for h, v in (sd_df or {}).items() if h in sd}
     rows = pw.power_table({h: sd[h] for h in horizons if h in sd}, nights, chosen, alpha,
-                          power, test)
+                          power, test, sd_df)
     primary, proposed = pw.propose(rows, chosen, power)
     if margin is not None or proposed > 1:
         proposed = chosen                 # the user's margin, or none this window can show
     design = Design(power=power, sd_delta={str(h): round(float(v), 6) for h, v in sd.items()
-                                           if h in horizons}, sd_source=sd_source or "given")
+                                           if h in horizons}, sd_source=sd_source or "given",
+                    sd_df={str(h): round(float(v), 3) for h, v in sd_df.items()
+                           if h in horizons})
     return Sizing(rows, design, primary, proposed, test)
 
 
 def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | None = None,
                primary: int | None = None, margin: float | None = None,
-               pilot=None) -> Plan:
+               pilot=None, preserved=None) -> Plan:
     """A plan from the config as it is now, sized by `sizing` (default: the assumed noise):
     interchangeability of grades as the primary question, the proposed RankIC primary and
     margin unless given as its follow-up, and the RankIC plan's false-reassurance rate; the
-    user edits, then freezes. ``pilot``: a `dualpath.prereg_design.Pilot`."""
+    user edits, then freezes. ``pilot``: a `dualpath.prereg_design.Pilot`; ``preserved``: a
+    `dualpath.prereg_design.PreservedMargin`, the primary's margin as a share of the
+    baseline's IC kept (it sets δ)."""
     c = cfg.comparison
     names = list(cfg.paths)
     baseline = c.baseline or ("main" if "main" in names else names[0])
@@ -252,6 +276,10 @@ def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | Non
     horizons = cfg.experiment.horizons
     primary_h = primary or sizing.primary
     delta = margin if margin is not None else sizing.margin
+    keep = {}
+    if preserved is not None:
+        delta = preserved.margin
+        keep = {"preserve": preserved.preserve, "baseline_ic_low": round(preserved.low, 6)}
     from dualpath.prereg_design import false_reassurance, interchange_design
 
     tickers = cfg.tickers()
@@ -264,7 +292,8 @@ def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | Non
     return Plan(
         experiment=cfg.experiment.name, title=f"Is {candidate} as good as {baseline}?",
         baseline=baseline, candidate=candidate,
-        primary=Hypothesis(horizon=primary_h, test=sizing.test, margin=delta, alpha=c.alpha),
+        primary=Hypothesis(horizon=primary_h, test=sizing.test, margin=delta, alpha=c.alpha,
+                           **keep),
         secondary=[Hypothesis(horizon=h, margin=delta, alpha=c.alpha)
                    for h in horizons if h != primary_h],
         universe_sha256=universe_key(tickers), tickers=len(tickers),
@@ -287,11 +316,13 @@ def testability(plan: Plan) -> list[str]:
 
 
 def planned_power(plan: Plan) -> float:
-    """The primary's power at its margin over the whole window, from the plan's design."""
+    """The primary's power at its margin over the whole window, from the plan's design
+    (predictive where its sd is a pilot's estimate)."""
     sd = plan.design.sd(plan.primary.horizon) if plan.design else None
     p = plan.primary
     m = pw.independent_count(plan.window.nights, p.horizon)
-    return pw.planned_power(p.test, sd, m, p.margin, p.alpha) if sd else math.nan
+    df = plan.design.sd_df.get(str(p.horizon)) if plan.design else None
+    return pw.planned_power(p.test, sd, m, p.margin, p.alpha, df) if sd else math.nan
 
 
 def executable_problems(plan: Plan, horizons: list[int]) -> list[str]:

@@ -71,3 +71,55 @@ def interchange_design(tickers: int, nights: int, power: float, pilot: Pilot | N
                            nights_for_power=ic.nights_needed(rho, var, tickers, limit, alpha,
                                                              power),
                            looks=planned_looks(nights))
+
+
+@dataclass(frozen=True)
+class PreservedMargin:
+    """A RankIC margin stated as a share of the baseline's IC the candidate must keep."""
+
+    preserve: float
+    margin: float             # δ = (1 − preserve) × low
+    low: float                # the baseline IC's one-sided 97.5% (two-sided 95%) lower bound
+    mean: float
+    nights: int
+    independent: int
+
+
+def preserved_margin(preserve: float, horizon: int, main_ic: tuple | None,
+                     level: float = 0.95) -> PreservedMargin:
+    """The fixed-margin "95–95" method of non-inferiority trials (FDA 2016 guidance, §IV.B):
+    the baseline's effect M1 is the lower bound of its IC's 95% interval over the pilot
+    nights (t on the non-overlapping ones), and δ = (1 − preserve) × M1, fixed at freeze.
+    Chosen over the synthesis method, which folds the pilot's standard error into the test
+    statistic: the synthesis test assumes the pilot's estimate independent of the window's
+    and constant across them, its margin is not a number a plan can freeze, and the
+    weekly looks, power and false-reassurance rate all need a fixed δ. The lower bound
+    carries the pilot's uncertainty, conservatively: a short pilot gives a small δ.
+    Raises UserError where the pilot cannot show the baseline has a signal to preserve."""
+    from scipy import stats
+
+    from dualpath.errors import UserError
+
+    if main_ic is None or not math.isfinite(main_ic[1]):
+        raise UserError(f"--preserve {preserve:g}: no pilot nights with the baseline's IC at "
+                        f"h={horizon}; score pilot nights first, or give --margin")
+    mean, sd, nights = main_ic
+    m = pw.independent_count(nights, horizon)
+    if m < pw.MIN_INDEPENDENT:
+        raise UserError(f"--preserve {preserve:g}: the pilot has {m} non-overlapping night(s) "
+                        f"at h={horizon}, its interval needs {pw.MIN_INDEPENDENT}")
+    low = mean - stats.t.ppf(0.5 + level / 2, m - 1) * sd / math.sqrt(m)
+    if not low > 0:
+        raise UserError(f"--preserve {preserve:g}: the baseline's IC at h={horizon} is not "
+                        f"shown above 0 on the pilot ({mean:+.3f}, 95% lower bound "
+                        f"{low:+.3f}, {m} non-overlapping nights): there is no signal to "
+                        "preserve a share of; score more pilot nights, or give --margin")
+    return PreservedMargin(preserve, round((1 - preserve) * low, 6), low, mean, nights, m)
+
+
+def preserved_text(p: PreservedMargin, baseline: str, candidate: str, horizon: int) -> str:
+    """The margin in words, as draft prints it."""
+    return (f"margin: {candidate} keeps ≥ {p.preserve:.0%} of {baseline}'s IC at h={horizon}: "
+            f"δ = (1 − {p.preserve:g}) × {p.low:.4f}, the 95% lower bound of {baseline}'s IC "
+            f"{p.mean:+.4f} over {p.independent} non-overlapping pilot nights (fixed-margin "
+            "95–95 method)")

@@ -31,15 +31,36 @@ def interchange_lines(x, label: str, label_text: str, planned: bool,
     q = f"Quality — are {x.candidate}'s grades interchangeable with {x.baseline}'s?"
     nights = f"{x.nights} night(s)"
     if seq is not None and planned:
-        return _sequential_head(q, x, label, label_text, seq) + _detail(x, seq)
+        return (_sequential_head(q, x, label, label_text, seq) + _detail(x, seq)
+                + _noise_line(x, seq["verdict"], seq))
     if label == "interim":
         head = [f"{q}  interim — no decision, {nights}", "  " + label_text.split(": ", 1)[-1]]
+        return head + _detail(x)
     elif label == "confirmatory" and planned:
         head = [f"{q}  {x.verdict}, {nights}  [confirmatory]"]
     else:
         why = "" if planned else f"; limit {x.limit:.0%} by default, not preregistered"
         head = [f"{q}  {x.verdict}, {nights}", f"  [{label_text}{why}]"]
-    return head + _detail(x)
+    return head + _detail(x) + _noise_line(x, x.verdict)
+
+
+def _noise_line(x, verdict: str, seq: dict | None = None) -> list[str]:
+    """The verdict's noise-backup rate: P(a candidate whose grades are noise gets it at this
+    plan and look), given the baseline's draws (`evals.interchange.noise_rate`; under the
+    group-sequential design, `evals.sequential.noise_rate`); none where no interval was
+    calibrated (too few tickers) and none at an interim look outside a sequential design,
+    which shows no verdict."""
+    from evals import interchange as ic
+    from evals import sequential as sq
+
+    if seq is not None:
+        rate = sq.noise_rate(x, seq["looks"], seq["reached"], verdict)
+    else:
+        rate = ic.noise_rate(x, verdict)
+    if not math.isfinite(rate):
+        return []
+    return [f"  noise-backup rate {rate:.3f} = P(a {x.candidate} whose grades are noise gets "
+            f"'{verdict}' here)"]
 
 
 def _sequential_head(q: str, x, label: str, label_text: str, seq: dict) -> list[str]:

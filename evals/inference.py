@@ -148,7 +148,7 @@ def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
     (1-2alpha) interval inside ±δ; difference: two-sided t at alpha. The interval is centred on
     ``tested_mean`` (the mean of the nights the test uses), so it always contains it.
     ``power``: the method's (`evals.power`) at δ with the nights used, from ``sd_plan`` (the
-    plan's assumed sd) when given, else from the observed sd (a plug-in, noisy at few nights).
+    plan's assumed sd) when given, else predictive over the observed sd's sampling error.
     """
     if test not in VERDICTS:
         raise ValueError(f"unknown test {test!r}; one of {list(VERDICTS)}")
@@ -172,11 +172,14 @@ def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
     out.update(df=df, basis=_basis(m, horizon), tested_mean=mean, ci_low=mean - q * se,
                ci_high=mean + q * se, ci_text=interval_text(test, alpha, m))
     sd_power = sd_plan if sd_plan else sd
+    # an observed sd is an estimate on m - 1 df: its power is predictive, not exact at it
+    df_power = None if sd_plan else df
     out["power_basis"] = (f"{pw.power_text(test)}; t on {m} non-overlapping nights, sd of "
                           f"nightly ΔIC {sd_power:.3f} "
-                          + ("from the plan" if sd_plan else "observed (plug-in)"))
-    out["power"] = pw.planned_power(test, sd_power, m, margin, alpha)
-    out["mde"] = pw.min_detectable(test, sd_power, m, alpha, power)
+                          + ("from the plan" if sd_plan else
+                             f"observed (predictive over its sampling error, df={df})"))
+    out["power"] = pw.planned_power(test, sd_power, m, margin, alpha, df_power)
+    out["mde"] = pw.min_detectable(test, sd_power, m, alpha, power, df_power)
     if se == 0:
         out["verdict"] = "inconclusive"
         out["note"] = "no variation between nights: no test"

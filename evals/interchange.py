@@ -91,6 +91,9 @@ class Interchange:
     flat: dict = field(default_factory=dict)        # path -> draws with one grade for all
     note: str = ""
     se_g: float = math.nan        # g's cluster-robust standard error
+    g_noise: float = math.nan     # g's mean were the candidate's grades noise (`noise_terms`)
+    se_noise: float = math.nan    # the test's se then
+    sd_noise_tr: float = math.nan  # ρ_TR's sd then, given the baseline's draws
 
 
 def standardized_ranks(units: pd.DataFrame) -> pd.DataFrame:
@@ -133,6 +136,29 @@ def cluster_terms(units: pd.DataFrame, baseline: str, candidate: str) -> pd.Data
     out = pd.concat({k: v for k, v in parts.items()}, axis=1)
     out.columns = [f"{k}_{c}" for k, c in out.columns]
     return out.groupby(level="ticker").sum()
+
+
+def noise_terms(z: pd.DataFrame, baseline: str, candidate: str, limit: float,
+                i_rr: np.ndarray, n_tr: int, rr: float) -> tuple[float, float, float]:
+    """(g's mean, the test's se, ρ_TR's sd given the baseline's draws) were the candidate's
+    grades noise of the same marginal: its ticker
+    labels shuffled, the same shuffle every night, so its own night-to-night persistence is
+    kept (a noise backup that grades a ticker the same wrong way night after night) and its
+    agreement with the baseline is gone. ρ_TR's sum over ticker-nights is then the linear
+    assignment statistic Σ_i S_i,π(i), S_ij = Σ_t z̄_base(i,t) z̄_cand(j,t), whose mean and
+    variance over the shuffles are Hoeffding's (1951): ΣS/K and Σ d_ij² / (K - 1), d the
+    doubly centred S. ρ_RR's variance is its own, cluster-robust; the two are uncorrelated
+    under the shuffle. Given the baseline's draws (ρ_RR as observed) only ρ_TR varies."""
+    zbar = z.groupby(["path", "ticker", "night"])["z"].mean()
+    r = zbar.loc[baseline].unstack("night")
+    c = zbar.loc[candidate].unstack("night").reindex(index=r.index, columns=r.columns)
+    s = r.fillna(0.0).to_numpy() @ c.fillna(0.0).to_numpy().T
+    k = s.shape[0]
+    d = s - s.mean(axis=1, keepdims=True) - s.mean(axis=0, keepdims=True) + s.mean()
+    var_tr = float((d ** 2).sum()) / (k - 1) / n_tr ** 2
+    mean_tr = float(s.sum()) / k / n_tr
+    return (mean_tr - limit * rr, math.sqrt(var_tr + limit ** 2 * _se(i_rr) ** 2),
+            math.sqrt(var_tr))
 
 
 def _estimates(t: pd.DataFrame) -> dict:
@@ -191,6 +217,7 @@ def interchange(units: pd.DataFrame, baseline: str, candidate: str, limit: float
     verdict = "interchangeable" if lo > 0 else "not interchangeable" if hi < 0 else \
         "inconclusive"
     note, ends = "", (ratio * math.exp(-q * se_log), ratio * math.exp(q * se_log))
+    g0, se0, sd0 = noise_terms(z, baseline, candidate, limit, i_rr, int(t["tr_n"].sum()), rr)
     if len(t) < min_tickers:
         # estimates stand; an interval is only printed where it was calibrated
         verdict, lo, hi, ends = "insufficient tickers", nan, nan, (nan, nan)
@@ -200,7 +227,8 @@ def interchange(units: pd.DataFrame, baseline: str, candidate: str, limit: float
                        share=tr / rr if rr != 0 else nan, g=g, g_low=lo, g_high=hi,
                        interaction=tt + rr - 2 * tr if math.isfinite(tt) else nan,
                        noise_excess=rr - tt if math.isfinite(tt) else nan, verdict=verdict,
-                       note=note, se_g=se_g)
+                       note=note, se_g=se_g, g_noise=g0, se_noise=se0,
+                       sd_noise_tr=sd0)
 
 
 def grade_shift(units: pd.DataFrame, baseline: str, candidate: str) -> tuple[float, float]:
@@ -217,6 +245,20 @@ def grade_shift(units: pd.DataFrame, baseline: str, candidate: str) -> tuple[flo
     sd = both.groupby(level="night").std(ddof=1).mean()
     spread = float(sd[candidate] / sd[baseline]) if sd[baseline] > 0 else math.nan
     return shift, spread
+
+
+def noise_rate(x: Interchange, verdict: str | None = None) -> float:
+    """P(a candidate whose grades are noise gets `verdict` (default: x's) from this
+    fixed-sample test at x's nights and tickers, given the baseline's draws as observed):
+    the normal approximation at `noise_terms`, the test's se read as fixed."""
+    verdict = verdict or x.verdict
+    if not (math.isfinite(x.sd_noise_tr) and x.sd_noise_tr > 0) or not math.isfinite(x.g_low):
+        return math.nan
+    qa = stats.t.ppf(1 - x.alpha, x.tickers - 1)
+    reach = qa * x.se_noise / x.sd_noise_tr
+    z = x.g_noise / x.sd_noise_tr
+    up, down = float(stats.norm.cdf(z - reach)), float(stats.norm.cdf(-z - reach))
+    return {"interchangeable": up, "not interchangeable": down}.get(verdict, 1 - up - down)
 
 
 def nightly_interchange(units: pd.DataFrame, baseline: str, candidate: str,

@@ -12,6 +12,16 @@ noncentrality (Δ - θ0)·√m / σ, so power is exact for Gaussian ΔICs:
   the sample sd (no closed form);
 - difference (two-sided α): P(|t| > t_{1-α/2}) with noncentrality Δ√m/σ.
 
+That is power at a known σ. When σ is a pilot's estimate s on ν degrees of freedom the
+plan is sized by the *predictive* power instead (`predictive_power`): the exact power
+averaged over σ² = ν s² / χ²_ν, the distribution of σ given s under the reference prior
+p(σ) ∝ 1/σ (Spiegelhalter & Freedman 1986's "assurance"; O'Hagan, Stevens & Campbell 2005).
+A plug-in power at s is optimistic: its plans' margins are sized to a σ that is as often
+too small as too large, and power falls faster below σ than it rises above it (a 5-night
+pilot's plans claimed 0.83 and delivered 0.71). ν is n - 1 for h = 1; nightly ΔICs at h > 1
+overlap, and the sd of such a series has about (n - 1) / (1 + 2 Σ_k (1 - k/h)²) degrees of
+freedom (Bartlett's variance of a sample autocovariance under MA(h - 1) overlap; `sd_df`).
+
 `bench/calibration.py` compares these predictions with simulated rejection rates on panels
 shaped like the study (`worst_power_gap` in its last line).
 """
@@ -71,13 +81,40 @@ def decision_probability(test: str, decision: str, sd: float, m: int, margin: fl
     raise ValueError(f"unknown test {test!r}; one of {TESTS}")
 
 
-def planned_power(test: str, sd: float, m: int, margin: float, alpha: float) -> float:
+SD_GRID = 100       # quantile midpoints of σ's distribution: within 0.002 of 1,000 of them
+
+
+def sd_df(nights: int, horizon: int) -> float:
+    """Degrees of freedom of the sd of `nights` consecutive nightly ΔICs at `horizon`."""
+    h = max(horizon, 1)
+    overlap = 1 + 2 * sum((1 - k / h) ** 2 for k in range(1, h))
+    return max(nights - 1, 0) / overlap
+
+
+def planned_power(test: str, sd: float, m: int, margin: float, alpha: float,
+                  df: float | None = None) -> float:
     """The power a plan is sized by: to show non-inferiority (or equivalence) when the paths
-    are equal, or to detect a difference of δ."""
+    are equal, or to detect a difference of δ; predictive over σ when `sd` is an estimate on
+    `df` degrees of freedom (None: σ = sd is known or assumed)."""
+    if df is not None:
+        return predictive_power(test, sd, df, m, margin, alpha)
     if test == "difference":
         return decision_probability(test, "different", sd, m, margin, alpha, margin)
     decision = "non-inferior" if test == "non-inferiority" else "equivalent"
     return decision_probability(test, decision, sd, m, margin, alpha, 0.0)
+
+
+def predictive_power(test: str, sd: float, df: float, m: int, margin: float,
+                     alpha: float) -> float:
+    """`planned_power` averaged over σ given a pilot's sd on `df` degrees of freedom."""
+    if not df > 0 or m < MIN_INDEPENDENT or not sd > 0:
+        return math.nan
+    q = stats.chi2.ppf((np.arange(SD_GRID) + 0.5) / SD_GRID, df)
+    sigmas = sd * np.sqrt(df / q)
+    if test == "non-inferiority":          # vectorised: the noncentral t takes an array
+        ncp = margin * math.sqrt(m) / sigmas
+        return float(stats.nct.sf(stats.t.ppf(1 - alpha, m - 1), m - 1, ncp).mean())
+    return float(np.mean([planned_power(test, s, m, margin, alpha) for s in sigmas]))
 
 
 def power_text(test: str) -> str:
@@ -87,11 +124,12 @@ def power_text(test: str) -> str:
             "difference": "to detect |ΔIC| = δ"}[test]
 
 
-def min_detectable(test: str, sd: float, m: int, alpha: float, power: float) -> float:
+def min_detectable(test: str, sd: float, m: int, alpha: float, power: float,
+                   df: float | None = None) -> float:
     """The smallest δ this design shows at `power` (NaN below 4 nights)."""
     if m < MIN_INDEPENDENT or not sd > 0:
         return math.nan
-    f = lambda d: planned_power(test, sd, m, d, alpha) - power
+    f = lambda d: planned_power(test, sd, m, d, alpha, df) - power
     hi = sd
     while f(hi) < 0:
         hi *= 2
@@ -99,18 +137,18 @@ def min_detectable(test: str, sd: float, m: int, alpha: float, power: float) -> 
 
 
 def nights_needed_for(test: str, sd: float, horizon: int, margin: float, alpha: float,
-                      power: float, cap: int = 100_000) -> int | None:
+                      power: float, cap: int = 100_000, df: float | None = None) -> int | None:
     """Consecutive nights for `power` at δ = margin (None beyond `cap` nights)."""
     if not sd > 0:
         return None
     lo, hi = MIN_INDEPENDENT, MIN_INDEPENDENT
-    while planned_power(test, sd, hi, margin, alpha) < power:
+    while planned_power(test, sd, hi, margin, alpha, df) < power:
         lo, hi = hi, hi * 2
         if (hi - 1) * max(horizon, 1) + 1 > cap:
             return None
     while lo < hi:                       # power rises with m: bisect for the first m enough
         mid = (lo + hi) // 2
-        if planned_power(test, sd, mid, margin, alpha) >= power:
+        if planned_power(test, sd, mid, margin, alpha, df) >= power:
             hi = mid
         else:
             lo = mid + 1
@@ -125,15 +163,18 @@ def null_sd_delta(tickers: int, rho: float = 0.5) -> float:
 
 
 def power_table(sd: dict[int, float], nights: int, margin: float, alpha: float,
-                power: float, test: str = "non-inferiority") -> list[dict]:
-    """Per horizon: independent nights in the window, MDE, power at δ, nights needed."""
+                power: float, test: str = "non-inferiority",
+                df: dict[int, float] | None = None) -> list[dict]:
+    """Per horizon: independent nights in the window, MDE, power at δ, nights needed; power
+    is predictive at the horizons whose sd is an estimate on `df[h]` degrees of freedom."""
     rows = []
     for h, s in sorted(sd.items()):
-        m = independent_count(nights, h)
+        m, v = independent_count(nights, h), (df or {}).get(h)
         rows.append({"horizon": h, "nights": nights, "independent_nights": m, "sd_delta": s,
-                     "mde": min_detectable(test, s, m, alpha, power),
-                     "power_at_margin": planned_power(test, s, m, margin, alpha),
-                     "nights_needed": nights_needed_for(test, s, h, margin, alpha, power)})
+                     "mde": min_detectable(test, s, m, alpha, power, v),
+                     "power_at_margin": planned_power(test, s, m, margin, alpha, v),
+                     "nights_needed": nights_needed_for(test, s, h, margin, alpha, power,
+                                                        df=v)})
     return rows
 
 

@@ -191,7 +191,9 @@ def nightly_rank_ic(scores: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame
 
 def summarize_ic(ic: np.ndarray, horizon: int, start_pos: np.ndarray | None = None,
                  alpha: float = 0.05) -> dict:
-    """Mean, sd, ICIR, hit rate, skew, excess kurtosis, and the calibrated test of mean = 0."""
+    """Mean, sd, ICIR, hit rate, skew, excess kurtosis, and the calibrated test of mean = 0;
+    ``estimate`` is the interval's own centre (the mean of the non-overlapping nights the
+    test uses) where there is an interval, else the mean over every night."""
     ic = np.asarray(ic, dtype=float)
     keep = np.isfinite(ic)
     ic = ic[keep]
@@ -209,7 +211,12 @@ def summarize_ic(ic: np.ndarray, horizon: int, start_pos: np.ndarray | None = No
     if n >= 3 and ic.std() > 0:
         out["skew"] = float(stats.skew(ic))
         out["excess_kurtosis"] = float(stats.kurtosis(ic))
-    return {**out, **mean_test(ic, horizon, pos, alpha=alpha)}
+    test = mean_test(ic, horizon, pos, alpha=alpha)
+    # the mean over every night lay outside the t interval on the non-overlapping nights in
+    # 1.3-3.2% of tables at h = 5 and 20: a point estimate printed beside an interval is
+    # the interval's own
+    est = test["tested_mean"] if math.isfinite(test["ci_low"]) else out["mean_ic"]
+    return {**out, **test, "estimate": est}
 
 
 def rank_ic_summary(nightly: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:

@@ -83,3 +83,32 @@ def sequential_verdict(zs: list[float], looks: list[int], total: int, alpha: flo
         if math.isfinite(z) and z <= -b[k]:
             return "not interchangeable", k
     return ("inconclusive" if len(zs) >= len(looks) else "no decision yet"), None
+
+
+NOISE_PATHS = 20_000     # seeded: the rate's Monte Carlo error is <= 0.004
+
+
+def noise_rate(x, looks: list[int], reached: int, verdict: str) -> float:
+    """P(a candidate whose grades are noise gets `verdict` by look `reached` of this design),
+    given the baseline's draws: ρ_TR's sum grows as a Brownian motion in nights (its looks
+    nested, correlation √(n_i / n_j)), each look's g and se scaled from x's `noise_terms` by
+    √(nights / n_j); seeded Monte Carlo of the first crossing. 'no decision yet' and
+    'inconclusive' are the share that crosses no boundary through `reached`."""
+    if not (math.isfinite(x.sd_noise_tr) and x.sd_noise_tr > 0 and math.isfinite(x.g_low)) \
+            or reached < 1:
+        return math.nan
+    b = np.array(bounds(looks, looks[-1], x.alpha))[:reached]
+    n = np.array(looks[:reached], dtype=float)
+    steps = np.random.default_rng(0).normal(size=(NOISE_PATHS, reached))
+    w = (steps * np.sqrt(np.diff(n, prepend=0.0))).cumsum(axis=1) / np.sqrt(n)
+    scale = np.sqrt(x.nights / n)
+    z = (x.g_noise + x.sd_noise_tr * scale * w) / (x.se_noise * scale)
+    up, down = z >= b, z <= -b
+    hit = up | down
+    first, crossed = hit.argmax(axis=1), hit.any(axis=1)
+    rows = np.arange(NOISE_PATHS)
+    if verdict == "interchangeable":
+        return float((crossed & up[rows, first]).mean())
+    if verdict == "not interchangeable":
+        return float((crossed & down[rows, first]).mean())
+    return float((~crossed).mean())

@@ -28,7 +28,9 @@ def test_power_rows_hold_simulated_and_predicted_power(capsys):
     keys = [kv.split("=")[0] for kv in last.split()]
     assert keys == ["worst_reject", "worst_coverage", "cells", "worst_power_gap",
                     "worst_seq_reject", "icr_worst_reject", "icr_worst_coverage", "nights_to_decide_equal",
-                    "nights_to_decide_noise", "slowdown_drift_coverage"]
+                    "nights_to_decide_noise", "nights_to_decide_noise_main3", "noise_rate_gap",
+                    "slowdown_drift_coverage",
+                    "pilot5_power_gap", "pilot10_power_gap"]
     size, power = b.run(60, 3)
     assert set(zip(power["h"], power["n"])) == {(1, 20), (1, 30), (5, 20), (5, 30)}
     assert (power["pred_ni_0"].between(0, 1)).all() and (power["gap"] >= 0).all()
@@ -51,3 +53,12 @@ def test_slowdown_bench_runs_the_projects_interval_on_every_cell():
         (s, n) for s in ("independent", "drift", "runaways") for n in (5, 10, 20, 30)}
     assert t["coverage"].between(0, 1).all() and t["df"].tolist()[:4] == [2, 2, 4, 5]
     assert 0 <= speed.drift_coverage(t) <= 1
+
+
+def test_pilot_bench_drafts_with_the_projects_power_and_prints_both_kinds():
+    pilot = bench().icr_bench("calibration_pilot")
+    r = pilot.run(20, 5)
+    assert set(zip(r["pilot_nights"], r["power"])) == {
+        (n, k) for n in (5, 10) for k in ("predictive", "plug-in")}
+    assert r[["claimed", "delivered"]].stack().between(0, 1).all()
+    assert set(pilot.gaps(r)) == {5, 10}

@@ -104,3 +104,21 @@ def test_metrics_comparison_title_names_the_primarys_margin(tmp_path):
     out = subprocess.run([sys.executable, "-m", "dualpath", "metrics", "-c", str(cfg_path)],
                          capture_output=True, text=True, env=env, timeout=300).stdout
     assert "backup vs main, primary h=5 margin δ = 0.03, α = 0.05" in out
+
+
+def test_the_verdict_carries_its_noise_backup_rate():
+    from scipy import stats
+
+    x = replace(X, verdict="inconclusive", g_noise=-0.06, se_noise=0.026, sd_noise_tr=0.018)
+    # given main's draws only ρ_TR varies (sd 0.018); the test reaches t(0.95, 99) × 0.026
+    reach = stats.t.ppf(0.95, 99) * 0.026 / 0.018
+    expect = 1 - stats.norm.cdf(-0.06 / 0.018 - reach) - stats.norm.cdf(0.06 / 0.018 - reach)
+    assert f"{expect:.3f}" == "0.175"
+    lines = interchange_lines(x, "confirmatory", "confirmatory", planned=True)
+    assert lines[-1] == ("  noise-backup rate 0.175 = P(a backup whose grades are noise gets "
+                         "'inconclusive' here)")
+    # no interval (too few tickers): no rate; an interim fixed-sample look shows none either
+    assert not any("noise-backup" in s for s in interchange_lines(
+        replace(x, g_low=math.nan), "confirmatory", "confirmatory", planned=True))
+    assert not any("noise-backup" in s for s in interchange_lines(
+        x, "interim", "interim — no decision: 10 of 20", planned=True))

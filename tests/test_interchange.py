@@ -135,3 +135,24 @@ def test_per_night_rows():
     rows = nightly_interchange(u, "main", "backup")
     assert len(rows) == 3 and set(rows["verdict"]) <= {"interchangeable", "inconclusive",
                                                        "not interchangeable"}
+
+
+def test_the_noise_backups_mean_and_sd_are_those_over_every_relabelling_of_its_tickers():
+    import itertools
+
+    from evals.interchange import interchange, standardized_ranks
+
+    rng = np.random.default_rng(11)
+    rows = [{"night": n, "path": p, "draw": d, "ticker": f"T{i}",
+             "grade": int(rng.integers(1, 6))}
+            for n in range(3) for p in ("main", "backup") for d in range(2) for i in range(6)]
+    units = pd.DataFrame(rows)
+    x = interchange(units, "main", "backup", min_tickers=3)
+    zbar = standardized_ranks(units).groupby(["path", "ticker", "night"])["z"].mean()
+    r, c = (zbar.loc[p].unstack("night").to_numpy() for p in ("main", "backup"))
+    # brute force: every one of the 720 relabellings, the same every night
+    tr = np.array([(r * c[list(perm)]).sum() / 18
+                   for perm in itertools.permutations(range(6))])
+    assert (r * c).sum() / 18 == pytest.approx(x.rho_tr)
+    assert x.g_noise == pytest.approx(tr.mean() - 0.5 * x.rho_rr, abs=1e-12)
+    assert x.sd_noise_tr == pytest.approx(tr.std(), abs=1e-12)

@@ -111,8 +111,14 @@ def test_power_uses_the_plans_sd_when_given_and_says_so():
     assert planned["power"] == pytest.approx(pw.planned_power("non-inferiority", 0.1, 20,
                                                               0.05, 0.05))
     assert "from the plan" in planned["power_basis"]
-    plug = delta_test(d, 1, "non-inferiority", 0.05, 0.05)
-    assert "plug-in" in plug["power_basis"] and plug["power"] > planned["power"]
+    seen = delta_test(d, 1, "non-inferiority", 0.05, 0.05)
+    sd = d.std(ddof=1)
+    assert seen["power_basis"] == ("to show non-inferiority if ΔIC = 0; t on 20 non-overlapping "
+                                   f"nights, sd of nightly ΔIC {sd:.3f} observed (predictive "
+                                   "over its sampling error, df=19)")
+    assert seen["power"] == pytest.approx(pw.predictive_power("non-inferiority", sd, 19, 20,
+                                                              0.05, 0.05))
+    assert seen["power"] > planned["power"]
 
 
 def test_each_secondary_gets_its_own_test_margin_and_alpha():
@@ -139,3 +145,38 @@ def test_each_secondary_gets_its_own_test_margin_and_alpha():
     assert out.loc[1, "verdict"] == verdict_of("equivalence", adj[0], counter[0], 0.10)
     assert out.loc[2, "verdict"] == verdict_of("difference", adj[1], counter[1], 0.01)
     assert out.loc[5, "verdict"] in ("non-inferior", "inferior", "inconclusive")
+
+
+def test_predictive_power_is_the_exact_power_averaged_over_sigma_given_the_pilot_sd():
+    from scipy import integrate, stats as st
+    # σ² = ν s² / χ²_ν: integrate the exact power over χ²_ν's density (ν = 4: a 5-night pilot)
+    s, nu, m, d = 0.1, 4, 30, 0.06
+    ref = integrate.quad(lambda v: pw.planned_power("non-inferiority", s * math.sqrt(nu / v),
+                                                    m, d, 0.05) * st.chi2.pdf(v, nu),
+                         0, np.inf)[0]
+    got = pw.planned_power("non-inferiority", s, m, d, 0.05, df=nu)
+    assert got == pytest.approx(ref, abs=0.002)
+    # lower than the plug-in power at s, which a plan sized at s claims
+    assert got < pw.planned_power("non-inferiority", s, m, d, 0.05) - 0.02
+
+
+def test_the_sd_of_overlapping_nights_has_fewer_degrees_of_freedom():
+    assert pw.sd_df(10, 1) == 9
+    # h = 5: 1 + 2 (0.8² + 0.6² + 0.4² + 0.2²) = 3.4
+    assert pw.sd_df(10, 5) == pytest.approx(9 / 3.4)
+
+
+def test_a_pilots_sd_sizes_by_predictive_power_and_the_plan_records_its_df(tmp_path):
+    from dualpath.prereg import draft_plan, planned_power, size_window
+    from tests.helpers import make_project
+
+    _, cfg, nights = make_project(tmp_path, tickers=20, draws=2, nights=1)
+    sd = {1: 0.1, 5: 0.12, 20: 0.14}
+    known = size_window(cfg, 30, sd, "given")
+    piloted = size_window(cfg, 30, sd, "pilot", sd_df={1: 4.0})
+    assert piloted.design.sd_df == {"1": 4.0} and known.design.sd_df == {}
+    # the uncertain sd asks for a wider margin to keep power 0.8
+    assert (known.margin, piloted.margin) == (0.05, 0.06)
+    p = draft_plan(cfg, nights[0], 30, piloted)
+    assert planned_power(p) == pytest.approx(
+        pw.planned_power("non-inferiority", 0.1, 30, 0.06, 0.05, df=4.0))

@@ -86,3 +86,19 @@ def test_freezing_an_unchanged_plan_again_records_nothing_and_says_so(tmp_path):
         assert con.execute("SELECT count(*), any_value(force_reason) FROM plans").fetchone() == (
             1, "3-night smoke")
     assert normal(first.output) == "frozen: H at T (forced: 3-night smoke)"
+
+
+def test_a_draft_from_pilot_nights_prints_predictive_power_not_exact(tmp_path):
+    from tests.seeded import seed_warehouse
+
+    cfg_path, cfg, nights = seed_warehouse(tmp_path)
+    plan = tmp_path / "prereg.toml"
+    r = run("prereg", "draft", plan, "-c", cfg_path, "--first-night", "2027-06-01",
+            "--nights", 30)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    # the seeded pilot: 9 matured nights at h=1 (sd 0.254 on 8 degrees of freedom)
+    assert ("proposed primary: h=1, δ=0.135 (30 independent nights; predictive power 0.819 "
+            "at δ=0.135)") in lines
+    assert "power exact" not in r.output and "predictive power: averaged" in r.output
+    assert load_plan(plan).design.sd_df["1"] == 8.0

@@ -43,3 +43,22 @@ def test_a_study_that_stopped_early_says_so():
     assert interchange_lines(X, "interim", "interim", True, waiting)[0] == (
         "Quality — are backup's grades interchangeable with main's?  interim — no decision, "
         "10 night(s) (look 2 of 4: no boundary crossed)")
+
+
+def test_the_sequential_noise_backup_rate_is_the_first_crossing_share():
+    from dataclasses import replace
+
+    from scipy import stats
+
+    from evals.sequential import noise_rate
+
+    x = replace(X, nights=10, g_noise=-0.06, se_noise=0.026, sd_noise_tr=0.026)
+    # one look: the fixed-sample rate, Φ(0.06/0.026 − b) with b the first look's bound
+    b = bounds([10, 20], 20, 0.05)[0]
+    assert noise_rate(x, [10, 20], 1, "not interchangeable") == pytest.approx(
+        stats.norm.cdf(0.06 / 0.026 - b), abs=0.006)
+    rates = [noise_rate(x, [5, 10, 15, 20], 2, v)
+             for v in ("interchangeable", "not interchangeable", "no decision yet")]
+    assert sum(rates) == pytest.approx(1.0) and rates[0] < 0.001
+    # a second look only adds chances to decide
+    assert rates[1] > noise_rate(x, [5, 10, 15, 20], 1, "not interchangeable")

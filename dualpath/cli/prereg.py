@@ -44,8 +44,13 @@ def print_sizing(sizing, alpha: float, chosen: float) -> None:
         "independent_nights": "independent", "power_at_margin": f"power at δ={chosen:g}",
         "nights_needed": f"nights for power {sizing.design.power:g}",
         "mde": f"min detectable ΔIC (power {sizing.design.power:g})"})
+    est = sorted(int(h) for h in sizing.design.sd_df)
+    kind = ("power exact for Gaussian ΔIC at the sd below" if not est else
+            "predictive power: averaged over the sampling distribution of the pilot's sd at "
+            f"h={', '.join(map(str, est))}" + (", exact at the assumed sd elsewhere"
+                                               if len(est) < len(sizing.rows) else ""))
     print_frame(rows, "table", f"{sizing.test} at one-sided α = {alpha:g}: t on "
-                "non-overlapping nights (power exact for Gaussian ΔIC)")
+                f"non-overlapping nights ({kind})")
     console.print(f"noise: {sizing.design.sd_source}")
 
 
@@ -72,6 +77,29 @@ def print_decision_design(p) -> None:
                       highlight=False)
 
 
+def _noise(cfg, sd_delta: str | None, need_pilot: bool) -> tuple:
+    """(sd per horizon, its source, the pilot, the pilot sds' degrees of freedom): given by
+    --sd-delta, else from pilot nights horizon by horizon (None: assumed)."""
+    from evals.power import null_sd_delta
+    from evals.power import sd_df as df_of
+    from flows.prereg import pilot as read_pilot
+
+    sd, source, got, sd_df = None, None, None, None
+    if sd_delta:
+        sd, source = parse_sd(sd_delta, cfg.experiment.horizons), f"given: --sd-delta {sd_delta}"
+    if need_pilot or not sd_delta:
+        got = read_pilot(cfg)
+    if not sd_delta and got is not None and got.sd:
+        # horizon by horizon: a pilot of 10 nights has matured h=1 long before h=20
+        assumed = [h for h in cfg.experiment.horizons if h not in got.sd]
+        sd = {h: got.sd.get(h, null_sd_delta(len(cfg.tickers())))
+              for h in cfg.experiment.horizons}
+        source = got.source + (f"; assumed for h={', '.join(map(str, assumed))} (not "
+                               "matured on 5 pilot nights)" if assumed else "")
+        sd_df = {h: df_of(got.main_ic[h][2], h) for h in got.sd if h in got.main_ic}
+    return sd, source, got, sd_df
+
+
 @prereg_app.command("draft")
 def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan file to write."),
                  config: Path = CONFIG_OPT,
@@ -82,6 +110,10 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
                      "horizon (default: from pilot nights in the warehouse, else assumed)."),
                  power: float = typer.Option(0.8, min=0.05, max=0.99, help="Power to size for."),
                  margin: Optional[float] = typer.Option(None, help="δ (default: proposed)."),
+                 preserve: Optional[float] = typer.Option(
+                     None, min=0.01, max=0.99, help="State the margin as the share of the "
+                     "baseline's IC the candidate keeps (0.5: ≥ 50%), from the pilot's 95% "
+                     "lower bound of that IC (the fixed-margin 95–95 method)."),
                  primary: Optional[int] = typer.Option(None, help="Primary horizon (default: "
                                                        "proposed)."),
                  force: bool = typer.Option(False, help="Overwrite an existing file.")) -> None:
@@ -89,8 +121,6 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
     minimum detectable ΔIC, the power at δ and the nights needed; it proposes the primary and
     the margin (edit, then freeze)."""
     from dualpath.prereg import draft_plan, plan_toml, size_window
-    from evals.power import null_sd_delta
-    from flows.prereg import pilot as read_pilot
 
     if plan.exists() and not force:
         raise UserError(f"{plan} exists; pass --force to overwrite it")
@@ -98,30 +128,33 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
     cfg = load_config(config)
     from dualpath.config_checks import refuse_unanalysable
     refuse_unanalysable(cfg)
+    if preserve is not None and margin is not None:
+        raise UserError("give --margin or --preserve, not both")
     if primary is not None and primary not in cfg.experiment.horizons:
         raise UserError(f"--primary {primary}: the experiment's horizons are "
                         f"{cfg.experiment.horizons}")
-    sd, source, got = None, None, None
-    if sd_delta:
-        sd, source = parse_sd(sd_delta, cfg.experiment.horizons), f"given: --sd-delta {sd_delta}"
-    else:
-        got = read_pilot(cfg)
-        if got is not None and got.sd:
-            # horizon by horizon: a pilot of 10 nights has matured h=1 long before h=20
-            assumed = [h for h in cfg.experiment.horizons if h not in got.sd]
-            sd = {h: got.sd.get(h, null_sd_delta(len(cfg.tickers())))
-                  for h in cfg.experiment.horizons}
-            source = got.source + (f"; assumed for h={', '.join(map(str, assumed))} (not "
-                                   "matured on 5 pilot nights)" if assumed else "")
-    sizing = size_window(cfg, nights, sd, source, power, margin)
+    sd, source, got, sd_df = _noise(cfg, sd_delta, preserve is not None)
+    sizing = size_window(cfg, nights, sd, source, power, margin, sd_df=sd_df)
+    kept = None
+    if preserve is not None:
+        from dualpath.prereg_design import preserved_margin
+        h = primary or sizing.primary
+        kept = preserved_margin(preserve, h, got.main_ic.get(h) if got else None)
+        margin = kept.margin
+        sizing = size_window(cfg, nights, sd, source, power, margin, sd_df=sd_df)
     p = draft_plan(cfg, _parse_date(first_night, "--first-night"), nights, sizing, primary,
-                   pilot=got)
+                   pilot=got, preserved=kept)
     print_sizing(sizing, cfg.comparison.alpha, margin or cfg.comparison.margin)
     row = next(r for r in sizing.rows if r["horizon"] == p.primary.horizon)
     from dualpath.prereg import planned_power, testability
+    kind = "predictive power" if str(p.primary.horizon) in p.design.sd_df else "power"
     console.print(f"proposed primary: h={p.primary.horizon}, δ={p.primary.margin:g} "
-                  f"({row['independent_nights']} independent nights; power "
+                  f"({row['independent_nights']} independent nights; {kind} "
                   f"{_fmt(planned_power(p))} at δ={p.primary.margin:g})")
+    if kept is not None:
+        from dualpath.prereg_design import preserved_text
+        console.print(preserved_text(kept, p.baseline, p.candidate, p.primary.horizon),
+                      markup=False, highlight=False)
     for why in testability(p):
         console.print(f"[red]cannot test:[/red] {why}; freezing it needs --force --reason")
     print_decision_design(p)
