@@ -211,7 +211,7 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
                                    help="Demo folder: created, or cleared if an earlier demo "
                                         "made it; any other non-empty folder is refused.")) -> None:
     """The embedded default: N synthetic nights on both simulated paths, through the nightly flow."""
-    prefect_env(Path(".dualpath/prefect"), quiet=True)
+    prefect_env(Path(".dualpath/prefect"), quiet=True, lean=True)
     start_reaper()
     from flows.demo import run_demo
 
