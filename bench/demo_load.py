@@ -10,6 +10,9 @@ the machine was already doing: the 1-minute load average and the share of a core
 got, with none of this bench's busy processes yet. The time model's slowdown is the geometric
 mean over the paired nights of (backup ÷ main) served seconds per ticker
 (`warehouse.time_model`: each call's modelled prefill + decode, summed ÷ slots).
+Each condition's line also gives the demo's nights-loop seconds (its progress bar's last
+figure; the rest is imports, Prefect's server start, the plan, the report) and the CPU seconds
+its processes used, which a busy machine stretches into wall time.
 Last line: `quiet_s=… load4_s=… load8_s=… load8_speed_answer=yes|no load8_ratio_error=…`
 """
 
@@ -35,6 +38,13 @@ def _command() -> list[str]:
     script = Path(sys.executable).with_name("dualpath")
     return [str(script), "demo"] if script.exists() else [sys.executable, "-m", "dualpath",
                                                            "demo"]
+
+
+def _children_cpu() -> float:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _spin_share(seconds: float = 1.0) -> float:
@@ -71,10 +81,14 @@ def run(condition: str, work: Path) -> dict:
         for _ in range(BUSY[condition]):
             busy.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
         root = work / f"demo-{condition}"
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), _children_cpu()
         r = subprocess.run(_command() + ["--root", str(root)], cwd=work, capture_output=True,
                            text=True)
         took = time.monotonic() - t0
+        # the demo's processes (harness, Prefect's server, both simulated servers) are waited
+        # for by the time it exits, so their CPU is in the children's rusage; the busy
+        # processes are not yet
+        cpu = _children_cpu() - cpu0
         load_during = os.getloadavg()[0]
     finally:
         for p in busy:
@@ -85,14 +99,17 @@ def run(condition: str, work: Path) -> dict:
     speed = re.search(r"Speed — how much slower is backup\?\s+(.*)", out)
     starved = re.search(r"(\d+) of (\d+) runs were starved", out)
     ratio, err = model_error(root) if r.returncode == 0 else (None, None)
-    row = {"condition": condition, "s": took, "rc": r.returncode,
+    loop = re.findall(r"nights · (\d+) s", out)
+    row = {"condition": condition, "s": took, "rc": r.returncode, "cpu": cpu,
+           "nights_s": int(loop[-1]) if loop else None,
            "clock": clock.group(1) if clock else "?", "load_before": load_before,
            "share_before": share_before, "load_end": load_during,
            "speed": speed.group(1).strip() if speed else "(no speed line)",
            "starved": f"{starved.group(1)}/{starved.group(2)}" if starved else "0",
            "answer": ratio is not None, "ratio": ratio, "error": err}
-    print(f"{condition}: {took:.0f} s, rc {r.returncode}, clock {row['clock']}, background "
-          f"before: load {load_before:.1f}, a spinner got {share_before:.0%} of a core; "
+    print(f"{condition}: {took:.0f} s (its nights {row['nights_s'] or '?'} s; the demo's "
+          f"processes used {cpu:.0f} s of CPU), rc {r.returncode}, clock {row['clock']}, "
+          f"background before: load {load_before:.1f}, a spinner got {share_before:.0%} of a core; "
           f"load at its end {load_during:.1f}; starved {row['starved']}; speed: {row['speed']}"
           + (f"; model error {err:+.1%}" if err is not None else ""), flush=True)
     if r.returncode != 0:

@@ -44,7 +44,10 @@ def demo_market(cfg: Config, nights: int) -> SyntheticMarket:
 # slows in proportion. Measured on 2 cores, 20 nights of 20 tickers x 2 draws: at a load of ~6
 # (a spinner got 0.64-0.93 of a core) --clock 2.5 kept the backup's slots 76-92% busy and the
 # slowdown within 1% of the served time model, in 273 s; at 0.3 the same machine starved
-# every run (busy < 50%).
+# every run (busy < 50%). With its lean Prefect server, at a load of ~6-7: --clock 2.5, 258 s
+# (241 s of it the nights: 20 x 10.4 s of compressed backup service is the floor), no run
+# starved, +0.5% from the time model; at ~8-11, 341 s, none starved, +5.7%; at ~18, 17 of
+# the first 18 runs starved: past a load of ~10 on 2 cores the ceiling is not enough.
 CLOCK_PER_SHARE = 1.2          # clock = this / the measured share of a core
 CLOCK_RANGE = (0.6, 2.5)       # the ceiling keeps 20 nights of 20 tickers within ~5 min
 

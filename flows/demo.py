@@ -39,6 +39,8 @@ class DemoResult:
     verdict: object = None                 # evals.verdict.PrimaryVerdict of the report
     runs: int = 0
     starved: list[str] = field(default_factory=list)   # run ids the harness starved
+    metrics: object = None                 # the report's metrics and headline: the demo
+    headline: object = None                # prints them, not a second study of the same nights
 
 
 MARKER = ".dualpath-demo"
@@ -133,7 +135,8 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
     html, _, data = write_report(cfg, root / "reports")
     return DemoResult(cfg_path, cfg.resolve(cfg.warehouse.path), totals,
                       list(warnings) + freeze_notes, not_complete, html, data.verdict,
-                      len(summary), starved_runs(summary))
+                      len(summary), starved_runs(summary), metrics=data.metrics,
+                      headline=data.headline)
 
 
 class _CancelCrash(logging.Filter):

@@ -218,7 +218,7 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
                                    help="Demo folder: created, or cleared if an earlier demo "
                                         "made it; any other non-empty folder is refused.")) -> None:
     """The embedded default: N synthetic nights on both simulated paths, through the nightly flow."""
-    prefect_env(Path(".dualpath/prefect"), quiet=True)
+    prefect_env(Path(".dualpath/prefect"), quiet=True, lean=True)
     start_reaper()
     from flows.demo import run_demo
 
@@ -251,10 +251,7 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
         err_console.print(f"[red]not complete:[/red] {escape(line)}")
     for line in result.notes:
         console.print(line)
-    demo_cfg = load_config(result.config)
-    from flows.glance import metrics_and_headline
-
-    m, head = metrics_and_headline(demo_cfg)
+    m, head = result.metrics, result.headline     # the report's own, computed once
     # the tables without the headline: the answer is printed once, last, where the eye lands
     # (it was at the top of the metrics, mid-output, and the primary verdict printed twice)
     print_metrics(m, "table", only=["rank_ic", "comparison", "self_agreement", "speed"])
