@@ -105,7 +105,7 @@ class RealServer(_Process):
         self.url = f"http://127.0.0.1:{self.port}"
         argv = [self.binary, "-m", self.model, "--alias", self.alias, "--host", "127.0.0.1",
                 "--port", str(self.port), "-np", str(self.slots), "-c", str(4096 * self.slots),
-                "-t", "2", "--metrics", "--slots"]
+                "-t", "2", "--metrics", "--slots", "--no-repack"]   # see tests/realserver.py
         self.proc = spawn(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.proc.poll() is None:

@@ -43,12 +43,14 @@ def llama_argv(model: str | Path, port: int | str, *, alias: str | None = None, 
                ctx: int = 2048, threads: int = 2, flags: tuple[str, ...] = ("--metrics", "--slots"),
                host: str = "127.0.0.1", binary: str | Path | None = None) -> list[str]:
     """A llama-server command line on loopback: `flags` beyond the model, alias, address,
-    slots (-np), context (-c) and threads (-t)."""
+    slots (-np), context (-c) and threads (-t). `--no-repack`: on a virtual machine whose CPU
+    lists AMX without the kernel enabling it, the repacked (AMX) weights crash the server with
+    a general protection fault before it is ready; the plain CPU kernels run everywhere."""
     argv = [str(binary or require_server()), "-m", str(model)]
     if alias is not None:
         argv += ["--alias", alias]
     return argv + ["--host", host, "--port", str(port), "-np", str(slots), "-c", str(ctx),
-                   "-t", str(threads), *flags]
+                   "-t", str(threads), "--no-repack", *flags]
 
 
 def launch(model: str | Path, port: int, log: Path, *, ready_timeout_s: float = 120,
