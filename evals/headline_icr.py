@@ -37,7 +37,7 @@ def interchange_lines(x, label: str, label_text: str, planned: bool,
         head = [f"{q}  interim — no decision, {nights}", "  " + label_text.split(": ", 1)[-1]]
         return head + _detail(x)
     elif label == "confirmatory" and planned:
-        head = [f"{q}  {x.verdict}, {nights}  [confirmatory]"]
+        head = [f"{q}  {x.verdict}, {nights}  [{label_text}]"]      # late/resumed named
     else:
         why = "" if planned else f"; limit {x.limit:.0%} by default, not preregistered"
         head = [f"{q}  {x.verdict}, {nights}", f"  [{label_text}{why}]"]

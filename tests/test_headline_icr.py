@@ -42,6 +42,13 @@ def test_interchangeability_leads_with_its_verdict_and_nights():
         "  draws without a grade (counted, never imputed): backup 3, main 1"]
 
 
+def test_a_confirmatory_verdict_names_its_late_and_resumed_nights():
+    text = "confirmatory — 1 night scored late (2027-05-03), 1 resumed (2027-05-06)"
+    assert interchange_lines(X, "confirmatory", text, planned=True)[0] == (
+        "Quality — are backup's grades interchangeable with main's?  interchangeable, 10 night(s)"
+        "  [confirmatory — 1 night scored late (2027-05-03), 1 resumed (2027-05-06)]")
+
+
 def test_an_unplanned_limit_is_exploratory_and_interim_shows_no_verdict_word():
     lines = interchange_lines(X, "confirmatory", "confirmatory", planned=False)
     assert lines[:2] == [
@@ -103,7 +110,8 @@ def test_metrics_comparison_title_names_the_primarys_margin(tmp_path):
     env = {**os.environ, "COLUMNS": "250"}
     out = subprocess.run([sys.executable, "-m", "dualpath", "metrics", "-c", str(cfg_path)],
                          capture_output=True, text=True, env=env, timeout=300).stdout
-    assert "backup vs main, primary h=5 margin δ = 0.03, α = 0.05" in out
+    flat = " ".join(out.split())            # the title wraps to the console's width
+    assert "backup vs main, primary h=5 margin δ = 0.03, α = 0.05" in flat
 
 
 def test_the_verdict_carries_its_noise_backup_rate():
