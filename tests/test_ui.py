@@ -117,6 +117,7 @@ def test_the_overview_shows_the_verdict_and_every_night(project, ui, tmp_path):
     h = headline(cfg)       # glance's headline where it exists, else the metric tables'
     dom = browse(ui + "/", tmp_path)
     assert dom.texts("verdict") == [h.verdict] and h.verdict
+    assert dom.texts("interchange") == ([h.interchange] if h.interchange else [])
     assert dom.texts("lines")[0].splitlines() == list(h.lines)
     from flows.prereg import study
     assert h.verdict == study(cfg).verdict.verdict          # prereg's primary verdict

@@ -23,6 +23,7 @@ class Headline:
     verdict: str | None           # the primary comparison's verdict word
     slowdown: float | None        # candidate s/ticker ÷ baseline s/ticker, throughput basis
     serving: tuple | None = None  # (columns, rows, notes) of the serving-benchmark block
+    interchange: str | None = None  # the first quality answer: are the grades interchangeable?
 
 
 def headline(cfg: Config) -> Headline:
@@ -38,8 +39,24 @@ def headline(cfg: Config) -> Headline:
         m, h = metrics_and_headline(cfg)
     except UserError as e:       # e.g. no runs of the experiment yet
         return Headline((str(e),), None, None)
-    return Headline(tuple(h.lines), getattr(h.verdict, "verdict", None),
-                    getattr(h.slowdown, "ratio", None), serving_block(m))
+    return Headline(tuple(h.lines), _rankic_word(h.verdict), getattr(h.slowdown, "ratio", None),
+                    serving_block(m), _interchange_word(h.lines))
+
+
+def _rankic_word(v) -> str | None:
+    """The primary RankIC verdict's word; an interim look's is no decision, never a verdict."""
+    if v is None:
+        return None
+    return "interim — no decision" if getattr(v, "label", None) == "interim" else v.verdict
+
+
+def _interchange_word(lines) -> str | None:
+    """The interchangeability answer as the headline's first line gives it ("not
+    interchangeable", "interim — no decision", "stopped early for …"), or None without one."""
+    if not lines or not lines[0].startswith("Quality — are"):
+        return None
+    answer = lines[0].partition("?  ")[2].split("  [")[0]
+    return answer.rsplit(", ", 1)[0] if answer.endswith("night(s)") else answer
 
 
 def serving_block(m) -> tuple | None:
