@@ -70,6 +70,8 @@ class DeltaTest:
     margin: float = 0.03
     alpha: float = 0.05
     sd_plan: float | None = None           # the plan's assumed sd of nightly ΔIC (for power)
+    preserve: float | None = None          # margin = (1 − preserve) × baseline_ic_low, if set
+    baseline_ic_low: float | None = None   # the baseline's pilot IC, 95% lower bound
 
 
 def compare_ic(paired: pd.DataFrame, baseline: str, candidate: str, horizon: int, *,

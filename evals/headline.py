@@ -205,6 +205,9 @@ def quality_lines(v, frr: tuple | None = None) -> list[str]:
                  f"{_num(v.ci_high, True)}]")
     lines.append(f"  ΔIC = IC({v.candidate}) − IC({v.baseline}) at h={v.horizon}: {value}; "
                  f"margin δ = {v.margin:.3f}")
+    if v.preserve is not None and v.baseline_ic_low is not None:
+        lines.append(f"  δ keeps ≥ {v.preserve:.0%} of {v.baseline}'s IC: (1 − {v.preserve:g}) × "
+                     f"its pilot IC's 95% lower bound {v.baseline_ic_low:+.3f}")
     if not math.isnan(v.ci_low) and v.ci_text:
         lines.append(f"  ({v.ci_text})")
     if not math.isnan(v.power):

@@ -180,6 +180,8 @@ class PrimaryVerdict:
     nights_analysed: int
     window_nights: int | None
     note: str
+    preserve: float | None = None          # the margin as a share of the baseline's IC kept
+    baseline_ic_low: float | None = None
 
     def summary(self) -> str:
         """One line: verdict, estimate and interval, power, label. An interim look names no
@@ -220,4 +222,5 @@ def primary_verdict(comparison: pd.DataFrame, primary: DeltaTest | None,
         n_independent=n, nights_analysed=len(facts.analysed) if facts else
         (int(row["nights"]) if row is not None else 0),
         window_nights=len(facts.window) if facts else None,
-        note=(row or {}).get("note", "") if row is not None else "no paired nights")
+        note=(row or {}).get("note", "") if row is not None else "no paired nights",
+        preserve=t.preserve, baseline_ic_low=t.baseline_ic_low)

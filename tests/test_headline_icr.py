@@ -70,6 +70,15 @@ def test_rankic_worse_but_not_beyond_the_margin_says_so():
         "  excluded by its interval) but not shown beyond the margin  [confirmatory]"]
 
 
+def test_a_preserved_share_margin_says_what_it_keeps():
+    v = replace(V, preserve=0.5, baseline_ic_low=0.058)
+    lines = quality_lines(v)
+    i = next(k for k, line in enumerate(lines) if "margin δ = " in line)
+    assert lines[i + 1] == ("  δ keeps ≥ 50% of main's IC: (1 − 0.5) × its pilot IC's 95% lower "
+                            "bound +0.058")
+    assert not any("keeps ≥" in line for line in quality_lines(V))
+
+
 def test_interim_rankic_leads_with_no_decision():
     v = replace(V, label="interim", verdict="non-inferior", decided=True,
                 label_text="interim — no decision: 12 of 20 window nights collected "
