@@ -72,6 +72,7 @@ class DeltaTest:
     sd_plan: float | None = None           # the plan's assumed sd of nightly ΔIC (for power)
     preserve: float | None = None          # margin = (1 − preserve) × baseline_ic_low, if set
     baseline_ic_low: float | None = None   # the baseline's pilot IC, 95% lower bound
+    sd_df: float | None = None             # df of sd_plan where a pilot estimated it
 
 
 def compare_ic(paired: pd.DataFrame, baseline: str, candidate: str, horizon: int, *,
@@ -89,7 +90,8 @@ def compare_ic(paired: pd.DataFrame, baseline: str, candidate: str, horizon: int
     if len(d) > 2 and p["ic_baseline"].std() > 0 and p["ic_candidate"].std() > 0:
         out["rho_ic"] = float(np.corrcoef(p["ic_baseline"], p["ic_candidate"])[0, 1])
     pos = p["start_pos"].to_numpy()
-    res = delta_test(d, horizon, t.test, t.margin, t.alpha, pos, power, t.sd_plan)
+    res = delta_test(d, horizon, t.test, t.margin, t.alpha, pos, power, t.sd_plan,
+                     t.sd_df)
     ni = noninferiority(d, horizon, t.margin, t.alpha, pos, power)
     extra = {k: ni[k] for k in ("p_noninferior", "p_inferior", "p_equivalent", "equivalence")}
     return {**out, **res, "estimate": res["tested_mean"], **extra}

@@ -140,7 +140,8 @@ def verdict_of(test: str, p_claim: float, p_counter: float, alpha: float) -> str
 
 def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
                margin: float = 0.03, alpha: float = 0.05, start_pos: np.ndarray | None = None,
-               power: float = 0.8, sd_plan: float | None = None) -> dict:
+               power: float = 0.8, sd_plan: float | None = None,
+               sd_plan_df: float | None = None) -> dict:
     """The plan's test of ΔIC = candidate - baseline on non-overlapping nights.
 
     non-inferiority: non-inferior when the one-sided (1-alpha) lower bound exceeds -δ,
@@ -148,7 +149,8 @@ def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
     (1-2alpha) interval inside ±δ; difference: two-sided t at alpha. The interval is centred on
     ``tested_mean`` (the mean of the nights the test uses), so it always contains it.
     ``power``: the method's (`evals.power`) at δ with the nights used, from ``sd_plan`` (the
-    plan's assumed sd) when given, else predictive over the observed sd's sampling error.
+    plan's assumed sd) when given — predictive over its pilot's sampling error where the plan
+    says on how many df (`sd_plan_df`) — else predictive over the observed sd's.
     """
     if test not in VERDICTS:
         raise ValueError(f"unknown test {test!r}; one of {list(VERDICTS)}")
@@ -173,11 +175,14 @@ def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
                ci_high=mean + q * se, ci_text=interval_text(test, alpha, m))
     sd_power = sd_plan if sd_plan else sd
     # an observed sd is an estimate on m - 1 df: its power is predictive, not exact at it
-    df_power = None if sd_plan else df
+    df_power = (sd_plan_df or None) if sd_plan else df
+    if sd_plan:
+        source = "from the plan" + (f" (its pilot's; predictive over its sampling error, "
+                                    f"df={sd_plan_df:g})" if sd_plan_df else "")
+    else:
+        source = f"observed (predictive over its sampling error, df={df})"
     out["power_basis"] = (f"{pw.power_text(test)}; t on {m} non-overlapping nights, sd of "
-                          f"nightly ΔIC {sd_power:.3f} "
-                          + ("from the plan" if sd_plan else
-                             f"observed (predictive over its sampling error, df={df})"))
+                          f"nightly ΔIC {sd_power:.3f} {source}")
     out["power"] = pw.planned_power(test, sd_power, m, margin, alpha, df_power)
     out["mde"] = pw.min_detectable(test, sd_power, m, alpha, power, df_power)
     if se == 0:

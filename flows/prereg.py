@@ -199,8 +199,9 @@ def frozen_on(frozen_at: datetime, zone: str) -> date:
 def planned_tests(plan: Plan) -> dict[int, DeltaTest]:
     """The plan's hypotheses as evals' tests, each with the plan's assumed sd."""
     sd = plan.design.sd if plan.design else (lambda h: None)
+    df = plan.design.sd_df if plan.design else {}
     return {h.horizon: DeltaTest(h.horizon, h.test, h.margin, h.alpha, sd(h.horizon),
-                                 h.preserve, h.baseline_ic_low)
+                                 h.preserve, h.baseline_ic_low, df.get(str(h.horizon)))
             for h in plan.hypotheses()}
 
 

@@ -180,3 +180,22 @@ def test_a_pilots_sd_sizes_by_predictive_power_and_the_plan_records_its_df(tmp_p
     p = draft_plan(cfg, nights[0], 30, piloted)
     assert planned_power(p) == pytest.approx(
         pw.planned_power("non-inferiority", 0.1, 30, 0.06, 0.05, df=4.0))
+
+
+def test_a_plans_pilot_sd_gives_predictive_power_in_the_comparison():
+    """The comparison's power "from the plan" is predictive where the plan says on how many
+    df its pilot estimated the sd (it was the plug-in power at that estimate)."""
+    import numpy as np
+
+    from evals import power as pw
+    from evals.inference import delta_test
+
+    d = np.random.default_rng(3).normal(0.0, 0.1, 20)
+    exact = delta_test(d, 1, margin=0.06, sd_plan=0.1)
+    pred = delta_test(d, 1, margin=0.06, sd_plan=0.1, sd_plan_df=4)
+    assert exact["power"] == pw.planned_power("non-inferiority", 0.1, 20, 0.06, 0.05)
+    assert pred["power"] == pw.predictive_power("non-inferiority", 0.1, 4, 20, 0.06, 0.05)
+    assert pred["power"] < exact["power"]           # a 5-night pilot's sd is uncertain
+    assert pred["power_basis"].endswith("sd of nightly ΔIC 0.100 from the plan (its pilot's; "
+                                        "predictive over its sampling error, df=4)")
+    assert exact["power_basis"].endswith("sd of nightly ΔIC 0.100 from the plan")
