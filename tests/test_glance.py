@@ -209,7 +209,7 @@ def test_runs_evidence_json_is_one_valid_document(seeded):
     subprocess.run([sys.executable, "-m", "json.tool"], input=out, text=True, check=True,
                    capture_output=True)
     doc = json.loads(out)
-    assert list(doc) == ["runs", "evidence", "hosts", "warnings", "declared_differences"]
+    assert list(doc) == ["runs", "evidence", "hosts", "gpu", "warnings", "declared_differences"]
     assert len(doc["runs"]) == 20 and doc["runs"][-2]["status"] == "partial"
 
 
