@@ -21,6 +21,7 @@ from rich.cells import cell_len
 from dualpath.cli._common import console
 
 GAP = 2                       # spaces between columns
+MAX_LINES = 3                 # a text cell taller than this reads better beneath its row
 
 
 def _pieces(header: str) -> list[str]:
@@ -76,7 +77,18 @@ def split(frame: pd.DataFrame, cells: list[list[str]], total: int) -> list[int]:
     while sum(least[i] for i in keep()) + GAP * (len(keep()) - 1) > total and \
             len(out) < len(text):
         out.append(max((i for i in text if i not in out), key=lambda i: natural[i]))
+    while tall := _too_tall(cells, keep(), natural, least, text, total):
+        out.append(tall)
     return out
+
+
+def _too_tall(cells, keep, natural, least, text, total) -> int | None:
+    """The widest text column that, at the widths the kept columns get, wraps a cell over
+    MAX_LINES lines (at 120 columns the draws table's interval text stood 8 lines a row)."""
+    w = dict(zip(keep, widths([natural[i] for i in keep], [least[i] for i in keep], total)))
+    tall = [i for i in keep if i in text and cells and
+            max(len(_wrap_cell(row[i], w[i])) for row in cells) > MAX_LINES]
+    return max(tall, key=lambda i: natural[i]) if tall else None
 
 
 def layout(frame: pd.DataFrame, cells: list[list[str]], total: int) -> list[str]:
