@@ -219,6 +219,8 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
 
 def _gpu_frame(gpu: pd.DataFrame) -> pd.DataFrame:
     """The GPU evidence with its energy said in words where it is unknown."""
+    import pandas as pd
+
     energy = gpu["energy_unknown"].map(lambda why: None if why is None or pd.isna(why)
                                        else f"energy unknown ({why})")
     return gpu.assign(energy=energy)
