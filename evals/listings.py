@@ -44,6 +44,14 @@ def left_out(runs: pd.DataFrame) -> pd.DataFrame:
     return out.assign(why=pd.Series(why, index=out.index).str.rstrip(": "))[LEFT_OUT]
 
 
+def gpu_frame(gpu: pd.DataFrame) -> pd.DataFrame:
+    """The GPU evidence (`warehouse.energy.gpu_evidence`) with its energy said in words where
+    it is unknown: "energy unknown (why)", never 0."""
+    energy = gpu["energy_unknown"].map(lambda why: None if why is None or pd.isna(why)
+                                       else f"energy unknown ({why})")
+    return gpu.assign(energy=energy)
+
+
 def marked(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs with each left-out run's status saying so ("complete, out of speed"), as
     every place that lists runs marks them; the reason stays in its own columns."""

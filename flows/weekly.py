@@ -25,7 +25,9 @@ from evals.weekly.render import render
 from flows import metrics
 from warehouse.db import reader
 from evals.headline import headline
+from evals.listings import gpu_frame
 from evals.speed import with_speed
+from warehouse.energy import gpu_evidence
 from warehouse.experiment import config_hashes, server_sessions
 from warehouse.queries import run_hosts, run_summaries, server_evidence
 
@@ -77,14 +79,19 @@ def _failed_nights(summary: pd.DataFrame) -> pd.DataFrame:
                          + bad["status_detail"].fillna(""), "recorded_at": pd.NaT})
 
 
-def _listed(con, summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The server evidence and hosts of the report's runs (as `dualpath runs --evidence`)."""
+def _listed(con, summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The server evidence, hosts and GPU readings of the report's runs (as `dualpath runs
+    --evidence`)."""
+    ids = set(summary["run_id"])
     evidence = server_evidence(con)
-    evidence = evidence[evidence["run_id"].isin(set(summary["run_id"]))]
+    evidence = evidence[evidence["run_id"].isin(ids)]
     hosts = run_hosts(con)
     keys = set(zip(pd.to_datetime(summary["night"]), summary["path"]))
     hosts = hosts[[k in keys for k in zip(pd.to_datetime(hosts["night"]), hosts["path"])]]
-    return evidence.reset_index(drop=True), hosts.reset_index(drop=True)
+    gpu = gpu_evidence(con)
+    gpu = gpu_frame(gpu[gpu["run_id"].isin(ids)])
+    return (evidence.reset_index(drop=True), hosts.reset_index(drop=True),
+            gpu.reset_index(drop=True))
 
 
 def _sweeps(cfg: Config) -> list[dict]:
@@ -131,7 +138,7 @@ def gather(cfg: Config, since: date | None, until: date | None,
                           & (pd.to_datetime(summary["night"]) >= pd.Timestamp(lo))
                           & (pd.to_datetime(summary["night"]) <= pd.Timestamp(hi))]
         sessions = server_sessions(con, exp, lo, hi)
-        evidence, hosts = _listed(con, summary)
+        evidence, hosts, gpu = _listed(con, summary)
         hashes = config_hashes(con, exp, lo, hi)
         fresh = _freshness(con, cfg, hi)
     devs = pd.concat([frames["deviations"], _failed_nights(summary)], ignore_index=True)
@@ -146,7 +153,8 @@ def gather(cfg: Config, since: date | None, until: date | None,
                       sessions=sessions, deviations=devs, plan=_plan_info(st),
                       config_hashes=hashes, paths=list(cfg.paths), tickers=len(cfg.tickers()),
                       freshness=fresh, ui_url=cfg.ui.base_url, verdict=st.verdict,
-                      declared=config_differences(cfg), evidence=evidence, hosts=hosts)
+                      declared=config_differences(cfg), evidence=evidence, hosts=hosts,
+                      gpu=gpu)
 
 
 def write_report(cfg: Config, out_dir: Path, since: date | None = None,

@@ -170,6 +170,7 @@ def _listings():
 def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
     """`dualpath runs`: every run, and with `evidence` the servers' counters and hosts; one
     JSON document with -f json."""
+    from evals.listings import gpu_frame
     from evals.speed import with_speed
     from flows.report import run_warnings
     from flows.runner import label_interrupted
@@ -185,7 +186,7 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
         frames = {"runs": with_speed(label_interrupted(cfg, run_summaries(con)))}
         if evidence:
             frames["evidence"], frames["hosts"] = server_evidence(con), run_hosts(con)
-            frames["gpu"] = _gpu_frame(gpu_evidence(con))
+            frames["gpu"] = gpu_frame(gpu_evidence(con))
         warnings = run_warnings(con)
     from dualpath.sampling import config_differences
     declared = config_differences(cfg)
@@ -215,15 +216,6 @@ def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
         err_console.print(f"warning: {w}", markup=False, highlight=False)
     for d in declared:
         err_console.print(f"declared difference: {d}", markup=False, highlight=False)
-
-
-def _gpu_frame(gpu: pd.DataFrame) -> pd.DataFrame:
-    """The GPU evidence with its energy said in words where it is unknown."""
-    import pandas as pd
-
-    energy = gpu["energy_unknown"].map(lambda why: None if why is None or pd.isna(why)
-                                       else f"energy unknown ({why})")
-    return gpu.assign(energy=energy)
 
 
 def print_plan(cfg, tickers: int | None, draws: int | None, paths: list[str] | None,

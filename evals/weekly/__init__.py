@@ -71,3 +71,4 @@ class ReportData:
     declared: list[str] = field(default_factory=list)
     evidence: pd.DataFrame = field(default_factory=pd.DataFrame)  # warehouse server_evidence
     hosts: pd.DataFrame = field(default_factory=pd.DataFrame)     # warehouse run_hosts
+    gpu: pd.DataFrame = field(default_factory=pd.DataFrame)       # evals.listings.gpu_frame

@@ -19,10 +19,11 @@ SECTIONS = {
     "quality": ("rank_ic", "self_agreement", "grades", "cross_path", "draws", "signal_shape",
                 "by_grade"),
     "speed": ("speed", "serving"),
-    "hygiene": ("left_out", "runs", "evidence", "hosts"),
+    "hygiene": ("left_out", "runs", "evidence", "gpu", "hosts"),
 }
 CARDS = ("headline",)          # the headline's lines are the report's first screen
-COLLAPSED = frozenset({"draws", "signal_shape", "by_grade", "runs", "evidence", "hosts"})
+COLLAPSED = frozenset({"draws", "signal_shape", "by_grade", "runs", "evidence", "gpu",
+                       "hosts"})
 
 EMPTY = {
     "comparison": "no comparison yet: no matured night on which both paths graded the same "
@@ -39,6 +40,7 @@ EMPTY = {
     "left_out": "nothing left out: every run is complete, in one segment and undisturbed",
     "runs": "no runs in this range",
     "evidence": "no server evidence: no session in this range recorded the server's counters",
+    "gpu": "no GPU readings: no run in this range recorded its GPU",
     "hosts": "no hosts recorded for the runs in this range",
 }
 
@@ -68,7 +70,8 @@ def frames(d) -> dict[str, pd.DataFrame]:
     m = d.metrics
     out = {k: getattr(m, k, None) for k in every_table()}
     out.update(runs=marked(d.runs), left_out=left_out(d.runs),
-               evidence=getattr(d, "evidence", None), hosts=getattr(d, "hosts", None))
+               evidence=getattr(d, "evidence", None), hosts=getattr(d, "hosts", None),
+               gpu=getattr(d, "gpu", None))
     return out
 
 
