@@ -317,10 +317,12 @@ class ServingPath(_Model):
         return prefix_affinity and engines.engine(self.dialect).facts.pins_slots
 
     def queue_depth_for(self, pinned: bool) -> int:
-        """Requests kept queued beyond the slots: with prefix affinity (`pinned`), 0 unless
-        set (bench/gpu/README.md, 2026-12-01 afternoon)."""
+        """Requests kept queued beyond the slots: with prefix affinity (`pinned`), unless
+        set, 0 (a call queued at a busy slot costs a RAM-cache copy), or 1 on a llama-server
+        dualpath launches with `--cache-ram 0`, which copies nothing (bench/gpu/README.md)."""
         if self.queue_depth is None and pinned:
-            return 0
+            from dualpath.engines.llama_cpp import ram_cache_off
+            return int(self.dialect == "llama.cpp" and ram_cache_off(self.launch, self.launch_env))
         return self.server_queue_depth
 
     @property
