@@ -273,8 +273,9 @@ class ServingPath(_Model):
                                     "affinity, where a request queued at its busy slot makes "
                                     "llama-server copy that slot's state to RAM on its main "
                                     "thread (~50 ms on an H200, every slot stalls): measured "
-                                    "nights 4-12% shorter; 0 for vLLM and others, which batch "
-                                    "what they get).")
+                                    "nights 4-12% shorter; 1 there too when dualpath launches it "
+                                    "with `--cache-ram 0`, which copies nothing; 0 for vLLM "
+                                    "and others, which batch what they get).")
     units_per_slot: int | None = Field(None, ge=1, le=8, description="With prefix affinity "
                                        "(llama.cpp): units that own one slot (default 1). With "
                                        "2, one unit's call is always queued at the slot while "
@@ -322,7 +323,8 @@ class ServingPath(_Model):
         dualpath launches with `--cache-ram 0`, which copies nothing (bench/gpu/README.md)."""
         if self.queue_depth is None and pinned:
             from dualpath.engines.llama_cpp import ram_cache_off
-            return int(self.dialect == "llama.cpp" and ram_cache_off(self.launch, self.launch_env))
+            named_slots = engines.engine(self.dialect).facts.pins_slots    # llama-server's
+            return int(named_slots and ram_cache_off(self.launch, self.launch_env))
         return self.server_queue_depth
 
     @property

@@ -52,14 +52,10 @@ def ram_cache_off(argv: list[str] | None, env: dict[str, str] | None = None) -> 
     """Whether a launched llama-server runs without its RAM prompt cache (`--cache-ram 0`,
     `-cram 0`, or LLAMA_ARG_CACHE_RAM=0; the argv wins over the env, as in llama.cpp's
     `common/arg.cpp`). `/props` does not report it, so an attached server reads False."""
-    value = (env or {}).get("LLAMA_ARG_CACHE_RAM")
-    args = list(argv or [])
-    for i, a in enumerate(args):
-        if a in ("--cache-ram", "-cram") and i + 1 < len(args):
-            value = args[i + 1]
-        elif a.startswith("--cache-ram="):
-            value = a.split("=", 1)[1]
-    return value is not None and value.strip() == "0"
+    if not argv:
+        return False
+    from dualpath.launch_args import llama_cache_ram    # the launch checks' own reading
+    return llama_cache_ram(list(argv), dict(env or {})).value == 0
 
 
 class LlamaCpp(Engine):
