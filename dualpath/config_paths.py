@@ -322,9 +322,7 @@ class ServingPath(_Model):
         set, 0 (a call queued at a busy slot costs a RAM-cache copy), or 1 on a llama-server
         dualpath launches with `--cache-ram 0`, which copies nothing (bench/gpu/README.md)."""
         if self.queue_depth is None and pinned:
-            from dualpath.engines.llama_cpp import ram_cache_off
-            named_slots = engines.engine(self.dialect).facts.pins_slots    # llama-server's
-            return int(named_slots and ram_cache_off(self.launch, self.launch_env))
+            return engines.engine(self.dialect).pinned_queue_depth(self.launch, self.launch_env)
         return self.server_queue_depth
 
     @property

@@ -131,6 +131,11 @@ class Engine:
         it from its process on this host."""
         return []
 
+    def pinned_queue_depth(self, argv: list[str] | None, env: dict[str, str] | None) -> int:
+        """Requests kept queued beyond the slots when units are pinned to them and the path
+        sets none, for a server started with the launch `argv` (None: attached)."""
+        return 0
+
     def thinking_caveat(self, name: str, path: ServingPath) -> str | None:
         """How a path keeps thinking apart where the engine does not (None: it does)."""
         return None
