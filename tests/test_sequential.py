@@ -16,6 +16,30 @@ def test_obrien_fleming_bounds_equal_gsdesigns_published_ones():
     assert planned_looks(20) == [5, 10, 15, 20] and planned_looks(6) == [5, 6]
 
 
+def test_obrien_fleming_bounds_equal_rpacts_published_ones():
+    # rpact getDesignGroupSequential(kMax = 4 and 3, typeOfDesign = "asOF"), one-sided
+    # alpha = 0.025: $criticalValues
+    assert bounds([1, 2, 3, 4], 4, 0.025) == pytest.approx([4.3326, 2.9631, 2.3590, 2.0141],
+                                                           abs=2e-4)
+    assert bounds([1, 2, 3], 3, 0.025) == pytest.approx([3.7103, 2.5114, 1.9930], abs=2e-4)
+
+
+@pytest.mark.parametrize("looks, total", [([5, 10, 15, 20], 20), ([5, 10, 15, 20, 22], 22)])
+def test_the_plans_bounds_spend_what_the_spending_function_allows(looks, total):
+    # independent of gsDesign's grid: the null's chance of crossing by look k, from the
+    # looks' joint normal law (Genz's integration), is the O'Brien-Fleming spending there
+    import numpy as np
+    from scipy import stats
+
+    b = bounds(looks, total, 0.05)
+    t = np.array(looks) / total
+    corr = np.sqrt(np.minimum.outer(t, t) / np.maximum.outer(t, t))
+    for k in range(1, len(looks) + 1):
+        stay = stats.multivariate_normal.cdf(np.array(b[:k]), np.zeros(k), corr[:k, :k],
+                                             maxpts=200_000 * k, abseps=1e-7, releps=1e-7)
+        assert 1 - stay == pytest.approx(obf_spending(t[k - 1], 0.05), abs=3e-5)
+
+
 def test_the_first_crossing_decides():
     looks = [5, 10, 15, 20]
     b = bounds(looks, 20, 0.05)
