@@ -102,7 +102,9 @@ def test_a_late_and_a_resumed_night_are_named_wherever_the_label_prints(planned,
     assert words(r.stdout) == f"report (confirmatory — {told}): {md.with_suffix('.html')} {md}"
     # the Markdown is the weekly artifact's text (flows.weekly publishes it as it is)
     text = _ungenerated(md.read_text())
-    assert f"10 night(s) · generated {{}} · **confirmatory — {told}**" in text
+    # the header counts the nights analysed and names the one left out
+    assert (f"9 night(s) analysed; 1 left out (2027-05-13: outside the plan's window) · "
+            f"generated {{}} · **confirmatory — {told}**") in text
     assert why in text and resumed in text
 
 
