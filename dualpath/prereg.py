@@ -315,6 +315,32 @@ def testability(plan: Plan) -> list[str]:
             f"the primary horizon h={h}; its test needs {pw.MIN_INDEPENDENT} ({need} nights)"]
 
 
+def min_complete_nights(plan: Plan) -> tuple[int, str]:
+    """(nights, why): the fewest complete, conforming window nights a confirmatory verdict
+    needs once the window has closed, from the plan's own fields. Nights that are not results
+    are left out (the plan's exclusions) while the nights left can still run the planned
+    test: its primary's test needs `MIN_INDEPENDENT` non-overlapping nights (the rule a
+    freeze checks), and the window was sized for `design.power` (or, where the whole window
+    gives less, for the whole window's power), which the nights left must still give."""
+    p = plan.primary
+    need = (pw.MIN_INDEPENDENT - 1) * p.horizon + 1
+    why = f"its test's {pw.MIN_INDEPENDENT} non-overlapping nights at h={p.horizon}"
+    sd = plan.design.sd(p.horizon) if plan.design else None
+    if not sd:
+        return need, why
+    df = plan.design.sd_df.get(str(p.horizon))
+    power = lambda m: pw.planned_power(p.test, sd, m, p.margin, p.alpha, df)  # noqa: E731
+    full = pw.independent_count(plan.window.nights, p.horizon)
+    target = min(plan.design.power, power(full)) if full >= 2 else plan.design.power
+    for m in range(pw.MIN_INDEPENDENT, full + 1):
+        if power(m) >= target - 1e-9:
+            if m > pw.MIN_INDEPENDENT:
+                need, why = (m - 1) * p.horizon + 1, (f"the power {target:.2f} at h={p.horizon} "
+                                                     "the window was sized for")
+            break
+    return need, why
+
+
 def planned_power(plan: Plan) -> float:
     """The primary's power at its margin over the whole window, from the plan's design
     (predictive where its sd is a pilot's estimate)."""

@@ -4,12 +4,19 @@
 gathered by `flows.prereg`) into 'confirmatory' | 'interim' | 'exploratory' with every failed
 condition in words. Confirmatory needs all of: a frozen plan, frozen before the window's
 first night and without --force; the plan's content (the file beside the config, and the
-warehouse's copy) matching its hash; every planned window night complete on every path and
-run with the planned config; the analysis covering exactly the window's nights; and the
-primary horizon matured on every window night (else interim, while nights are pending, or a
-window night before the last one scored has not been scored yet: it can still be). A window
+warehouse's copy) matching its hash; the analysis covering exactly the window's nights; the
+primary horizon matured on every night analysed; and the window closed with enough results.
+
+One rule for a window night that is not a result: a night not complete on every path, run
+with another config, or never run though a later night was, is a *missing* night. While the
+window is open (a window night is still to come) the study is interim, and a missing night
+still counts if it is scored to completion later (named as late). Once the window has
+closed (its last night, or a later one, has been run) the missing nights are left out and
+disclosed with their count, and the verdict is confirmatory only if the complete nights
+reach the plan's minimum (`dualpath.prereg.min_complete_nights`), else exploratory. A window
 night scored late (`late_nights`) or resumed after an interruption counts, and the label
-names it whatever the label is. `primary_verdict` joins that label with the primary's row of `evals.compare.compare_paths`.
+names it whatever the label is. `primary_verdict` joins that label with the primary's row
+of `evals.compare.compare_paths`.
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ class WindowFacts:
     late: dict = field(default_factory=dict)            # analysed night -> why it is late
     resumed: list[date] = field(default_factory=list)   # analysed, a run resumed on it
     look: date | None = None               # a look as of this night: later nights left out
+    minimum: int = 0                       # complete nights a closed window needs
+    minimum_basis: str = ""                # why (`dualpath.prereg.min_complete_nights`)
 
 
 def _integrity(f: WindowFacts) -> list[str]:
@@ -73,15 +82,14 @@ def _integrity(f: WindowFacts) -> list[str]:
     return out + list(f.untestable)
 
 
-def _nights(f: WindowFacts) -> list[str]:
-    out = []
-    if f.sub_window:
-        out.append(f.sub_window)
-    if f.failed:
-        what = ", ".join(f"{n} ({why})" for n, why in sorted(f.failed.items()))
-        out.append(f"{len(f.failed)} of {len(f.window)} window night(s) are not complete and "
-                   f"conforming: {what}")
-    return out
+def missing_nights(f: WindowFacts) -> dict:
+    """Window night -> why it is not a result: not complete and conforming, or not run
+    though a later night was (a night still to come is pending, not missing)."""
+    return dict(sorted({**f.failed, **{n: "not run" for n in f.missing}}.items()))
+
+
+def _what(gaps: dict) -> str:
+    return ", ".join(f"{n} ({why})" for n, why in gaps.items())
 
 
 def late_nights(started: dict[date, tuple], due: dict[date, pd.Timestamp]) -> dict[date, str]:
@@ -119,39 +127,51 @@ def disclosure(f: WindowFacts) -> str:
 
 def window_label(f: WindowFacts | None) -> tuple[str, str, tuple[str, ...]]:
     """(label, label_text, reasons) for a report range under a frozen plan (None: none);
-    late and resumed nights are named in the text, never counted as reasons."""
+    missing nights of a closed window, and late and resumed nights, are named in the text,
+    never counted as reasons."""
     if f is None:
         return "exploratory", "exploratory — no frozen plan", ("no frozen plan",)
     label, text, reasons = _label(f)
     told = disclosure(f)
     if told:
-        text = f"{text} — {told}" if label == "confirmatory" else f"{text}; {told}"
+        text = f"{text} — {told}" if text == "confirmatory" else f"{text}; {told}"
     return label, text, reasons
 
 
 def _label(f: WindowFacts) -> tuple[str, str, tuple[str, ...]]:
-    hard = _integrity(f) + _nights(f)
+    gaps, n = missing_nights(f), len(f.window)
+    hard = _integrity(f) + ([f.sub_window] if f.sub_window else [])
     if hard:
+        if gaps:
+            hard.append(f"{len(gaps)} of {n} window night(s) are not complete and "
+                        f"conforming: {_what(gaps)}")
         return "exploratory", "exploratory — " + "; ".join(hard), tuple(hard)
-    soft = []
-    collected = len(f.window) - len(f.pending) - len(f.missing)
+    complete = n - len(f.pending) - len(gaps)
+    if gaps and not f.pending and complete < f.minimum:
+        why = (f"the window has closed with {len(gaps)} of {n} window night(s) missing: "
+               f"{_what(gaps)}; {complete} complete, below the plan's minimum of {f.minimum} "
+               f"({f.minimum_basis})")
+        return "exploratory", "exploratory — " + why, (why,)
+    soft, told = [], []
     if f.look is not None and f.pending:
-        soft.append(f"a look as of {f.look}: {collected} of {len(f.window)} window nights "
-                    f"collected by then (next: {f.pending[0]})")
+        soft.append(f"a look as of {f.look}: {complete} of {n} window nights collected by "
+                    f"then (next: {f.pending[0]})")
     elif f.pending:
-        soft.append(f"{collected} of {len(f.window)} window nights collected (next: "
-                    f"{f.pending[0]})")
-    if f.missing:
-        soft.append(f"{len(f.missing)} window night(s) not scored though later ones were "
-                    f"({_dates(f.missing)}): scored now, each counts, named as late")
+        soft.append(f"{complete} of {n} window nights collected (next: {f.pending[0]})")
+    if gaps and f.pending:
+        soft.append(f"{len(gaps)} window night(s) missing so far: {_what(gaps)}; each still "
+                    "counts if scored to completion, named as late")
+    elif gaps:
+        told.append(f"{len(gaps)} of {n} window night(s) missing, left out: {_what(gaps)}; "
+                    f"{complete} complete (the plan's minimum {f.minimum})")
     h = f.primary_horizon
     got = f.matured.get(h, 0)
     if got < len(f.analysed) or not f.analysed:
-        soft.append(f"the primary horizon h={h} has matured on {got} of {len(f.window)} "
+        soft.append(f"the primary horizon h={h} has matured on {got} of {n} "
                     "window nights")
     if soft:
-        return "interim", "interim — no decision: " + "; ".join(soft), tuple(soft)
-    return "confirmatory", "confirmatory", ()
+        return "interim", "interim — no decision: " + "; ".join(soft + told), tuple(soft)
+    return "confirmatory", " — ".join(["confirmatory", *told]), ()
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,12 @@ import pandas as pd
 from dualpath.config import Config
 from dualpath.errors import UserError
 from dualpath.config_checks import unanalysable
-from dualpath.prereg import Plan, deviations, executable_problems, load_plan, testability
+from dualpath.prereg import (Plan, deviations, executable_problems, load_plan,
+                             min_complete_nights, testability)
 from dualpath.prereg_design import Pilot, reassurance_problems
 from evals.compare import DeltaTest
-from evals.verdict import PrimaryVerdict, WindowFacts, late_nights, primary_verdict
+from evals.verdict import (PrimaryVerdict, WindowFacts, late_nights, missing_nights,
+                           primary_verdict)
 from warehouse import plans
 from warehouse.db import reader, transaction, writer
 
@@ -152,6 +154,7 @@ def window_facts(cfg: Config, frozen: plans.FrozenPlan, runs: pd.DataFrame,
         sub = (f"the analysis covers {lo} – {hi}, not every window night so far "
                f"({covered[0]} – {covered[-1]}): a sub-window is exploratory")
     late, resumed = scoring_history(cfg, scored, analysed)
+    minimum, basis = min_complete_nights(plan)
     return WindowFacts(
         plan_hash=frozen.plan_hash, file_state=state, file_path=path,
         stored_intact=frozen.intact, forced=frozen.forced, force_reason=frozen.force_reason,
@@ -161,7 +164,8 @@ def window_facts(cfg: Config, frozen: plans.FrozenPlan, runs: pd.DataFrame,
         extra=sorted(n for n in states if n not in window), sub_window=sub,
         untestable=testability(plan), primary_horizon=plan.primary.horizon,
         missing=missing, late=late, resumed=resumed,
-        look=look if pending and look is not None else None)
+        look=look if pending and look is not None else None, minimum=minimum,
+        minimum_basis=basis)
 
 
 def scoring_history(cfg: Config, scored: pd.DataFrame | None,
@@ -305,10 +309,10 @@ def left_out_notes(f: WindowFacts) -> list[str]:
     if f.extra:
         out.append(f"{len(f.extra)} night(s) outside the plan's window ({f.extra[0]} …) were "
                    "left out of every metric")
-    if f.failed:
-        out.append(f"{len(f.failed)} window night(s) not complete and conforming were left "
-                   "out of every metric: " + ", ".join(f"{n} ({w})"
-                                                       for n, w in sorted(f.failed.items())))
+    gaps = missing_nights(f)
+    if gaps:
+        out.append(f"{len(gaps)} window night(s) not complete and conforming were left out "
+                   "of every metric: " + ", ".join(f"{n} ({w})" for n, w in gaps.items()))
     return out
 
 

@@ -58,6 +58,29 @@ def _plan_info(st) -> PlanInfo:
                     label_text=v.label_text, reasons=v.reasons, matured=dict(f.matured))
 
 
+def coverage(st, summary: pd.DataFrame, paths: list[str], lo: date,
+             hi: date) -> tuple[list[date], dict]:
+    """(the nights the analysis used as results, {night in [lo, hi] left out: why}). Under a
+    plan, its analysed window nights; the window's missing nights and the nights outside it
+    are left out. Without one, the nights every path ran complete (a night with a path's run
+    not complete is shown in the tables of runs, never a result)."""
+    from evals.verdict import missing_nights
+
+    night = pd.to_datetime(summary["night"]).dt.date if len(summary) else pd.Series([])
+    status = {n: dict(zip(g["path"], g["status"])) for n, g in summary.groupby(night)}
+    if st.facts is not None:
+        analysed = list(st.facts.analysed)
+        why = {**{n: "outside the plan's window" for n in st.facts.extra},
+               **missing_nights(st.facts)}
+    else:
+        why = {n: ", ".join(f"{p} {s.get(p, 'not run')}" for p in paths
+                            if s.get(p) != "complete") for n, s in status.items()}
+        analysed = sorted(n for n in st.nights if n in status and not why.get(n))
+    left = {n: why.get(n) or "not analysed" for n in {*status, *why}
+            if lo <= n <= hi and n not in analysed}
+    return analysed, dict(sorted(left.items()))
+
+
 def _freshness(con, cfg: Config, until: date) -> list[str]:
     """Price freshness for the report's last night (as the night's gate saw it)."""
     from dualpath.calendar import MarketCalendar
@@ -143,6 +166,7 @@ def gather(cfg: Config, since: date | None, until: date | None,
         fresh = _freshness(con, cfg, hi)
     devs = pd.concat([frames["deviations"], _failed_nights(summary)], ignore_index=True)
     keep = lambda df: df[pd.to_datetime(df["night"]).dt.date.isin(set(st.nights))]
+    analysed, left_out = coverage(st, summary, list(cfg.paths), lo, hi)
     return ReportData(experiment=exp, since=lo, until=hi,
                       sweeps=_sweeps(cfg) if sweeps else [],
                       headline=headline(st.metrics, st.verdict, cfg.experiment.draws,
@@ -154,7 +178,7 @@ def gather(cfg: Config, since: date | None, until: date | None,
                       config_hashes=hashes, paths=list(cfg.paths), tickers=len(cfg.tickers()),
                       freshness=fresh, ui_url=cfg.ui.base_url, verdict=st.verdict,
                       declared=config_differences(cfg), evidence=evidence, hosts=hosts,
-                      gpu=gpu)
+                      gpu=gpu, analysed=analysed, left_out=left_out)
 
 
 def write_report(cfg: Config, out_dir: Path, since: date | None = None,

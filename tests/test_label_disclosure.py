@@ -1,7 +1,8 @@
 """A counted night's history is named in every label: a night scored late (after its due
 time, or after a later night) and a night resumed after an interruption; a window night not
-scored yet, though later ones were, keeps the study interim (it can still be scored); a
-weekly look inside the window is interim, not a sub-window. On the seeded warehouse
+scored, though later ones were, is a missing night: once the window has closed it is left
+out and disclosed (`tests/test_label_rule.py` has the rule's every case); a weekly look
+inside the window is interim, not a sub-window. On the seeded warehouse
 (`tests.seeded`), under a plan frozen before its first night, window 9 nights (the seeded
 last night, whose backup run is partial, lies outside it)."""
 
@@ -102,7 +103,9 @@ def test_a_late_and_a_resumed_night_are_named_wherever_the_label_prints(planned,
     assert words(r.stdout) == f"report (confirmatory — {told}): {md.with_suffix('.html')} {md}"
     # the Markdown is the weekly artifact's text (flows.weekly publishes it as it is)
     text = _ungenerated(md.read_text())
-    assert f"10 night(s) · generated {{}} · **confirmatory — {told}**" in text
+    # the header counts the nights analysed and names the one left out
+    assert (f"9 night(s) analysed; 1 left out (2027-05-13: outside the plan's window) · "
+            f"generated {{}} · **confirmatory — {told}**") in text
     assert why in text and resumed in text
 
 
@@ -131,7 +134,7 @@ def test_one_paths_run_scored_after_a_later_night_makes_its_night_late(planned):
     assert study(cfg).verdict.label_text == "confirmatory — 1 night scored late (2027-05-03)"
 
 
-def test_a_missing_middle_night_is_interim_then_named_when_scored_late(planned, tmp_path):
+def test_a_missing_middle_night_is_disclosed_then_named_when_scored_late(planned, tmp_path):
     cfg_path, cfg = planned
     keep = tmp_path / "night3"
     keep.mkdir()
@@ -139,19 +142,24 @@ def test_a_missing_middle_night_is_interim_then_named_when_scored_late(planned, 
                f"'{keep / t}.parquet'" for t in ("runs", "units", "calls")],
         *[f"DELETE FROM {t} WHERE night = DATE '{NIGHT3}'" for t in ("calls", "units", "runs")])
     st = study(cfg)
-    assert st.verdict.label == "interim" and st.facts.missing == [date(2027, 5, 3)]
-    assert st.verdict.label_text == (
-        "interim — no decision: 1 window night(s) not scored though later ones were "
-        "(2027-05-03): scored now, each counts, named as late")
+    # the window has closed (its last night was run): the night is missing, left out and
+    # disclosed; 8 complete nights keep the plan's minimum
+    told = ("1 of 9 window night(s) missing, left out: 2027-05-03 (not run); 8 complete (the "
+            "plan's minimum 6)")
+    assert st.verdict.label == "confirmatory" and st.facts.missing == [date(2027, 5, 3)]
+    assert st.verdict.label_text == f"confirmatory — {told}"
     assert label_lines(headline(cfg_path)) == [
         "Quality — are backup's grades interchangeable with main's?  interim — no decision, 8 "
         "night(s) (look",
         "  1 of 2: no boundary crossed)",
-        "  [interim; group-sequential: O'Brien-Fleming spending over looks at night(s) 5/9]",
-        "RankIC — is backup's signal as good as main's?  interim — no decision",
-        "  1 window night(s) not scored though later ones were (2027-05-03): scored now, each "
-        "counts, named",
-        "  as late"]
+        "  [confirmatory — 1 of 9 window night(s) missing, left out: 2027-05-03 (not run); 8 "
+        "complete (the",
+        "    plan's minimum 6); group-sequential: O'Brien-Fleming spending over looks at "
+        "night(s) 5/9]",
+        "RankIC — is backup's signal as good as main's?  non-inferior",
+        "  confirmatory — 1 of 9 window night(s) missing, left out: 2027-05-03 (not run); 8 "
+        "complete (the",
+        "  plan's minimum 6)"]
     # scored now, after every later night: counted, and named
     sql(cfg, *[f"INSERT INTO {t} SELECT * FROM '{keep / t}.parquet'"
                for t in ("runs", "units", "calls")],
@@ -232,7 +240,8 @@ def test_horizons_edited_after_the_freeze_are_a_deviation_the_label_names(planne
     cfg = load_config(cfg_path)
     assert hold_night_to_plan(cfg, date(2027, 5, 12)) == ["horizons [1, 5] (plan: [1, 5, 20])"]
     st = study(cfg)
-    assert st.verdict.label == "exploratory" and st.verdict.horizon == 1   # the plan's primary
+    # the night is left out as the plan says; the closed window keeps the plan's minimum
+    assert st.verdict.label == "confirmatory" and st.verdict.horizon == 1   # the plan's primary
     assert st.verdict.label_text == (
-        "exploratory — 1 of 9 window night(s) are not complete and conforming: 2027-05-12 "
-        "(config differs from plan)")
+        "confirmatory — 1 of 9 window night(s) missing, left out: 2027-05-12 (config differs "
+        "from plan); 8 complete (the plan's minimum 6)")

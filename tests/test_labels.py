@@ -106,10 +106,13 @@ def test_case3_a_night_after_the_window_is_never_pooled(tmp_path):
 def test_case4_a_missing_window_night_is_not_masked_by_an_extra_one(tmp_path):
     cfg, plan, nights = history(tmp_path, nights=5, window=4, skip=(1,))
     data, md = label(cfg, tmp_path)
-    # never confirmatory; interim, not exploratory: the night can still be scored (late)
-    assert data.verdict.label == "interim"
-    assert data.verdict.reasons == (f"1 window night(s) not scored though later ones were "
-                                    f"({nights[1]}): scored now, each counts, named as late",)
+    # the window has closed (a later night was run): the missing night is left out, and the
+    # 3 nights left are below the plan's minimum
+    assert data.verdict.label == "exploratory"
+    assert data.verdict.reasons == (f"the window has closed with 1 of 4 window night(s) "
+                                    f"missing: {nights[1]} (not run); 3 complete, below the "
+                                    "plan's minimum of 4 (its test's 4 non-overlapping nights "
+                                    "at h=1)",)
     assert data.plan.nights_collected == 3 and data.plan.window_nights == 4
     assert "Window nights analysed (complete and conforming): 3 of 4" in md
 

@@ -97,7 +97,10 @@ def test_a_draft_from_pilot_nights_prints_predictive_power_not_exact(tmp_path):
             "--nights", 30)
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
-    # the seeded pilot: 9 matured nights at h=1 (sd 0.254 on 8 degrees of freedom)
+    # the seeded pilot: every horizon matured (prices run to 2027-06-18), on the 9 nights
+    # both paths completed (sd 0.254 at h=1 on 8 degrees of freedom)
+    assert ("noise: pilot: sd of nightly ΔIC over the warehouse's nights 2027-04-29 – "
+            "2027-05-12 (h=1: 9, h=5: 9, h=20: 9 matured nights)") in lines
     assert ("proposed primary: h=1, δ=0.135 (30 independent nights; predictive power 0.819 "
             "at δ=0.135)") in lines
     assert "power exact" not in r.output and "predictive power: averaged" in r.output

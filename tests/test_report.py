@@ -51,10 +51,13 @@ def test_an_edited_plan_is_a_hash_mismatch_and_never_confirmatory(tmp_path):
     assert "edited after freezing" in md
 
 
-def test_a_partial_run_is_excluded_listed_and_keeps_the_label_interim(tmp_path):
+def test_a_partial_run_is_excluded_listed_and_leaves_the_closed_window_short(tmp_path):
     cfg, plan = study(tmp_path, cut_last=True)
     html, md, data = report(cfg, tmp_path)
-    assert data.plan.label.startswith("exploratory — 1 of 4 window night(s) are not complete")
+    assert data.plan.label.startswith("exploratory — the window has closed with 1 of 4 window "
+                                      "night(s) missing: ")
+    assert data.plan.label.endswith("3 complete, below the plan's minimum of 4 (its test's 4 "
+                                    "non-overlapping nights at h=1)")
     assert data.plan.nights_collected == 3
     excluded = md.split("Left out, and why")[1]
     assert "partial" in excluded

@@ -72,3 +72,22 @@ class ReportData:
     evidence: pd.DataFrame = field(default_factory=pd.DataFrame)  # warehouse server_evidence
     hosts: pd.DataFrame = field(default_factory=pd.DataFrame)     # warehouse run_hosts
     gpu: pd.DataFrame = field(default_factory=pd.DataFrame)       # evals.listings.gpu_frame
+    # the nights analysed as results, and each night of the range left out with why
+    # (`flows.weekly.coverage`); None: not given, the header counts the runs' nights
+    analysed: list[date] | None = None
+    left_out: dict = field(default_factory=dict)
+
+
+def nights_line(d: ReportData, shown: int = 3) -> str:
+    """The header's count: '9 night(s) analysed; 1 left out (2027-05-13: outside the plan's
+    window)': what the analysis used, and what it did not (the first `shown`, the rest
+    counted; every one is listed under "Left out, and why")."""
+    if d.analysed is None:
+        return f"{int(d.runs['night'].nunique()) if len(d.runs) else 0} night(s)"
+    out = f"{len(d.analysed)} night(s) analysed"
+    if d.left_out:
+        items = sorted(d.left_out.items())
+        named = "; ".join(f"{n}: {why}" for n, why in items[:shown])
+        more = f"; {len(items) - shown} more" if len(items) > shown else ""
+        out += f"; {len(items)} left out ({named}{more})"
+    return out

@@ -17,7 +17,7 @@ import pandas as pd
 from evals.format import cell
 from evals.registry import every_table
 from evals.thinking import thinking_share
-from evals.weekly import ReportData, figures, tearsheet
+from evals.weekly import ReportData, figures, nights_line, tearsheet
 from evals.weekly import sections as sections_mod
 from evals.weekly.sections import sections
 
@@ -208,7 +208,8 @@ def context(d: ReportData) -> dict:
     (`evals.weekly.sections`), and the report's own derived views."""
     m = d.metrics
     span = f"{d.experiment}, {d.since} – {d.until}"
-    nights = int(d.runs["night"].nunique()) if len(d.runs) else 0
+    nights = (len(d.analysed) if d.analysed is not None else
+              int(d.runs["night"].nunique()) if len(d.runs) else 0)
     speed = getattr(m, "speed", pd.DataFrame())
     projected = pd.DataFrame()
     if len(speed) and "throughput_s_per_ticker" in speed:
@@ -218,7 +219,8 @@ def context(d: ReportData) -> dict:
     primary = _primary(d)
     spec = every_table()["comparison"]
     return {
-        "d": d, "span": span, "nights": nights, "label": d.plan.label, "cards": cards(d),
+        "d": d, "span": span, "nights": nights, "nights_line": nights_line(d),
+        "label": d.plan.label, "cards": cards(d),
         "sections": sections(d, f), "figs": f,
         "primary": {**(sections_mod.rendered(spec, primary) if len(primary) else
                        {"cols": [], "rows": [], "notes": []})},
