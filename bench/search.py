@@ -33,7 +33,8 @@ KEYS = """CREATE TEMP TABLE k AS SELECT row_number() OVER () AS id, n, p, tk, d,
 PICK = ", ".join(f"(hash(id, {j}) % 4000) + 1 AS a{j}" for j in range(1, 9))
 TEXTS = ("INSERT INTO texts (hash, text) SELECT id, concat_ws(' ', id::VARCHAR, "
          + ", ".join(f"f{j}.f" for j in range(1, 9)) + f") FROM (SELECT id, {PICK} FROM k) s "
-         + " ".join(f"JOIN frags f{j} ON f{j}.i = a{j}" for j in range(1, 9)))
+         + " ".join(f"JOIN frags f{j} ON f{j}.i = a{j}" for j in range(1, 9))
+         + " ORDER BY id")      # night by night, as ingest appends them
 
 
 def build(path: Path, nights: int) -> None:
