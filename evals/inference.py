@@ -27,7 +27,6 @@ import math
 
 import numpy as np
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 MIN_INDEPENDENT = 4        # df >= 3: t-intervals stay calibrated under heavy-tailed ICs
 METHOD = "t, non-overlapping nights"
@@ -141,7 +140,7 @@ def verdict_of(test: str, p_claim: float, p_counter: float, alpha: float) -> str
 def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
                margin: float = 0.03, alpha: float = 0.05, start_pos: np.ndarray | None = None,
                power: float = 0.8, sd_plan: float | None = None,
-               sd_plan_df: float | None = None) -> dict:
+               sd_plan_df: float | None = None, sized: bool = True) -> dict:
     """The plan's test of ΔIC = candidate - baseline on non-overlapping nights.
 
     non-inferiority: non-inferior when the one-sided (1-alpha) lower bound exceeds -δ,
@@ -150,7 +149,8 @@ def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
     ``tested_mean`` (the mean of the nights the test uses), so it always contains it.
     ``power``: the method's (`evals.power`) at δ with the nights used, from ``sd_plan`` (the
     plan's assumed sd) when given — predictive over its pilot's sampling error where the plan
-    says on how many df (`sd_plan_df`) — else predictive over the observed sd's.
+    says on how many df (`sd_plan_df`) — else predictive over the observed sd's;
+    ``sized=False`` leaves power and MDE NaN (a test read for its p-values only).
     """
     if test not in VERDICTS:
         raise ValueError(f"unknown test {test!r}; one of {list(VERDICTS)}")
@@ -181,10 +181,11 @@ def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
                                     f"df={sd_plan_df:g})" if sd_plan_df else "")
     else:
         source = f"observed (predictive over its sampling error, df={df})"
-    out["power_basis"] = (f"{pw.power_text(test)}; t on {m} non-overlapping nights, sd of "
-                          f"nightly ΔIC {sd_power:.3f} {source}")
-    out["power"] = pw.planned_power(test, sd_power, m, margin, alpha, df_power)
-    out["mde"] = pw.min_detectable(test, sd_power, m, alpha, power, df_power)
+    if sized:
+        out["power_basis"] = (f"{pw.power_text(test)}; t on {m} non-overlapping nights, sd "
+                              f"of nightly ΔIC {sd_power:.3f} {source}")
+        out["power"] = pw.planned_power(test, sd_power, m, margin, alpha, df_power)
+        out["mde"] = pw.min_detectable(test, sd_power, m, alpha, power, df_power)
     if se == 0:
         out["verdict"] = "inconclusive"
         out["note"] = "no variation between nights: no test"
@@ -197,9 +198,10 @@ def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
 def noninferiority(d: np.ndarray, horizon: int, margin: float, alpha: float,
                    start_pos: np.ndarray | None = None, power: float = 0.8) -> dict:
     """Non-inferiority of ΔIC within margin δ (`delta_test`), with the TOST equivalence
-    p-value beside it (``p_equivalent``, ``equivalence``)."""
+    p-value beside it (``p_equivalent``, ``equivalence``; read for its p-value and verdict
+    only, so not sized: TOST's predictive power integrates once per point of σ's grid)."""
     out = delta_test(d, horizon, "non-inferiority", margin, alpha, start_pos, power)
-    eq = delta_test(d, horizon, "equivalence", margin, alpha, start_pos, power)
+    eq = delta_test(d, horizon, "equivalence", margin, alpha, start_pos, power, sized=False)
     out.update(p_noninferior=out["p_claim"], p_inferior=out["p_counter"],
                p_equivalent=eq["p_claim"], equivalence="not shown")
     if eq["verdict"] in ("equivalent", "insufficient nights"):
@@ -215,10 +217,21 @@ def verdict(p_noninferior: float, p_inferior: float, alpha: float) -> str:
 
 
 def holm(pvalues: list[float]) -> list[float]:
-    """Holm step-down adjusted p-values; NaN entries stay NaN and are not counted."""
+    """Holm step-down adjusted p-values; NaN entries stay NaN and are not counted.
+
+    statsmodels' `multipletests(method="holm")` computes the same numbers (the tests check
+    it), but importing it costs ~0.16 s of CPU and each call a full `gc.collect()`: too much
+    for a command's start.
+    """
     p = np.asarray(pvalues, dtype=float)
     out = np.full(len(p), np.nan)
     ok = np.isfinite(p)
     if ok.any():
-        out[ok] = multipletests(p[ok], method="holm")[1]
+        q = p[ok]
+        order = np.argsort(q)
+        adjusted = np.maximum.accumulate(q[order] * np.arange(len(q), 0, -1))
+        adjusted[adjusted > 1] = 1
+        back = np.empty_like(adjusted)
+        back[order] = adjusted
+        out[ok] = back
     return out.tolist()

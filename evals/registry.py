@@ -103,9 +103,23 @@ def registered() -> dict[str, Table]:
     import evals.tables  # noqa: F401  (the declarations)
     from evals.listings import LISTINGS
 
+    others = set(LISTINGS) | set(REPORT_TABLES)
     order = [k for k in evals.tables.ORDER if k in TABLES]
     return {k: TABLES[k] for k in order + [k for k in TABLES if k not in order
-                                           and k not in LISTINGS]}
+                                           and k not in others]}
+
+
+REPORT_TABLES = ("deviations", "latency", "projection", "sweep", "sessions", "thinking")
+
+
+def report_tables() -> dict[str, Table]:
+    """The weekly report's own tables (`evals.report_tables`, which registers them on
+    import): deviations, latency percentiles, the projected night, sweeps, server sessions,
+    thinking share. Computed from the report's frames, not metric tables."""
+    import importlib
+
+    importlib.import_module("evals.report_tables")      # the declarations
+    return {k: TABLES[k] for k in REPORT_TABLES}
 
 
 def listings() -> dict[str, Table]:
@@ -117,6 +131,6 @@ def listings() -> dict[str, Table]:
 
 
 def every_table() -> dict[str, Table]:
-    """Every registered table: the metric tables, then the run listings. The weekly report
-    and its Markdown (the Prefect artifact) show each one."""
-    return {**registered(), **listings()}
+    """Every registered table: the metric tables, the report's own, then the run listings.
+    The weekly report and its Markdown (the Prefect artifact) show each one."""
+    return {**registered(), **report_tables(), **listings()}

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from evals.weekly import figures
-from evals.weekly.render import latency_percentiles, real_scale_calls
+from evals.report_tables import latency_percentiles, real_scale_calls
 from flows.weekly import gather
 from tests.seeded import SPEED, seed_warehouse
 

@@ -54,3 +54,26 @@ def test_widths_are_natural_when_they_fit_and_never_below_the_longest_word():
     lines = layout(frame, [["0.050", "insufficient nights"]], 20)
     assert lines == [" mean_  note", "    ic", "──────  ────────────", " 0.050  insufficient",
                      "        nights"]
+
+
+@pytest.mark.parametrize("columns", [100, 120])
+def test_metrics_wide_is_plain_and_fits_its_width_whole(seeded, columns):
+    """--wide drew rich's boxes (600 columns wide for the comparison); now the plain layout,
+    and a table whose numbers cannot sit side by side prints one record per row."""
+    r = run_cli("metrics", "-c", seeded, "--wide", columns=columns)
+    assert r.returncode == 0, r.stderr
+    expected = (DATA / f"metrics_wide_{columns}.txt").read_text()
+    assert r.stdout == expected
+    assert max(map(len, expected.splitlines())) <= columns
+    assert not set("┏┃│┡└━") & set(expected) and "…" not in expected
+    assert "── row 1 of 3 " in expected                    # the comparison, as records
+
+
+@pytest.mark.parametrize("columns", [100, 120])
+def test_prereg_draft_sizing_table_is_plain_at_its_width(seeded, tmp_path, columns):
+    r = run_cli("prereg", "draft", str(tmp_path / "p.toml"), "-c", seeded, "--nights", "25",
+                "--first-night", "2027-03-01", columns=columns)
+    assert r.returncode == 0, r.stderr
+    table = r.stdout[:r.stdout.index("noise:")]
+    assert table == (DATA / f"prereg_sizing_{columns}.txt").read_text()
+    assert max(map(len, table.splitlines())) <= columns and not set("┏┃│┡└━") & set(table)

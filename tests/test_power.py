@@ -199,3 +199,48 @@ def test_a_plans_pilot_sd_gives_predictive_power_in_the_comparison():
     assert pred["power_basis"].endswith("sd of nightly ΔIC 0.100 from the plan (its pilot's; "
                                         "predictive over its sampling error, df=4)")
     assert exact["power_basis"].endswith("sd of nightly ΔIC 0.100 from the plan")
+
+
+def _tost_by_scipy_stats(sd, m, margin, alpha, delta):
+    """TOST power as first written: the integrand through scipy.stats' norm.cdf and
+    chi2.pdf (the module now calls the special functions behind them)."""
+    from scipy import integrate
+
+    df, se = m - 1, sd / math.sqrt(m)
+    q = stats.t.ppf(1 - alpha, df)
+    v_max = df * (margin * math.sqrt(m) / (q * sd)) ** 2
+
+    def given(v):
+        half = margin - q * sd * math.sqrt(v / df) / math.sqrt(m)
+        p = stats.norm.cdf((half - delta) / se) - stats.norm.cdf((-half - delta) / se)
+        return max(p, 0.0) * stats.chi2.pdf(v, df)
+
+    return float(min(1.0, integrate.quad(given, 0, v_max, limit=200)[0]))
+
+
+@pytest.mark.parametrize("sd,m,margin,alpha,delta", [
+    (0.1, 20, 0.06, 0.05, 0.0), (0.03, 4, 0.03, 0.05, 0.0), (0.2, 41, 0.12, 0.1, -0.02),
+    (0.1, 9, 0.01, 0.05, 0.03), (0.05, 5, 0.06, 0.1, 0.0)])
+def test_tost_power_is_the_scipy_stats_integral_to_1e12(sd, m, margin, alpha, delta):
+    ref = _tost_by_scipy_stats(sd, m, margin, alpha, delta)
+    got = pw.decision_probability("equivalence", "equivalent", sd, m, margin, alpha, delta)
+    assert abs(got - ref) <= 1e-12
+
+
+def test_predictive_tost_power_is_the_mean_over_the_sigma_grid_to_1e12():
+    s, nu, m, d = 0.1, 4.0, 20, 0.06
+    q = stats.chi2.ppf((np.arange(pw.SD_GRID) + 0.5) / pw.SD_GRID, nu)
+    ref = np.mean([_tost_by_scipy_stats(x, m, d, 0.05, 0.0) for x in s * np.sqrt(nu / q)])
+    assert abs(pw.predictive_power("equivalence", s, nu, m, d, 0.05) - ref) <= 1e-12
+
+
+def test_the_equivalence_beside_non_inferiority_is_read_for_its_p_value_only():
+    from evals.inference import noninferiority
+
+    d = np.random.default_rng(11).normal(0.0, 0.05, 20)
+    alone = delta_test(d, 1, "equivalence", 0.06, 0.05)
+    unsized = delta_test(d, 1, "equivalence", 0.06, 0.05, sized=False)
+    assert math.isnan(unsized["power"]) and math.isnan(unsized["mde"])
+    assert (unsized["p_claim"], unsized["verdict"]) == (alone["p_claim"], alone["verdict"])
+    out = noninferiority(d, 1, 0.06, 0.05)
+    assert out["p_equivalent"] == alone["p_claim"] and out["power"] > 0

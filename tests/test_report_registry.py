@@ -12,6 +12,7 @@ import pytest
 from markupsafe import escape
 
 from evals.registry import TABLES, declare, every_table
+from evals.weekly import sections
 from evals.weekly.render import render
 from flows.weekly import gather
 from tests.test_starved import _seeded_with_a_starved_night
@@ -35,17 +36,30 @@ def test_every_registered_table_reaches_the_html_and_the_markdown(data, tmp_path
     html, md = _render(data, tmp_path)
     tables = every_table()
     assert {"headline", "comparison", "cross_path", "draws", "signal_shape", "by_grade",
-            "serving", "runs", "left_out", "evidence", "hosts"} <= set(tables)
+            "serving", "runs", "left_out", "evidence", "hosts", "deviations", "latency",
+            "projection", "sweep", "sessions", "thinking"} <= set(tables)
     for line in data.headline.lines:
         assert line in md
+    frames = sections.frames(data)
     for key, spec in tables.items():
         if key == "headline":
             continue
         assert f"### {spec.title}\n" in md, key
         assert str(escape(spec.title)) in html, key     # a heading, or a fold's summary
+        if key == "sweep":                  # none recorded here (tests/test_sweep.py has one)
+            assert not len(frames[key]) and f"_{sections.EMPTY[key]}_" in md
+            assert str(escape(sections.EMPTY[key])) in html
+            continue
+        assert len(frames[key]), key
         header = "| " + " | ".join(spec.shown()) + " |"
         assert header in md, (key, header)          # with rows: its brief columns, in order
         assert "".join(f"<th>{escape(c)}</th>" for c in spec.shown()) in html, key
+
+
+def test_the_reports_own_tables_are_not_metric_tables():
+    from evals.registry import REPORT_TABLES, registered
+
+    assert not set(REPORT_TABLES) & set(registered())     # `dualpath metrics` prints none
 
 
 def test_a_table_declared_anywhere_reaches_both_outputs_without_a_template_edit(data, tmp_path):

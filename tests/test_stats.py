@@ -102,6 +102,14 @@ def test_holm_matches_statsmodels_and_skips_nan():
     assert [got[0], got[2]] == pytest.approx(multipletests([0.2, 0.01], method="holm")[1])
 
 
+
+def test_holm_is_statsmodels_exactly_with_ties_and_ones():
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 3, 7):
+        p = np.round(rng.uniform(0, 0.6, n), 2)          # rounding makes ties
+        assert holm(p.tolist()) == multipletests(p, method="holm")[1].tolist()
+
+
 def test_subseries_test_keeps_its_size_on_overlapping_series():
     # MA(4) series, as nightly ICs of 5-day returns: the t on every night over-rejects; this
     # one must not (400 nulls: 5% +- 2.2% two standard errors)

@@ -297,6 +297,10 @@ def test_a_slot_sweep_over_simulated_servers_finds_their_knee(sim_night, tmp_pat
     assert "Retuning: recorded sweeps" in text and "sweep sim-knee of path backup" in text
     assert f"Chosen: {out.chosen}" in text
     assert "knee circled" in html.read_text()
+    # its points: the registered sweep table, the sweep's name first, one row per point
+    points = text.split("### Every point of the recorded sweeps", 1)[1].split("###", 1)[0]
+    assert "| sweep | label | slots | status | verdict |" in points
+    assert sum(ln.startswith("| sim-knee |") for ln in points.splitlines()) == 4
 
 
 def test_stopped_and_failed_points_are_labelled_and_never_chosen(sim_night, tmp_path):

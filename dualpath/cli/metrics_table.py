@@ -1,5 +1,5 @@
-"""`dualpath metrics` on the terminal without --wide: each registered table laid out for the
-console's width, nothing cut.
+"""`dualpath metrics` (brief or --wide) and `dualpath prereg draft` on the terminal: each
+table laid out for the console's width, nothing cut.
 
 rich's boxed tables cut what did not fit: at 100 columns the comparison read 'horiz…',
 'explo…' and 'non-i…', the speed table's headers 'throughp…' three times over (three
@@ -123,18 +123,48 @@ def _block(parts: list[list[str]], w: list[int], right: list[bool]) -> list[str]
     return out
 
 
-def print_fitted(spec, frame: pd.DataFrame, title: str | None = None) -> None:
-    """A registered table's brief columns at the console's width, its title and footnotes
-    wrapped under their own indent."""
-    shown = spec.select(frame, wide=False)
+def records(frame: pd.DataFrame, cells: list[list[str]], total: int) -> list[str]:
+    """Each row as a record, one `column  value` line per column (values wrapped under
+    their own indent): for a table whose numbers alone are wider than the console (every
+    column of the comparison is 37 of them)."""
+    headers = [str(c) for c in frame.columns]
+    name = min(max(map(cell_len, headers)), total // 3)
+    lines: list[str] = []
+    for k, row in enumerate(cells, 1):
+        lines.append(f"── row {k} of {len(cells)} " + "─" * max(0, min(total, 60) - 14))
+        for h, v in zip(headers, row):
+            lines += textwrap.wrap(v or "—", total, initial_indent=h.ljust(name) + "  ",
+                                   subsequent_indent=" " * (name + 2),
+                                   break_long_words=False, break_on_hyphens=False)
+    return lines
+
+
+def print_fitted(spec, frame: pd.DataFrame, title: str | None = None,
+                 wide: bool = False) -> None:
+    """A registered table's brief columns (every column with ``wide``) at the console's
+    width, its title and footnotes wrapped under their own indent; with ``wide``, a table
+    whose numbers cannot fit side by side prints as records."""
+    shown = spec.select(frame, wide=wide)
+    print_plain(shown, spec.rows(shown), title or spec.title, spec.footnotes(shown),
+                as_records=wide)
+
+
+def print_plain(frame: pd.DataFrame, cells: list[list[str]], title: str | None = None,
+                notes: list[str] | tuple = (), as_records: bool = False) -> None:
+    """A table in the plain style at the console's width (`layout`): its title, the table,
+    then each note under its own indent. ``as_records``: rows as records (`records`) where
+    the table would be wider than the console."""
     width = max(40, console.width)
+    lines = layout(frame, cells, width)
+    if as_records and max(map(cell_len, lines), default=0) > width:
+        lines = records(frame, cells, width)
     say = lambda s, **kw: console.print(s, markup=False, highlight=False, soft_wrap=True, **kw)
-    for line in textwrap.wrap(title or spec.title, width, subsequent_indent="  ",
+    for line in textwrap.wrap(title or "", width, subsequent_indent="  ",
                               break_on_hyphens=False):
         say(line, style="bold")
-    for line in layout(shown, spec.rows(shown), width):
+    for line in lines:
         say(line)
-    for note in spec.footnotes(shown):
+    for note in notes:
         for line in textwrap.wrap(note, width, initial_indent="  ", subsequent_indent="    ",
                                   break_on_hyphens=False):
             say(line, style="dim")

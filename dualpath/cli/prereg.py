@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from dualpath.cli._common import (CONFIG_OPT, _parse_date, console, input_file, output_file,
-                                  prereg_app, print_frame)
+                                  prereg_app)
 from dualpath.cli._common import load_config
 from dualpath.errors import UserError
 
@@ -37,21 +37,34 @@ def _fmt(v) -> str:
         f"{v:.3f}" if isinstance(v, float) else str(v))
 
 
+SIZING = ["horizon", "nights", "independent_nights", "sd_delta", "mde", "power_at_margin",
+          "nights_needed"]
+
+
 def print_sizing(sizing, alpha: float, chosen: float) -> None:
     import pandas as pd
 
-    rows = pd.DataFrame(sizing.rows).rename(columns={
-        "independent_nights": "independent", "power_at_margin": f"power at δ={chosen:g}",
-        "nights_needed": f"nights for power {sizing.design.power:g}",
-        "mde": f"min detectable ΔIC (power {sizing.design.power:g})"})
+    from dualpath.cli.metrics_table import print_plain
+    from evals.format import cell
+
+    rows = pd.DataFrame(sizing.rows)[SIZING]
     est = sorted(int(h) for h in sizing.design.sd_df)
     kind = ("power exact for Gaussian ΔIC at the sd below" if not est else
             "predictive power: averaged over the sampling distribution of the pilot's sd at "
             f"h={', '.join(map(str, est))}" + (", exact at the assumed sd elsewhere"
                                                if len(est) < len(sizing.rows) else ""))
-    print_frame(rows, "table", f"{sizing.test} at one-sided α = {alpha:g}: t on "
-                f"non-overlapping nights ({kind})")
-    console.print(f"noise: {sizing.design.sd_source}")
+    power = sizing.design.power
+    kinds = {"horizon": "int", "nights": "int", "independent_nights": "int",
+             "nights_needed": "int"}
+    cells = [[cell(v, kinds.get(c)) for c, v in zip(SIZING, r)]
+             for r in rows.itertuples(index=False)]
+    print_plain(rows, cells, f"{sizing.test} at one-sided α = {alpha:g}: t on "
+                f"non-overlapping nights ({kind})",
+                ["independent_nights: non-overlapping nights the t uses",
+                 f"mde: min detectable ΔIC (power {power:g})",
+                 f"power_at_margin: power at δ={chosen:g}",
+                 f"nights_needed: nights for power {power:g}"])
+    console.print(f"noise: {sizing.design.sd_source}", markup=False, highlight=False)
 
 
 def print_decision_design(p) -> None:

@@ -69,11 +69,8 @@ def _print_tables(frames: dict, notes: list[str], headline, wide: bool) -> None:
             r = (primary if len(primary) else frame).iloc[0]
             title += (f" — {r['candidate']} vs {r['baseline']}, primary h={r['horizon']} "
                       f"margin δ = {r['margin']:g}, α = {r['alpha']:g}")
-        if wide:
-            print_registered(spec, frame, wide, title)
-        else:
-            from dualpath.cli.metrics_table import print_fitted
-            print_fitted(spec, frame, title)
+        from dualpath.cli.metrics_table import print_fitted
+        print_fitted(spec, frame, title, wide)
     if not wide:
         console.print("(brief columns; --wide, -f csv and -f json show every column)",
                       style="dim", highlight=False)

@@ -11,12 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import jinja2
-import numpy as np
 import pandas as pd
 
 from evals.format import cell
 from evals.registry import every_table
-from evals.thinking import thinking_share
 from evals.weekly import ReportData, figures, nights_line, tearsheet
 from evals.weekly import sections as sections_mod
 from evals.weekly.sections import sections
@@ -46,46 +44,9 @@ def table(frame: pd.DataFrame | None, cols: list[str] | None = None,
             "notes": []}
 
 
-def real_scale_calls(calls: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Client-clock seconds of each call divided by its run's time scale (simulated paths
-    compress their clocks); server timings are real-scale already."""
-    if not len(calls) or "time_scale" not in runs:
-        return calls
-    scale = calls["run_id"].map(runs.set_index("run_id")["time_scale"]).fillna(1.0)
-    return calls.assign(latency_s=calls["latency_s"] / scale, ttft_s=calls["ttft_s"] / scale)
-
-
-def latency_percentiles(calls: pd.DataFrame) -> pd.DataFrame:
-    """Per path: client latency, time to first token and time per output token at p50/90/99
-    (as `vllm bench serve` reports them), each with its basis; real-scale seconds."""
-    if not len(calls):
-        return pd.DataFrame()
-    c = calls.assign(
-        tpot_client_ms=(calls["latency_s"] - calls["ttft_s"]) * 1e3
-        / (calls["completion_tokens"].astype(float) - 1).where(lambda x: x > 0),
-        tpot_server_ms=calls["predicted_ms"] / calls["predicted_n"].astype(float)
-        .where(lambda x: x > 0) if "predicted_n" in calls else np.nan,
-        ttft_ms=calls["ttft_s"] * 1e3, latency_s_=calls["latency_s"])
-    rows = []
-    for path, g in c.groupby("path"):
-        for metric, basis in (("latency_s_", "client: request start to last byte, s"),
-                              ("ttft_ms", "client, streaming only: to first token, ms"),
-                              ("tpot_client_ms", "client, streaming: per output token, ms"),
-                              ("tpot_server_ms", "server timings: per output token, ms")):
-            s = g[metric].dropna()
-            rows.append({"path": path, "metric": metric.rstrip("_"), "basis": basis,
-                         "n": len(s), **{f"p{q}": (s.quantile(q / 100) if len(s) else np.nan)
-                                         for q in (50, 90, 99)}})
-    return pd.DataFrame(rows)
-
-
-SWEEP_COLUMNS = ["label", "slots", "status", "verdict", "decode_tps", "share_of_best",
-                 "prefill_tps", "ticker_s_throughput", "ticker_s_latency", "cached_share",
-                 "calls_ok", "calls_planned", "failure_kind"]
-
-
 def sweeps(d: ReportData) -> list[dict]:
-    """Each recorded sweep: title, verdict table and figure."""
+    """Each recorded sweep: title, its choice and figure (its points: the registered
+    `sweep` table beneath them)."""
     from evals.sweep_plot import sweep_figure
 
     out = []
@@ -95,8 +56,7 @@ def sweeps(d: ReportData) -> list[dict]:
                  f"{str(sw['replay_hash'])[:12]} ({sw['mode']}, knee within "
                  f"{float(sw['knee_share']):.0%} of the best)")
         out.append({"title": title, "chosen": sw.get("chosen_point") or "none (nothing "
-                    "replayed every frozen call)", "table": table(t, SWEEP_COLUMNS),
-                    "fig": figures.uri_of(sweep_figure(t, title)) if len(t) else None})
+                    "replayed every frozen call)", "fig": figures.uri_of(sweep_figure(t, title)) if len(t) else None})
     return out
 
 
@@ -210,11 +170,6 @@ def context(d: ReportData) -> dict:
     span = f"{d.experiment}, {d.since} – {d.until}"
     nights = (len(d.analysed) if d.analysed is not None else
               int(d.runs["night"].nunique()) if len(d.runs) else 0)
-    speed = getattr(m, "speed", pd.DataFrame())
-    projected = pd.DataFrame()
-    if len(speed) and "throughput_s_per_ticker" in speed:
-        projected = pd.DataFrame({"path": speed["path"], "hours_for_100_tickers":
-                                  speed["throughput_s_per_ticker"] * 100 / 3600}).dropna()
     f = figs(d, span, nights)
     primary = _primary(d)
     spec = every_table()["comparison"]
@@ -224,10 +179,7 @@ def context(d: ReportData) -> dict:
         "sections": sections(d, f), "figs": f,
         "primary": {**(sections_mod.rendered(spec, primary) if len(primary) else
                        {"cols": [], "rows": [], "notes": []})},
-        "latency": table(latency_percentiles(real_scale_calls(d.calls, d.runs))),
-        "projected": table(projected, kinds={"hours_for_100_tickers": "h"}),
-        "sessions": table(d.sessions), "deviations": table(d.deviations),
-        "thinking": table(thinking_share(d.calls)), "declared": list(d.declared),
+        "declared": list(d.declared),
         "sweeps": sweeps(d), "notes": list(getattr(m, "notes", [])),
     }
 

@@ -12,18 +12,24 @@ import pandas as pd
 
 from evals.listings import left_out, marked
 from evals.registry import Table, every_table
+from evals.report_tables import frames as report_frames
 from evals.weekly.tearsheet import MISSING
 
 SECTIONS = {
+    "plan": ("deviations",),
     "primary": ("comparison",),
     "quality": ("rank_ic", "self_agreement", "grades", "cross_path", "draws", "signal_shape",
                 "by_grade"),
-    "speed": ("speed", "serving"),
-    "hygiene": ("left_out", "runs", "evidence", "gpu", "hosts"),
+    "speed": ("speed", "serving", "latency", "projection"),
+    "retuning": ("sweep",),
+    "hygiene": ("left_out", "runs", "evidence", "gpu", "hosts", "sessions"),
+    "sampling": ("thinking",),
 }
 CARDS = ("headline",)          # the headline's lines are the report's first screen
 COLLAPSED = frozenset({"draws", "signal_shape", "by_grade", "runs", "evidence", "gpu",
-                       "hosts"})
+                       "hosts", "latency", "sessions"})
+# frames that carry more than their table (warehouse rows with ids and internals)
+PROJECTED = frozenset(SECTIONS["hygiene"]) | {"sweep", "deviations"}
 
 EMPTY = {
     "comparison": "no comparison yet: no matured night on which both paths graded the same "
@@ -42,6 +48,13 @@ EMPTY = {
     "evidence": "no server evidence: no session in this range recorded the server's counters",
     "gpu": "no GPU readings: no run in this range recorded its GPU",
     "hosts": "no hosts recorded for the runs in this range",
+    "deviations": "none logged",
+    "latency": "no calls",
+    "projection": "no projection: no path has a complete, undisturbed run yet (the runs "
+                  "left out are listed under run hygiene)",
+    "sweep": "no sweep recorded: `dualpath sweep` retunes a path's slots",
+    "sessions": "no server session recorded for the runs in this range",
+    "thinking": "no calls",
 }
 
 FIGS = {   # table key -> (figure key, caption) drawn beside it
@@ -69,6 +82,7 @@ def frames(d) -> dict[str, pd.DataFrame]:
     """The frame behind each registered table (the headline's lines are the cards)."""
     m = d.metrics
     out = {k: getattr(m, k, None) for k in every_table()}
+    out.update(report_frames(d))
     out.update(runs=marked(d.runs), left_out=left_out(d.runs),
                evidence=getattr(d, "evidence", None), hosts=getattr(d, "hosts", None),
                gpu=getattr(d, "gpu", None))
@@ -79,7 +93,7 @@ def rendered(spec: Table, frame: pd.DataFrame | None, wide: bool = False) -> dic
     """A table for the templates: its brief columns (all with ``wide``), rows, footnotes."""
     if frame is None or not len(frame):
         return {"cols": [], "rows": [], "notes": []}
-    if spec.key in SECTIONS["hygiene"]:
+    if spec.key in PROJECTED:
         frame = spec.project(frame)
     shown = spec.select(frame, wide)
     return {"cols": [str(c) for c in shown.columns], "rows": spec.rows(shown),
