@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from evals.format import draws_words
+
 BASIS = "board energy, scoring only, idle floor included"
 
 
@@ -60,13 +62,14 @@ class EnergyCompare:
     level: float
     nights: int
     tickers: int
-    draws: int
+    draws: int | dict               # one count, or path -> its own
     price: float | None = None
     currency: str = ""
     kwh: dict = field(default_factory=dict)      # path: kWh of a `tickers` night
 
 
-def compare(energy: pd.DataFrame, baseline: str | None, candidate: str | None, draws: int,
+def compare(energy: pd.DataFrame, baseline: str | None, candidate: str | None,
+            draws: int | dict,
             tickers: int = 100, level: float = 0.95, price: float | None = None,
             currency: str = "") -> EnergyCompare | None:
     """The candidate's J/ticker over the baseline's, or None without both paths' runs."""
@@ -134,6 +137,7 @@ def energy_lines(e: EnergyCompare | None, candidate: str | None) -> list[str]:
     return [first,
             f"  {BASIS}: {c} {_kj(e.per_ticker[c])}, {b} {_kj(e.per_ticker[b])} per ticker "
             "(medians)",
-            f"  a night of {e.tickers} tickers × {e.draws} draws: {c} {kwh(c)}, {b} {kwh(b)}",
+            f"  a night of {e.tickers} tickers × {draws_words(e.draws, (c, b))}: {c} {kwh(c)}, "
+            f"{b} {kwh(b)}",
             f"  idle floor: {c} {e.idle_w[c]:.0f} W, {b} {e.idle_w[b]:.0f} W; above it: "
             f"{c} {_kj(e.above_idle[c])}/ticker, {b} {_kj(e.above_idle[b])}/ticker"]

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from evals import energy
-from evals.format import cell
+from evals.format import cell, draws_words
 from evals.headline_icr import (false_reassurance_line, false_reassurance_of,
                                 interchange_lines, rankic_word)
 from evals.registry import table
@@ -55,7 +55,7 @@ class Slowdown:
     nights: int
     baseline_s: float
     candidate_s: float
-    draws: int
+    draws: int | dict               # one count, or path -> its own (`evals.format.draws_words`)
     hours_at: dict = field(default_factory=dict)
     tickers: int = TICKERS          # the night projected to
     own_tickers: int | None = None  # the tickers this experiment's runs scored (None: unrecorded)
@@ -64,7 +64,7 @@ class Slowdown:
 
 
 def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None,
-             candidate: str | None, draws: int, level: float = 0.95,
+             candidate: str | None, draws: int | dict, level: float = 0.95,
              tickers: int = TICKERS) -> Slowdown | None:
     """The candidate's s/ticker over the baseline's (throughput basis), or None when a path
     has no run whose speed is a result. With no night on which both paths have a result its
@@ -125,7 +125,7 @@ class Headline:
         return self.quality + self.speed + self.energy
 
 
-def headline(metrics, verdict, draws: int, tickers: int = TICKERS,
+def headline(metrics, verdict, draws: int | dict, tickers: int = TICKERS,
              price: float | None = None, currency: str = "") -> Headline:
     """The headline of a `evals.report.Metrics` and its `evals.verdict.PrimaryVerdict`
     (rendered from its fields, never recomputed); `price` per kWh adds money."""
@@ -283,14 +283,15 @@ def night_lines(s: Slowdown) -> list[str]:
     study's `s.tickers` where that differs (never the 100 alone for a smaller experiment)."""
     at = lambda hours: f"{s.candidate} {_hours(hours[s.candidate])}, " \
                        f"{s.baseline} {_hours(hours[s.baseline])}"
+    d = draws_words(s.draws, (s.candidate, s.baseline))
     if s.own_tickers == s.tickers:
-        return [f"  a night of {s.tickers} tickers × {s.draws} draws: {at(s.hours_at)}"]
+        return [f"  a night of {s.tickers} tickers × {d}: {at(s.hours_at)}"]
     if s.own_tickers is None:
-        return [f"  a night of {s.tickers} tickers × {s.draws} draws (projected; the runs do "
+        return [f"  a night of {s.tickers} tickers × {d} (projected; the runs do "
                 f"not record their ticker count): {at(s.hours_at)}"]
-    return [f"  a night of {s.own_tickers} tickers × {s.draws} draws (this experiment's): "
+    return [f"  a night of {s.own_tickers} tickers × {d} (this experiment's): "
             f"{at(s.own_hours_at)}",
-            f"  projected to {s.tickers} tickers × {s.draws} draws: {at(s.hours_at)}"]
+            f"  projected to {s.tickers} tickers × {d}: {at(s.hours_at)}"]
 
 
 def _hours(h: float) -> str:

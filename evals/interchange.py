@@ -196,7 +196,8 @@ def interchange(units: pd.DataFrame, baseline: str, candidate: str, limit: float
                 failed=failed, flat=flat)
     nan = math.nan
     if not len(t) or t["rr_n"].sum() == 0 or t["tr_n"].sum() == 0 or len(t) < 3:
-        why = ("main needs >= 2 graded draws of a ticker on a night"
+        why = (f"{baseline} needs >= 2 graded draws of a ticker on a night (its own "
+               f"draw-to-draw disagreement is the yardstick; {candidate} may have 1)"
                if len(t) and t["rr_n"].sum() == 0 else "no ticker-night graded on both paths")
         return Interchange(**base, ticker_nights=int(t["tr_n"].sum()) if len(t) else 0,
                            rho_rr=nan, rho_tr=nan, rho_tt=nan, ratio=nan, ratio_low=nan,
@@ -281,6 +282,23 @@ def _row(x: Interchange) -> dict:
 # interchangeable, 0.66 when the backup is noise (its products do not share main's latent).
 ASSUMED_VAR = {"equal": 0.49, "noise": 0.66}
 ASSUMED_RHO_RR = 0.12          # the user's measured self-agreement (QWK 0.12)
+# The same variance by (main's draws, the backup's draws), from bench/calibration_icr.py's
+# `simulate`/`estimate` (600 panels, 10 nights x 100 tickers, QWK 0.118): g's se² x ticker-
+# nights, median over panels. More draws on main shrink both ρ_RR's and ρ_TR's noise (z̄_R is
+# a mean of more draws); 2 x 2 reads 0.48 / 0.65 there, ASSUMED_VAR's 0.49 / 0.66.
+ASSUMED_VARS = {(2, 1): (0.73, 0.89), (2, 2): (0.49, 0.66), (2, 3): (0.40, 0.57),
+                (3, 1): (0.47, 0.61), (3, 2): (0.29, 0.43), (3, 3): (0.23, 0.37),
+                (4, 1): (0.38, 0.50), (4, 2): (0.22, 0.34), (4, 3): (0.17, 0.30)}
+
+
+def assumed_var(main_draws: int, candidate_draws: int) -> dict | None:
+    """One ticker-night's variance of g at these draws (`ASSUMED_VARS`; counts beyond its
+    cells read as its nearest, which overstates the variance: conservative); None when
+    main has one draw (ρ_RR needs two)."""
+    if main_draws < 2 or candidate_draws < 1:
+        return None
+    eq, noise = ASSUMED_VARS[(min(main_draws, 4), min(candidate_draws, 3))]
+    return {"equal": eq, "noise": noise}
 
 
 def decision_power(rho_rr: float, var: float, tickers: int, nights: int, limit: float,
