@@ -287,7 +287,9 @@ class Config(_Model):
                                                                            "measured", "gpus",
                                                                            "power"}}})
         for p in data["paths"].values():
-            if p.get("draws") is None:      # a path's own count, hashed only when it has one
+            # a path's own count, hashed only where it differs from the experiment's (so
+            # nights scored before the field existed keep their hash)
+            if p.get("draws") in (None, data["experiment"]["draws"]):
                 p.pop("draws", None)
         data["experiment"]["universe_sha256"] = universe_sha256(self.tickers())
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
