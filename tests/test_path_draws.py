@@ -256,3 +256,78 @@ def test_night_lines_name_each_paths_draws():
         "  a night of 8 tickers × 2 draws on backup, 3 on main (this experiment's): "
         "backup 40 min, main 8 min",
         "  projected to 100 tickers × 2 draws on backup, 3 on main: backup 8.3 h, main 1.7 h"]
+
+
+# --- the command line, whole output --------------------------------------------------------
+
+def _project_3_2(tmp_path, tickers=20):
+    from flows.demo import synthetic_project
+
+    data = demo_config_data(tmp_path, tickers, 2, 0.01)
+    data["paths"]["main"]["draws"] = 3
+    data["sampling"]["presence_penalty"] = 0.0        # no declared difference to print
+    cfg_path, cfg, market, _ = synthetic_project(tmp_path, data, 1)
+    return cfg_path, market.nights(1)[0]
+
+
+def test_check_and_prereg_status_show_each_paths_draws(tmp_path):
+    from tests.cli_run import run_cli
+
+    cfg_path, first = _project_3_2(tmp_path)
+    r = run_cli("check", "-c", cfg_path, columns=300)      # tmp paths are long
+    assert r.returncode == 0 and r.stdout == (
+        "offline check: the config alone (no server, warehouse or Prefect is contacted; "
+        "`dualpath doctor` does that)\n"
+        f"ok {cfg_path}: experiment 'demo', 20 tickers x 3 draws on main, 2 on backup, "
+        "horizons [1, 5, 20]\n"
+        "  path main: sim  model=qwen-27b-dense slots=8 draws=3 (simulated)\n"
+        "    expect: nothing pinned (any server on the endpoint is accepted)\n"
+        "  path backup: sim  model=qwen3.6-35b-a3b slots=4 (simulated)\n"
+        "    expect: nothing pinned (any server on the endpoint is accepted)\n"
+        "  thinking: off (the same on every path)\n")
+    plan = tmp_path / "p.toml"
+    assert run_cli("prereg", "draft", plan, "-c", cfg_path, "--first-night", first,
+                   "--nights", 20).returncode == 0
+    assert run_cli("prereg", "freeze", plan, "-c", cfg_path, "--force", "--reason",
+                   "a small universe").returncode == 0
+    p = load_plan(plan)
+    r = run_cli("prereg", "status", "-c", cfg_path, columns=300)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[2:] == [
+        f"primary: backup vs main, non-inferiority at h=1, δ={p.primary.margin}, α=0.05",
+        "draws per night (frozen): main 3, backup 2",
+        f"window: 0 of 20 nights from {p.window.first_night}",
+        "label today: interim — no decision: no nights yet"]
+
+
+def test_check_warns_when_main_has_one_draw(tmp_path):
+    from flows.demo import synthetic_project
+    from tests.cli_run import run_cli
+
+    data = demo_config_data(tmp_path, 20, 2, 0.01)
+    data["paths"]["main"]["draws"] = 1
+    data["sampling"]["presence_penalty"] = 0.0
+    cfg_path = synthetic_project(tmp_path, data, 1)[0]
+    r = run_cli("check", "-c", cfg_path, columns=300)
+    assert r.returncode == 0
+    assert r.stdout.splitlines()[-2:] == [
+        "  warning: paths.main scores 1 draw a night: interchangeability compares the other "
+        "path's disagreement with main against main's own draw-to-draw disagreement, which "
+        "needs >= 2 draws on main (set paths.main.draws = 2 or more; the other path may keep 1)",
+        "  thinking: off (the same on every path)"]
+
+
+def test_draft_prints_both_options_at_the_users_shape(tmp_path):
+    from tests.cli_run import run_cli
+    from tests.helpers import make_project
+
+    cfg_path, _, nights = make_project(tmp_path, tickers=100, draws=2, nights=1)
+    r = run_cli("prereg", "draft", tmp_path / "p.toml", "-c", cfg_path, "--first-night",
+                nights[0], "--nights", 20, columns=400)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0
+    assert lines[-2] == (
+        "draws: at 2 on main and 2 on backup interchangeability needs 12 nights for power "
+        "0.8; at 3 on main and 2 on backup, 8 nights (within 10): set paths.main.draws = 3 "
+        "in the config and draft again (main is the path the extra draw is cheap on)")
+    assert lines[-3].startswith("false reassurance ") and lines[-1].startswith("wrote ")
