@@ -61,6 +61,7 @@ class Slowdown:
     own_tickers: int | None = None  # the tickers this experiment's runs scored (None: unrecorded)
     own_hours_at: dict = field(default_factory=dict)
     result_runs: dict = field(default_factory=dict)     # path: its runs whose speed is a result
+    per: str = "ticker"             # the ratio's unit: "unit" where the paths' draws differ
 
 
 def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None,
@@ -76,7 +77,11 @@ def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None
     if not all(p in med and pd.notna(med[p]) for p in (baseline, candidate)):
         return None
     ok = speed_runs[speed_runs["is_result"]]
-    wide = ok.pivot_table(index="night", columns="path", values="throughput_s_per_ticker")
+    # a ticker is 3 units on a path that scores 3 draws and 2 on one that scores 2: the ratio
+    # then compares the same work, one ticker x one draw
+    per = "unit" if (isinstance(draws, dict) and draws.get(baseline) != draws.get(candidate)
+                     and "throughput_s_per_unit" in ok) else "ticker"
+    wide = ok.pivot_table(index="night", columns="path", values=f"throughput_s_per_{per}")
     pairs = wide[[baseline, candidate]].dropna() if {baseline, candidate} <= set(wide) else wide[[]]
     logs = np.log(pairs[candidate] / pairs[baseline]).to_numpy(dtype=float)
     n = len(logs)
@@ -91,7 +96,7 @@ def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None
     return Slowdown(baseline, candidate, "throughput", LABELS[("throughput", "ticker")],
                     ratio, lo, hi, level, n, float(med[baseline]), float(med[candidate]),
                     draws, hours, tickers, own, own_hours,
-                    {p: int(counts.get(p, 0)) for p in (candidate, baseline)})
+                    {p: int(counts.get(p, 0)) for p in (candidate, baseline)}, per)
 
 
 def _own_tickers(runs: pd.DataFrame) -> int | None:
@@ -268,6 +273,10 @@ def speed_lines(s: Slowdown | None, v, disturbed: dict[str, int] | None = None,
               if s.nights >= 2 else f"no interval: {s.nights} paired night(s)")
         first = [f"Speed — how much slower is {s.candidate}?  {r:.1f}× {word} than "
                  f"{s.baseline} ({ci})"]
+        if s.per == "unit":
+            first.append(f"  per unit (run wall clock ÷ ticker-draws): {s.candidate} scores "
+                         f"{s.draws[s.candidate]} draws a ticker, {s.baseline} "
+                         f"{s.draws[s.baseline]}")
     return [part for x in (
         *first,
         f"  throughput basis (run wall clock ÷ tickers): {s.candidate} "

@@ -331,3 +331,23 @@ def test_draft_prints_both_options_at_the_users_shape(tmp_path):
         "0.8; at 3 on main and 2 on backup, 8 nights (within 10): set paths.main.draws = 3 "
         "in the config and draft again (main is the path the extra draw is cheap on)")
     assert lines[-3].startswith("false reassurance ") and lines[-1].startswith("wrote ")
+
+
+def test_the_slowdown_compares_units_where_the_paths_draws_differ():
+    """main at 3 draws takes 3 units a ticker, backup at 2 takes 2: per ticker backup reads
+    4× slower, per unit (the same work) 6×."""
+    from evals.headline import slowdown, speed_lines
+
+    runs = pd.DataFrame([{"path": p, "night": n, "is_result": True, "tickers": 8,
+                          "throughput_s_per_ticker": s * d, "throughput_s_per_unit": s}
+                         for n in range(3) for p, s, d in (("main", 10.0 + n, 3),
+                                                           ("backup", 60.0 + 6 * n, 2))])
+    speed = runs.groupby("path", as_index=False)[["throughput_s_per_ticker"]].median()
+    same = slowdown(runs, speed, "main", "backup", 2)
+    own = slowdown(runs, speed, "main", "backup", {"main": 3, "backup": 2})
+    assert same.ratio == pytest.approx(4.0) and own.ratio == pytest.approx(6.0)
+    lines = speed_lines(own, None)
+    assert lines[:2] == [
+        "Speed — how much slower is backup?  6.0× slower than main (95% CI 6.0×–6.0×, 3 paired "
+        "nights)",
+        "  per unit (run wall clock ÷ ticker-draws): backup scores 2 draws a ticker, main 3"]
