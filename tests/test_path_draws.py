@@ -351,3 +351,21 @@ def test_the_slowdown_compares_units_where_the_paths_draws_differ():
         "Speed — how much slower is backup?  6.0× slower than main (95% CI 6.0×–6.0×, 3 paired "
         "nights)",
         "  per unit (run wall clock ÷ ticker-draws): backup scores 2 draws a ticker, main 3"]
+
+
+def test_what_each_draw_buys_is_measured_at_each_paths_own_draws():
+    """main at 3 draws, backup at 2: the backup's measured k stops at 2 (its mean of all
+    draws), main's at 3; a backup "k = 3" built from main's third draw would be its k = 2."""
+    from evals.returns import forward_returns
+    from evals.signal import draws_analysis
+    from tests.test_stats import draw_units
+
+    prices, nights, main = draw_units(nights=8, draws=3)
+    backup = main[main["draw"] <= 2].assign(path="backup")
+    out = draws_analysis(pd.concat([main, backup], ignore_index=True),
+                         forward_returns(prices, nights, [1]), project_to=4)
+    measured = out[out["basis"] == "measured"].groupby("path")["k"].max().to_dict()
+    assert measured == {"backup": 2, "main": 3}
+    at = out.set_index(["path", "k"])["mean_ic"]
+    alone = draws_analysis(backup, forward_returns(prices, nights, [1]), project_to=4)
+    assert at["backup", 2] == pytest.approx(alone.set_index("k").loc[2, "mean_ic"])
