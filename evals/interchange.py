@@ -41,6 +41,19 @@ and calibrated by `bench/calibration_icr.py` (size and coverage at 1-3 draws, 10
 so below `MIN_TICKERS` the estimates are given without interval or verdict). Main needs
 >= 2 draws on a night for ρ_RR.
 
+Each path may score its own number of draws (`paths.<name>.draws`): ρ_RR comes from main's
+C(m, 2) draw pairs and ρ_TR from all m x b cross pairs of a ticker-night, each ticker-night's
+mean over its pairs weighing once (every pair's product has the same expectation, so the mean
+is unbiased whatever m and b, and a ticker-night with more pairs does not count more; the
+cross-pair mean is z̄_T z̄_R, the means of each path's draws). With one backup draw there is
+no ρ_TT (and no interaction or noise excess) but the test stands; with one main draw there is
+no ρ_RR and no test, and the note says what main needs. Calibrated as above at 100 tickers,
+5-30 nights (2,000 panels a cell, `bench/calibration_icr.py`'s simulation at the boundary):
+size 0.051-0.058 and coverage of g's and the ratio's 95% intervals 0.937-0.961 at main 3 /
+backup 2; size 0.051-0.069, coverage 0.944-0.960 at 3 / 1 and 2 / 1. Power 0.8 (1,000
+panels): main 3 / backup 2 decides an interchangeable backup in 5 nights and a noise one in 7
+(power at 10 nights 0.965 and 0.919), where 2 / 2 takes 9 and 12 (0.849 and 0.769).
+
 Failed draws (no grade: parse failures, call failures, runaways that left no grade) are
 counted per path and never imputed: a ticker-night uses the pairs of draws that have grades.
 """
