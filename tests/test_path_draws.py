@@ -369,3 +369,22 @@ def test_what_each_draw_buys_is_measured_at_each_paths_own_draws():
     at = out.set_index(["path", "k"])["mean_ic"]
     alone = draws_analysis(backup, forward_returns(prices, nights, [1]), project_to=4)
     assert at["backup", 2] == pytest.approx(alone.set_index("k").loc[2, "mean_ic"])
+
+
+def test_plan_sizes_each_path_at_its_own_draws(tmp_path):
+    from tests.cli_run import run_cli
+
+    cfg_path, _ = _project_3_2(tmp_path)
+    r = run_cli("plan", "-c", cfg_path, columns=300)
+    lines = [x.rstrip() for x in r.stdout.splitlines()]
+    assert r.returncode == 0
+    # the title is wrapped to the table's width
+    assert lines[0].strip().startswith("20 tickers × 3 draws on main, 2 on backup per night "
+                                       "(throughput basis")
+    head = next(x for x in lines if "path" in x and "┃" in x)
+    assert [c.strip() for c in head.strip().strip("┃").split("┃")] == [
+        "path", "slots", "draws", "source", "s_per_unit (range)", "hours (range)"]
+    # main: 20 x 3 units at 25.3 s, backup: 20 x 2 at 172.3 s (the time models)
+    assert lines[-1] == ("a night of 20 tickers × 3 draws on main, 2 on backup takes main "
+                         "0.4 h, backup 1.9 h; no window configured ([schedule] deadline "
+                         "unset; or pass --window-hours)")
