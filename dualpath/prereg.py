@@ -311,8 +311,10 @@ def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | Non
         draws=cfg.experiment.draws, window=Window(first_night=first_night, nights=nights),
         paths={n: path_fingerprint(cfg, n) for n in names}, design=design,
         interchange=interchange_design(len(tickers), nights, sizing.design.power, pilot,
-                                       alpha=c.alpha, draws=(cfg.draws_for(baseline),
-                                                             cfg.draws_for(candidate))))
+                                       alpha=c.alpha, draws=tuple(
+                                           cfg.draws_for(n) if n in cfg.paths
+                                           else cfg.experiment.draws
+                                           for n in (baseline, candidate))))
 
 
 def testability(plan: Plan) -> list[str]:
