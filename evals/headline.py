@@ -133,7 +133,11 @@ class Headline:
 def headline(metrics, verdict, draws: int | dict, tickers: int = TICKERS,
              price: float | None = None, currency: str = "") -> Headline:
     """The headline of a `evals.report.Metrics` and its `evals.verdict.PrimaryVerdict`
-    (rendered from its fields, never recomputed); `price` per kWh adds money."""
+    (rendered from its fields, never recomputed); `price` per kWh adds money. `draws`: one
+    count, or each path's (only the compared pair's are said)."""
+    if isinstance(draws, dict):
+        pair = {p: draws[p] for p in (verdict.candidate, verdict.baseline) if p in draws}
+        draws = pair or draws
     s = slowdown(metrics.speed_runs, metrics.speed, verdict.baseline, verdict.candidate,
                  draws, tickers=tickers)
     e = energy.compare(getattr(metrics, "energy_runs", pd.DataFrame()), verdict.baseline,
