@@ -89,6 +89,9 @@ def compare(energy: pd.DataFrame, baseline: str | None, candidate: str | None,
     wide = known.pivot_table(index="night", columns="path", values="j_per_ticker")
     logs = np.log(wide[candidate] / wide[baseline]).dropna().to_numpy(dtype=float) \
         if {baseline, candidate} <= set(wide) else np.array([])
+    if isinstance(draws, dict) and draws.get(baseline) != draws.get(candidate) and len(logs):
+        # the ratio compares the same work, one ticker x one draw, where the draws differ
+        logs = logs - math.log(draws[candidate] / draws[baseline])
     n = len(logs)
     ratio, lo, hi = paired_ratio(logs, level)
     per = med("j_per_ticker")
@@ -131,6 +134,8 @@ def energy_lines(e: EnergyCompare | None, candidate: str | None) -> list[str]:
         ci = (f"{e.level:.0%} CI {e.lo:.2f}×–{e.hi:.2f}×, {e.nights} paired nights"
               if e.nights >= 2 else f"no interval: {e.nights} paired night(s)")
         first = f"{head}  {c} {e.ratio:.2f}× {b} ({ci})"
+        if isinstance(e.draws, dict) and e.draws.get(c) != e.draws.get(b):
+            first += " per unit"
     kwh = lambda p: f"{e.kwh[p]:.2f} kWh" + (
         f" ({e.kwh[p] * e.price:.2f}{(' ' + e.currency) if e.currency else ''})"
         if e.price is not None else "")

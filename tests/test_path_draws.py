@@ -388,3 +388,21 @@ def test_plan_sizes_each_path_at_its_own_draws(tmp_path):
     assert lines[-1] == ("a night of 20 tickers × 3 draws on main, 2 on backup takes main "
                          "0.4 h, backup 1.9 h; no window configured ([schedule] deadline "
                          "unset; or pass --window-hours)")
+
+
+def test_the_energy_ratio_compares_units_where_the_paths_draws_differ():
+    """per ticker backup 2 draws × 30 kJ, main 3 × 10 kJ: 2× per ticker, 3× per unit; the
+    kJ per ticker stay what a ticker costs on each path."""
+    from evals import energy
+
+    runs = pd.DataFrame([{"path": p, "night": n, "is_result": True, "j_per_ticker": j,
+                          "j_above_idle_per_ticker": j / 2, "idle_w": 30.0,
+                          "energy_unknown": None}
+                         for n in range(3) for p, j in (("main", 30e3), ("backup", 60e3))])
+    same = energy.compare(runs, "main", "backup", 2, 8)
+    own = energy.compare(runs, "main", "backup", {"main": 3, "backup": 2}, 8)
+    assert same.ratio == pytest.approx(2.0) and own.ratio == pytest.approx(3.0)
+    assert own.per_ticker == {"backup": 60e3, "main": 30e3}
+    assert energy.energy_lines(own, "backup")[0] == (
+        "Energy — how much energy per ticker?  backup 3.00× main (95% CI 3.00×–3.00×, 3 paired "
+        "nights) per unit")
