@@ -88,7 +88,7 @@ class Trial:
 
 def _midway(lab: Lab, night, path: str = "backup") -> bool:
     """Wait until a third of the path's calls are journaled; True if it is still scoring."""
-    total = len(lab.cfg.tickers()) * lab.cfg.experiment.draws * 17
+    total = len(lab.cfg.tickers()) * lab.cfg.draws_for(path) * 17
     wait_until(lambda: lab.calls_done(night, path) >= total // 3 or
                (lab.calls_done(night, path) > 0 and not lab.running(night, path)), 60)
     return lab.running(night, path)

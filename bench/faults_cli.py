@@ -41,7 +41,7 @@ def _speed_counted(lab, night, path: str = "backup") -> tuple[str | None, bool]:
 
 
 def _midway(lab, night) -> None:
-    total = len(lab.cfg.tickers()) * lab.cfg.experiment.draws * 17
+    total = len(lab.cfg.tickers()) * lab.cfg.draws_for("backup") * 17
     deadline = time.monotonic() + 60
     while lab.calls_done(night, "backup") < total // 3 and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -366,7 +366,7 @@ def binary_swap(lab: Lab, night, t) -> None:
         lab.put_behind("backup", server)
 
     def swap() -> None:
-        total = len(lab.cfg.tickers()) * lab.cfg.experiment.draws * 17
+        total = len(lab.cfg.tickers()) * lab.cfg.draws_for("backup") * 17
         wait_until(lambda: lab.calls_done(night) >= total // 3, 300)
         on_port(str(rebuilt / Path(binary).name))
         t.injected = 1

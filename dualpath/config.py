@@ -44,7 +44,8 @@ class Experiment(_Model):
     universe_file: Path | None = Field(
         None, description="A text file with one ticker per line ('#' comments allowed); "
         "relative paths are relative to the config file.")
-    draws: int = Field(3, ge=1, le=50, description="Independent scorings of each ticker per night.")
+    draws: int = Field(3, ge=1, le=50, description="Independent scorings of each ticker per "
+                       "night (each path's default; paths.<name>.draws overrides).")
     prefix_affinity: bool = Field(True, description="Send a unit's calls to the slot whose "
                                   "prompt cache holds their shared prefix (llama-server "
                                   "id_slot; call order for vLLM's prefix cache).")
@@ -226,6 +227,24 @@ class Config(_Model):
                              "\"s3://bucket/dualpath\")")
         return self
 
+    def draws_for(self, path: str) -> int:
+        """Draws of each ticker per night on `path`: its own `draws`, else experiment.draws."""
+        own = self.paths[path].draws
+        return self.experiment.draws if own is None else own
+
+    def path_draws(self) -> dict[str, int]:
+        """Each path's draws of a ticker per night."""
+        return {n: self.draws_for(n) for n in self.paths}
+
+    def draws_text(self, paths: list[str] | None = None) -> str:
+        """'2 draws', or each path's where they differ: '3 draws on main, 2 on backup'."""
+        names = list(self.paths) if paths is None else paths
+        counts = {n: self.draws_for(n) for n in names}
+        if len(set(counts.values())) <= 1:
+            return f"{next(iter(counts.values()), self.experiment.draws)} draws"
+        first, *rest = counts.items()
+        return ", ".join([f"{first[1]} draws on {first[0]}", *(f"{d} on {n}" for n, d in rest)])
+
     def resolve(self, p: Path) -> Path:
         """A config-relative path made absolute and real (`dualpath.places.real_path`)."""
         return real_path(p if p.is_absolute() else self.base_dir / p)
@@ -267,6 +286,11 @@ class Config(_Model):
                                                      "paths": {"__all__": {"work_pool",
                                                                            "measured", "gpus",
                                                                            "power"}}})
+        for p in data["paths"].values():
+            # a path's own count, hashed only where it differs from the experiment's (so
+            # nights scored before the field existed keep their hash)
+            if p.get("draws") in (None, data["experiment"]["draws"]):
+                p.pop("draws", None)
         data["experiment"]["universe_sha256"] = universe_sha256(self.tickers())
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 

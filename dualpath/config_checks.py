@@ -162,6 +162,21 @@ def unanalysable(cfg) -> str | None:
     return universe_problem(len(cfg.tickers()))
 
 
+def baseline_draws_problem(cfg) -> str | None:
+    """Why the interchangeability question cannot be answered at the baseline's draws (it
+    compares backup-main disagreement with main-main: main needs two draws), else None."""
+    names = list(cfg.paths)
+    if len(names) < 2:
+        return None
+    base = cfg.comparison.baseline or ("main" if "main" in names else names[0])
+    if base not in cfg.paths or cfg.draws_for(base) >= 2:
+        return None
+    return (f"paths.{base} scores 1 draw a night: interchangeability compares the other "
+            f"path's disagreement with {base} against {base}'s own draw-to-draw "
+            f"disagreement, which needs >= 2 draws on {base} (set paths.{base}.draws = 2 or "
+            "more; the other path may keep 1)")
+
+
 def refuse_unanalysable(cfg) -> None:
     """Raise `ConfigError` (one line) when `unanalysable` says why."""
     from dualpath.errors import ConfigError

@@ -226,6 +226,10 @@ class ServingPath(_Model):
         None, description="http://host:port of the server; for 'sim' leave unset to start one.")
     model: str = Field(description="Model name sent in requests (llama.cpp ignores it; vLLM checks).")
     slots: int = Field(4, ge=1, le=256, description="Requests kept in flight by dualpath.")
+    draws: int | None = Field(None, ge=1, le=50, description="Draws of each ticker per night "
+                              "on this path (default: experiment.draws); e.g. 3 on a fast "
+                              "main path and 2 on the backup decide interchangeability "
+                              "sooner.")
     stream: bool = Field(True, description="Stream responses (needed for client-side first-token time).")
     launch: list[str] | None = Field(
         None, description="argv to start the server; unset = attach to a running one. "

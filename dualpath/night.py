@@ -54,9 +54,10 @@ def run_id_for(experiment: str, night: date, path: str) -> str:
     return f"{experiment}/{night.isoformat()}/{path}"
 
 
-def units_for(cfg: Config, tickers: list[str] | None = None) -> list[Unit]:
-    """All units of a night in draw-major order (over the config's tickers unless given)."""
-    return draw_major(cfg.tickers() if tickers is None else tickers, cfg.experiment.draws)
+def units_for(cfg: Config, path: str, tickers: list[str] | None = None) -> list[Unit]:
+    """All units of `path` tonight in draw-major order, at the path's own draws (over the
+    config's tickers unless given)."""
+    return draw_major(cfg.tickers() if tickers is None else tickers, cfg.draws_for(path))
 
 
 def api_key(cfg: Config, name: str) -> str | None:

@@ -88,6 +88,8 @@ class PathFingerprint(_Model):
     build: str | None = None
     sha256: str = Field(description="Hash of the path's engine, model, expected identity, "
                         "slots, launch argv and the sampling parameters.")
+    draws: int | None = Field(None, ge=1, le=50, description="Draws per ticker per night on "
+                              "this path, where it has its own (none: the plan's draws).")
 
 
 class Exclusions(_Model):
@@ -142,7 +144,8 @@ class Plan(_Model):
                                         description="Exploratory tests (Holm-adjusted).")
     universe_sha256: str = Field(description="SHA-256 of the universe, one ticker per line.")
     tickers: int = Field(ge=2, description="Tickers in the universe.")
-    draws: int = Field(ge=1, le=50, description="Draws per ticker per night.")
+    draws: int = Field(ge=1, le=50, description="Draws per ticker per night (each path's, "
+                       "unless its fingerprint has its own).")
     window: Window
     paths: dict[str, PathFingerprint] = Field(description="Fingerprint per path.")
     exclusions: Exclusions = Field(default_factory=Exclusions)
@@ -169,6 +172,11 @@ class Plan(_Model):
             raise ValueError("baseline and candidate must be different paths")
         return self
 
+    def draws_for(self, path: str) -> int:
+        """The draws per night the plan freezes for `path`."""
+        fp = self.paths.get(path)
+        return self.draws if fp is None or fp.draws is None else fp.draws
+
     def hypotheses(self) -> list[Hypothesis]:
         return [self.primary, *self.secondary]
 
@@ -188,6 +196,9 @@ class Plan(_Model):
                     h.pop(k, None)
         if data.get("interchange") is None:
             data.pop("interchange", None)
+        for fp in data["paths"].values():
+            if fp.get("draws") is None:
+                fp.pop("draws", None)
         return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -201,7 +212,7 @@ def path_fingerprint(cfg: Config, name: str) -> PathFingerprint:
             "sampling": cfg.sampling.model_dump(mode="json"), "pipeline": cfg.pipeline.name}
     digest = hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
     return PathFingerprint(engine=sp.engine, model=sp.model, slots=sp.slots,
-                           build=sp.expect.build, sha256=digest)
+                           build=sp.expect.build, sha256=digest, draws=sp.draws)
 
 
 def load_plan(path: Path) -> Plan:
@@ -300,7 +311,10 @@ def draft_plan(cfg: Config, first_night: date, nights: int, sizing: Sizing | Non
         draws=cfg.experiment.draws, window=Window(first_night=first_night, nights=nights),
         paths={n: path_fingerprint(cfg, n) for n in names}, design=design,
         interchange=interchange_design(len(tickers), nights, sizing.design.power, pilot,
-                                       alpha=c.alpha))
+                                       alpha=c.alpha, draws=tuple(
+                                           cfg.draws_for(n) if n in cfg.paths
+                                           else cfg.experiment.draws
+                                           for n in (baseline, candidate))))
 
 
 def testability(plan: Plan) -> list[str]:
@@ -404,8 +418,14 @@ def deviations(plan: Plan, cfg: Config) -> list[str]:
     if sorted(set(cfg.experiment.horizons)) != planned:
         # else the label waits on a horizon no longer scored, or another becomes primary
         out.append(f"horizons {sorted(set(cfg.experiment.horizons))} (plan: {planned})")
-    if cfg.experiment.draws != plan.draws:
+    own = any(fp.draws is not None for fp in plan.paths.values()) or any(
+        cfg.paths[n].draws is not None for n in plan.paths if n in cfg.paths)
+    if not own and cfg.experiment.draws != plan.draws:
         out.append(f"draws {cfg.experiment.draws} (plan: {plan.draws})")
+    for name in plan.paths if own else ():
+        if name in cfg.paths and cfg.draws_for(name) != plan.draws_for(name):
+            out.append(f"path {name} draws {cfg.draws_for(name)} (plan: "
+                       f"{plan.draws_for(name)})")
     for name, fp in plan.paths.items():
         if name not in cfg.paths:
             out.append(f"path {name} is missing from the config")

@@ -55,22 +55,65 @@ def reassurance_problems(plan: Plan) -> list[str]:
 
 
 def interchange_design(tickers: int, nights: int, power: float, pilot: Pilot | None,
-                       limit: float = 0.5, alpha: float = 0.05) -> InterchangeTest:
-    """The interchangeability test and the nights it needs for `power` in both decisions:
-    from the pilot's ρ_RR and variance where it has them, else the user's QWK 0.12 with the
-    variances calibrated by simulation (`evals.interchange.ASSUMED_VAR`, 2 draws)."""
-    from evals import interchange as ic
-
-    var, rho = dict(ic.ASSUMED_VAR), ic.ASSUMED_RHO_RR
-    if pilot is not None and math.isfinite(pilot.var_g) and pilot.rho_rr > 0:
-        scale = ic.ASSUMED_VAR["noise"] / ic.ASSUMED_VAR["equal"]
-        var, rho = {"equal": pilot.var_g, "noise": pilot.var_g * scale}, pilot.rho_rr
+                       limit: float = 0.5, alpha: float = 0.05,
+                       draws: tuple[int, int] = (2, 2)) -> InterchangeTest:
+    """The interchangeability test and the nights it needs for `power` in both decisions
+    at `draws` (the baseline's, the candidate's): `nights_to_decide`."""
     from evals.sequential import planned_looks
 
     return InterchangeTest(limit=limit, alpha=alpha,
-                           nights_for_power=ic.nights_needed(rho, var, tickers, limit, alpha,
-                                                             power),
+                           nights_for_power=nights_to_decide(tickers, power, pilot, limit,
+                                                             alpha, draws),
                            looks=planned_looks(nights))
+
+
+def nights_to_decide(tickers: int, power: float, pilot: Pilot | None, limit: float = 0.5,
+                     alpha: float = 0.05, draws: tuple[int, int] = (2, 2),
+                     pilot_draws: tuple[int, int] | None = None) -> int | None:
+    """Nights for `power` in both decisions at `draws` (the baseline's, the candidate's):
+    from the pilot's ρ_RR and variance where it has them (scored at `pilot_draws`, default
+    `draws`; other draws scale its variance as `evals.interchange.ASSUMED_VARS` does), else
+    the user's QWK 0.12 with the variances calibrated by simulation. None: the baseline has
+    one draw (no main-main disagreement), or no window up to 250 nights reaches it."""
+    from evals import interchange as ic
+
+    var, rho = ic.assumed_var(*draws), ic.ASSUMED_RHO_RR
+    if var is None:
+        return None
+    if pilot is not None and math.isfinite(pilot.var_g) and pilot.rho_rr > 0:
+        at = ic.assumed_var(*(pilot_draws or draws)) or var
+        scale = pilot.var_g / at["equal"]
+        var, rho = {k: v * scale for k, v in var.items()}, pilot.rho_rr
+    return ic.nights_needed(rho, var, tickers, limit, alpha, power)
+
+
+DECIDE_BY = 10        # nights: the interchangeability question should be decided within them
+
+
+def draws_proposal(plan: Plan, pilot: Pilot | None) -> list[str]:
+    """Lines proposing one more draw on the baseline (the fast path) where the plan's draws
+    cannot decide interchangeability within its window or `DECIDE_BY` nights but that can;
+    empty otherwise. The plan's draws stay the config's: the user sets paths.<name>.draws."""
+    x = plan.interchange
+    if x is None:
+        return []
+    b, c = plan.baseline, plan.candidate
+    now = (plan.draws_for(b), plan.draws_for(c))
+    goal = min(plan.window.nights, DECIDE_BY)
+    have = x.nights_for_power
+    if have is not None and have <= goal:
+        return []
+    more = (max(now[0] + 1, 2), now[1])
+    need = nights_to_decide(plan.tickers, plan.design.power if plan.design else 0.8, pilot,
+                            x.limit, x.alpha, more, pilot_draws=now)
+    if need is None or need > goal:
+        return []
+    said = lambda n: f"{n} nights" if n is not None else "more than 250 nights"
+    return [f"draws: at {now[0]} on {b} and {now[1]} on {c} interchangeability needs "
+            f"{said(have)} for power {plan.design.power if plan.design else 0.8:g}; at "
+            f"{more[0]} on {b} and {more[1]} on {c}, {said(need)} (within {goal}): set "
+            f"paths.{b}.draws = {more[0]} in the config and draft again ({b} is the path "
+            "the extra draw is cheap on)"]
 
 
 @dataclass(frozen=True)

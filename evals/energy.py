@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from evals.format import draws_words
+
 BASIS = "board energy, scoring only, idle floor included"
 
 
@@ -60,13 +62,14 @@ class EnergyCompare:
     level: float
     nights: int
     tickers: int
-    draws: int
+    draws: int | dict               # one count, or path -> its own
     price: float | None = None
     currency: str = ""
     kwh: dict = field(default_factory=dict)      # path: kWh of a `tickers` night
 
 
-def compare(energy: pd.DataFrame, baseline: str | None, candidate: str | None, draws: int,
+def compare(energy: pd.DataFrame, baseline: str | None, candidate: str | None,
+            draws: int | dict,
             tickers: int = 100, level: float = 0.95, price: float | None = None,
             currency: str = "") -> EnergyCompare | None:
     """The candidate's J/ticker over the baseline's, or None without both paths' runs."""
@@ -86,6 +89,9 @@ def compare(energy: pd.DataFrame, baseline: str | None, candidate: str | None, d
     wide = known.pivot_table(index="night", columns="path", values="j_per_ticker")
     logs = np.log(wide[candidate] / wide[baseline]).dropna().to_numpy(dtype=float) \
         if {baseline, candidate} <= set(wide) else np.array([])
+    if isinstance(draws, dict) and draws.get(baseline) != draws.get(candidate) and len(logs):
+        # the ratio compares the same work, one ticker x one draw, where the draws differ
+        logs = logs - math.log(draws[candidate] / draws[baseline])
     n = len(logs)
     ratio, lo, hi = paired_ratio(logs, level)
     per = med("j_per_ticker")
@@ -128,12 +134,15 @@ def energy_lines(e: EnergyCompare | None, candidate: str | None) -> list[str]:
         ci = (f"{e.level:.0%} CI {e.lo:.2f}×–{e.hi:.2f}×, {e.nights} paired nights"
               if e.nights >= 2 else f"no interval: {e.nights} paired night(s)")
         first = f"{head}  {c} {e.ratio:.2f}× {b} ({ci})"
+        if isinstance(e.draws, dict) and e.draws.get(c) != e.draws.get(b):
+            first += " per unit"
     kwh = lambda p: f"{e.kwh[p]:.2f} kWh" + (
         f" ({e.kwh[p] * e.price:.2f}{(' ' + e.currency) if e.currency else ''})"
         if e.price is not None else "")
     return [first,
             f"  {BASIS}: {c} {_kj(e.per_ticker[c])}, {b} {_kj(e.per_ticker[b])} per ticker "
             "(medians)",
-            f"  a night of {e.tickers} tickers × {e.draws} draws: {c} {kwh(c)}, {b} {kwh(b)}",
+            f"  a night of {e.tickers} tickers × {draws_words(e.draws, (c, b))}: {c} {kwh(c)}, "
+            f"{b} {kwh(b)}",
             f"  idle floor: {c} {e.idle_w[c]:.0f} W, {b} {e.idle_w[b]:.0f} W; above it: "
             f"{c} {_kj(e.above_idle[c])}/ticker, {b} {_kj(e.above_idle[b])}/ticker"]

@@ -67,3 +67,16 @@ def short_reason(disturbed: object, detail: object, status: str) -> str:
         elif kind not in words:
             words.append(kind)
     return "; ".join(dict.fromkeys(words))
+
+
+def draws_words(draws: int | dict, order: tuple = ()) -> str:
+    """'2 draws', or each path's where they differ ('2 draws on backup, 3 on main'), the
+    paths in `order` first; `draws`: one count for every path, or path -> its count."""
+    if not isinstance(draws, dict):
+        return f"{draws} draws"
+    names = [p for p in order if p in draws] + [p for p in draws if p not in order]
+    counts = [(p, draws[p]) for p in names]
+    if len({d for _, d in counts}) <= 1:
+        return f"{counts[0][1] if counts else '?'} draws"
+    (p0, d0), *rest = counts
+    return ", ".join([f"{d0} draws on {p0}", *(f"{d} on {p}" for p, d in rest)])

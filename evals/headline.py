@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from evals import energy
-from evals.format import cell
+from evals.format import cell, draws_words
 from evals.headline_icr import (false_reassurance_line, false_reassurance_of,
                                 interchange_lines, rankic_word)
 from evals.registry import table
@@ -55,16 +55,17 @@ class Slowdown:
     nights: int
     baseline_s: float
     candidate_s: float
-    draws: int
+    draws: int | dict               # one count, or path -> its own (`evals.format.draws_words`)
     hours_at: dict = field(default_factory=dict)
     tickers: int = TICKERS          # the night projected to
     own_tickers: int | None = None  # the tickers this experiment's runs scored (None: unrecorded)
     own_hours_at: dict = field(default_factory=dict)
     result_runs: dict = field(default_factory=dict)     # path: its runs whose speed is a result
+    per: str = "ticker"             # the ratio's unit: "unit" where the paths' draws differ
 
 
 def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None,
-             candidate: str | None, draws: int, level: float = 0.95,
+             candidate: str | None, draws: int | dict, level: float = 0.95,
              tickers: int = TICKERS) -> Slowdown | None:
     """The candidate's s/ticker over the baseline's (throughput basis), or None when a path
     has no run whose speed is a result. With no night on which both paths have a result its
@@ -76,7 +77,11 @@ def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None
     if not all(p in med and pd.notna(med[p]) for p in (baseline, candidate)):
         return None
     ok = speed_runs[speed_runs["is_result"]]
-    wide = ok.pivot_table(index="night", columns="path", values="throughput_s_per_ticker")
+    # a ticker is 3 units on a path that scores 3 draws and 2 on one that scores 2: the ratio
+    # then compares the same work, one ticker x one draw
+    per = "unit" if (isinstance(draws, dict) and draws.get(baseline) != draws.get(candidate)
+                     and "throughput_s_per_unit" in ok) else "ticker"
+    wide = ok.pivot_table(index="night", columns="path", values=f"throughput_s_per_{per}")
     pairs = wide[[baseline, candidate]].dropna() if {baseline, candidate} <= set(wide) else wide[[]]
     logs = np.log(pairs[candidate] / pairs[baseline]).to_numpy(dtype=float)
     n = len(logs)
@@ -91,7 +96,7 @@ def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None
     return Slowdown(baseline, candidate, "throughput", LABELS[("throughput", "ticker")],
                     ratio, lo, hi, level, n, float(med[baseline]), float(med[candidate]),
                     draws, hours, tickers, own, own_hours,
-                    {p: int(counts.get(p, 0)) for p in (candidate, baseline)})
+                    {p: int(counts.get(p, 0)) for p in (candidate, baseline)}, per)
 
 
 def _own_tickers(runs: pd.DataFrame) -> int | None:
@@ -125,10 +130,14 @@ class Headline:
         return self.quality + self.speed + self.energy
 
 
-def headline(metrics, verdict, draws: int, tickers: int = TICKERS,
+def headline(metrics, verdict, draws: int | dict, tickers: int = TICKERS,
              price: float | None = None, currency: str = "") -> Headline:
     """The headline of a `evals.report.Metrics` and its `evals.verdict.PrimaryVerdict`
-    (rendered from its fields, never recomputed); `price` per kWh adds money."""
+    (rendered from its fields, never recomputed); `price` per kWh adds money. `draws`: one
+    count, or each path's (only the compared pair's are said)."""
+    if isinstance(draws, dict):
+        pair = {p: draws[p] for p in (verdict.candidate, verdict.baseline) if p in draws}
+        draws = pair or draws
     s = slowdown(metrics.speed_runs, metrics.speed, verdict.baseline, verdict.candidate,
                  draws, tickers=tickers)
     e = energy.compare(getattr(metrics, "energy_runs", pd.DataFrame()), verdict.baseline,
@@ -268,6 +277,10 @@ def speed_lines(s: Slowdown | None, v, disturbed: dict[str, int] | None = None,
               if s.nights >= 2 else f"no interval: {s.nights} paired night(s)")
         first = [f"Speed — how much slower is {s.candidate}?  {r:.1f}× {word} than "
                  f"{s.baseline} ({ci})"]
+        if s.per == "unit":
+            first.append(f"  per unit (run wall clock ÷ ticker-draws): {s.candidate} scores "
+                         f"{s.draws[s.candidate]} draws a ticker, {s.baseline} "
+                         f"{s.draws[s.baseline]}")
     return [part for x in (
         *first,
         f"  throughput basis (run wall clock ÷ tickers): {s.candidate} "
@@ -283,14 +296,15 @@ def night_lines(s: Slowdown) -> list[str]:
     study's `s.tickers` where that differs (never the 100 alone for a smaller experiment)."""
     at = lambda hours: f"{s.candidate} {_hours(hours[s.candidate])}, " \
                        f"{s.baseline} {_hours(hours[s.baseline])}"
+    d = draws_words(s.draws, (s.candidate, s.baseline))
     if s.own_tickers == s.tickers:
-        return [f"  a night of {s.tickers} tickers × {s.draws} draws: {at(s.hours_at)}"]
+        return [f"  a night of {s.tickers} tickers × {d}: {at(s.hours_at)}"]
     if s.own_tickers is None:
-        return [f"  a night of {s.tickers} tickers × {s.draws} draws (projected; the runs do "
+        return [f"  a night of {s.tickers} tickers × {d} (projected; the runs do "
                 f"not record their ticker count): {at(s.hours_at)}"]
-    return [f"  a night of {s.own_tickers} tickers × {s.draws} draws (this experiment's): "
+    return [f"  a night of {s.own_tickers} tickers × {d} (this experiment's): "
             f"{at(s.own_hours_at)}",
-            f"  projected to {s.tickers} tickers × {s.draws} draws: {at(s.hours_at)}"]
+            f"  projected to {s.tickers} tickers × {d}: {at(s.hours_at)}"]
 
 
 def _hours(h: float) -> str:

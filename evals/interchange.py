@@ -41,6 +41,19 @@ and calibrated by `bench/calibration_icr.py` (size and coverage at 1-3 draws, 10
 so below `MIN_TICKERS` the estimates are given without interval or verdict). Main needs
 >= 2 draws on a night for ρ_RR.
 
+Each path may score its own number of draws (`paths.<name>.draws`): ρ_RR comes from main's
+C(m, 2) draw pairs and ρ_TR from all m x b cross pairs of a ticker-night, each ticker-night's
+mean over its pairs weighing once (every pair's product has the same expectation, so the mean
+is unbiased whatever m and b, and a ticker-night with more pairs does not count more; the
+cross-pair mean is z̄_T z̄_R, the means of each path's draws). With one backup draw there is
+no ρ_TT (and no interaction or noise excess) but the test stands; with one main draw there is
+no ρ_RR and no test, and the note says what main needs. Calibrated as above at 100 tickers,
+5-30 nights (2,000 panels a cell, `bench/calibration_icr.py`'s simulation at the boundary):
+size 0.051-0.058 and coverage of g's and the ratio's 95% intervals 0.937-0.961 at main 3 /
+backup 2; size 0.051-0.069, coverage 0.944-0.960 at 3 / 1 and 2 / 1. Power 0.8 (1,000
+panels): main 3 / backup 2 decides an interchangeable backup in 5 nights and a noise one in 7
+(power at 10 nights 0.965 and 0.919), where 2 / 2 takes 9 and 12 (0.849 and 0.769).
+
 Failed draws (no grade: parse failures, call failures, runaways that left no grade) are
 counted per path and never imputed: a ticker-night uses the pairs of draws that have grades.
 """
@@ -196,7 +209,8 @@ def interchange(units: pd.DataFrame, baseline: str, candidate: str, limit: float
                 failed=failed, flat=flat)
     nan = math.nan
     if not len(t) or t["rr_n"].sum() == 0 or t["tr_n"].sum() == 0 or len(t) < 3:
-        why = ("main needs >= 2 graded draws of a ticker on a night"
+        why = (f"{baseline} needs >= 2 graded draws of a ticker on a night (its own "
+               f"draw-to-draw disagreement is the yardstick; {candidate} may have 1)"
                if len(t) and t["rr_n"].sum() == 0 else "no ticker-night graded on both paths")
         return Interchange(**base, ticker_nights=int(t["tr_n"].sum()) if len(t) else 0,
                            rho_rr=nan, rho_tr=nan, rho_tt=nan, ratio=nan, ratio_low=nan,
@@ -281,6 +295,23 @@ def _row(x: Interchange) -> dict:
 # interchangeable, 0.66 when the backup is noise (its products do not share main's latent).
 ASSUMED_VAR = {"equal": 0.49, "noise": 0.66}
 ASSUMED_RHO_RR = 0.12          # the user's measured self-agreement (QWK 0.12)
+# The same variance by (main's draws, the backup's draws), from bench/calibration_icr.py's
+# `simulate`/`estimate` (600 panels, 10 nights x 100 tickers, QWK 0.118): g's se² x ticker-
+# nights, median over panels. More draws on main shrink both ρ_RR's and ρ_TR's noise (z̄_R is
+# a mean of more draws); 2 x 2 reads 0.48 / 0.65 there, ASSUMED_VAR's 0.49 / 0.66.
+ASSUMED_VARS = {(2, 1): (0.73, 0.89), (2, 2): (0.49, 0.66), (2, 3): (0.40, 0.57),
+                (3, 1): (0.47, 0.61), (3, 2): (0.29, 0.43), (3, 3): (0.23, 0.37),
+                (4, 1): (0.38, 0.50), (4, 2): (0.22, 0.34), (4, 3): (0.17, 0.30)}
+
+
+def assumed_var(main_draws: int, candidate_draws: int) -> dict | None:
+    """One ticker-night's variance of g at these draws (`ASSUMED_VARS`; counts beyond its
+    cells read as its nearest, which overstates the variance: conservative); None when
+    main has one draw (ρ_RR needs two)."""
+    if main_draws < 2 or candidate_draws < 1:
+        return None
+    eq, noise = ASSUMED_VARS[(min(main_draws, 4), min(candidate_draws, 3))]
+    return {"equal": eq, "noise": noise}
 
 
 def decision_power(rho_rr: float, var: float, tickers: int, nights: int, limit: float,

@@ -64,9 +64,9 @@ def marked(runs: pd.DataFrame) -> pd.DataFrame:
 
 declare("runs", "runs (only 'complete' runs are results; seconds real-scale, complete "
         "one-segment runs only)",
-        ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
-         "calls", "runaway", "contaminated", "segments", "throughput_s", "slot_latency_s",
-         "j_per_ticker", "mean_w", "idle_w", "energy_unknown", "disturbed", "status_detail"],
+        ["night", "path", "status", "units_planned", "draws", "graded", "parse_failed",
+         "failed", "calls", "runaway", "contaminated", "segments", "throughput_s",
+         "slot_latency_s", "j_per_ticker", "mean_w", "idle_w", "energy_unknown", "disturbed", "status_detail"],
         ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
          "runaway", "throughput_s", "slot_latency_s", "disturbed", "status_detail"],
         basis={c: SPEED_LABELS[c] for c in ("throughput_s", "slot_latency_s")},
@@ -77,7 +77,10 @@ declare("runs", "runs (only 'complete' runs are results; seconds real-scale, com
                             "(server restarted, stalled or shared; harness starved; its "
                             "GPU changed)",
                "j_per_ticker": "board energy of the scoring ÷ tickers, idle floor "
-                               "included (complete undisturbed one-segment runs only)"})
+                               "included (complete undisturbed one-segment runs only)",
+               "draws": "draws per ticker the run planned (units_planned ÷ tickers; each "
+                        "path its own)"},
+        kinds={"draws": "int"})
 
 declare("left_out", "Left out, and why (not complete: every metric; resumed or disturbed: "
         "speed)", LEFT_OUT, measure=left_out)

@@ -39,13 +39,16 @@ def subset_ics(units: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame:
     g = _graded(units)
     wide = g.pivot_table(index=["path", "night", "ticker"], columns="draw", values="grade",
                          aggfunc="first")
-    draws = list(wide.columns)
     frames = []
-    for k in range(1, len(draws) + 1):
-        for i, sub in enumerate(itertools.combinations(draws, k)):
-            # a ticker's score from this subset: the mean of its graded draws in the subset
-            s = wide[list(sub)].mean(axis=1).dropna().rename("score").reset_index()
-            frames.append(s.assign(k=k, subset=i))
+    for _, pw in wide.groupby(level="path"):
+        # each path's own draws (paths.<name>.draws): a draw another path scored is not one
+        # of this path's, or a backup at 2 draws would read a "k = 3" that is its k = 2
+        draws = [d for d in wide.columns if pw[d].notna().any()]
+        for k in range(1, len(draws) + 1):
+            for i, sub in enumerate(itertools.combinations(draws, k)):
+                # a ticker's score from this subset: the mean of its graded draws in it
+                s = pw[list(sub)].mean(axis=1).dropna().rename("score").reset_index()
+                frames.append(s.assign(k=k, subset=i))
     if not frames:
         return pd.DataFrame(columns=["path", "horizon", "k", "subsets", "nights", "mean_ic"])
     j = pd.concat(frames, ignore_index=True).merge(_ok(returns), on=["night", "ticker"])

@@ -28,7 +28,7 @@ def metrics_and_headline(cfg: Config, paths: list[str] | None = None,
         raise UserError(f"no runs of experiment {cfg.experiment.name!r} from {since}"
                         + (f" on {paths}" if paths else "") + " in the warehouse")
     st = study(cfg, since, until, paths, frames)
-    return st.metrics, headline(st.metrics, st.verdict, cfg.experiment.draws,
+    return st.metrics, headline(st.metrics, st.verdict, cfg.path_draws(),
                                 price=cfg.cost.price_per_kwh, currency=cfg.cost.currency)
 
 

@@ -151,7 +151,7 @@ def plan_path(cfg: Config, night: date, name: str,
             f"experiment name, or move {jp.parent} aside.")
     done = jc.measured_units()
     tickers = cfg.tickers() if tickers is None else tickers
-    all_units = units_for(cfg, tickers)
+    all_units = units_for(cfg, name, tickers)
     attempts = {Unit(t, d): n for (t, d), n in jc.attempts().items()}
     return PathWork(
         path=name, run_id=run_id_for(cfg.experiment.name, night, name), journal=jp,

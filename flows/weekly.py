@@ -169,7 +169,7 @@ def gather(cfg: Config, since: date | None, until: date | None,
     analysed, left_out = coverage(st, summary, list(cfg.paths), lo, hi)
     return ReportData(experiment=exp, since=lo, until=hi,
                       sweeps=_sweeps(cfg) if sweeps else [],
-                      headline=headline(st.metrics, st.verdict, cfg.experiment.draws,
+                      headline=headline(st.metrics, st.verdict, cfg.path_draws(),
                                         price=cfg.cost.price_per_kwh,
                                         currency=cfg.cost.currency),
                       generated_at=datetime.now(timezone.utc), metrics=st.metrics,

@@ -27,7 +27,8 @@ def check(config: Path = CONFIG_OPT,
           ) -> None:
     """Validate a config file, check that a night could start (universe, pipeline import,
     API key variables), and show what it describes."""
-    from dualpath.config_checks import refuse_unanalysable, refuse_unscheduled_prices
+    from dualpath.config_checks import (baseline_draws_problem, refuse_unanalysable,
+                                        refuse_unscheduled_prices)
     from dualpath.preflight import preflight
 
     cfg = load_config(config)
@@ -39,14 +40,15 @@ def check(config: Path = CONFIG_OPT,
     console.print("[dim]offline check: the config alone (no server, warehouse or Prefect is "
                   "contacted; `dualpath doctor` does that)[/dim]")
     console.print(f"[green]ok[/green] {config}: experiment '{cfg.experiment.name}', "
-                  f"{len(tickers)} tickers x {cfg.experiment.draws} draws, "
+                  f"{len(tickers)} tickers x {cfg.draws_text()}, "
                   f"horizons {cfg.experiment.horizons}")
     from dualpath.launch_args import identity_plan, launch_warnings
     from dualpath.telemetry.gpu_identity import gpu_pin_lines
     for name, p in cfg.paths.items():
         how = "launch" if p.launch else ("simulated" if p.engine == "sim" else "attach")
         console.print(f"  path {name}: {p.engine} {p.base_url or ''} model={p.model} "
-                      f"slots={p.slots} ({how})")
+                      f"slots={p.slots}{'' if p.draws is None else f' draws={p.draws}'} "
+                      f"({how})")
         for line in identity_plan(p):
             console.print(f"    {escape(line)}", highlight=False)
         for line, warn in gpu_pin_lines(name, p):      # the GPU's own counters, if here
@@ -54,6 +56,8 @@ def check(config: Path = CONFIG_OPT,
                           highlight=False)
         for line in launch_warnings(p, cfg.experiment.prefix_affinity):
             console.print(f"    [yellow]warning[/yellow]: {escape(line)}", highlight=False)
+    if (why := baseline_draws_problem(cfg)) is not None:
+        console.print(f"  [yellow]warning[/yellow]: {escape(why)}", highlight=False)
     _print_declared(cfg)
 
 

@@ -74,8 +74,9 @@ def print_decision_design(p) -> None:
     x = p.interchange
     if x is not None:
         need = (f"{x.nights_for_power} nights for power {p.design.power:g} in both decisions"
-                if x.nights_for_power else "no window up to 250 nights reaches power "
-                f"{p.design.power:g}")
+                if x.nights_for_power else f"not decidable at 1 draw on {p.baseline} (its "
+                "own draw-to-draw disagreement needs >= 2)" if p.draws_for(p.baseline) < 2
+                else f"no window up to 250 nights reaches power {p.design.power:g}")
         console.print(f"primary: interchangeability of grades ({p.candidate} keeps ≥ "
                       f"{x.limit:.0%} of {p.baseline}'s draw-to-draw agreement), {need} "
                       f"(normal approximation); the window has {p.window.nights}; RankIC "
@@ -171,6 +172,9 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
     for why in testability(p):
         console.print(f"[red]cannot test:[/red] {why}; freezing it needs --force --reason")
     print_decision_design(p)
+    from dualpath.prereg_design import draws_proposal
+    for line in draws_proposal(p, got):
+        console.print(line, markup=False, highlight=False)
     from dualpath.sampling import config_differences
     plan.write_text(plan_toml(p, config_differences(cfg)))
     console.print(f"wrote {plan} (sha256 {p.sha256()[:12]}); review the hypotheses, then "
@@ -236,6 +240,9 @@ def prereg_status(config: Path = CONFIG_OPT) -> None:
                                            "mismatch)[/red]"}.get(state, f"[red]{state}[/red]"))
     console.print(f"primary: {p.candidate} vs {p.baseline}, {p.primary.test} at "
                   f"h={p.primary.horizon}, δ={p.primary.margin}, α={p.primary.alpha}")
+    if len({p.draws_for(n) for n in p.paths}) > 1:
+        console.print("draws per night (frozen): " + ", ".join(
+            f"{n} {p.draws_for(n)}" for n in p.paths), markup=False, highlight=False)
     st = status.study
     window = window_nights(cfg, p)
     if st is None:

@@ -224,7 +224,10 @@ def print_plan(cfg, tickers: int | None, draws: int | None, paths: list[str] | N
     from evals.format import cell
     from flows.planning import NIGHT_START, estimates, window_hours
 
-    n_t, n_d = tickers or len(cfg.tickers()), draws or cfg.experiment.draws
+    n_t = tickers or len(cfg.tickers())
+    own = {n: draws or cfg.draws_for(n) for n in (paths or list(cfg.paths)) if n in cfg.paths}
+    n_d = next(iter(own.values())) if len(set(own.values())) == 1 else None
+    what = f"{draws} draws" if draws else cfg.draws_text(list(own))
     unknown = sorted(set(paths or []) - set(cfg.paths))
     if unknown:
         raise UserError(f"no such path {unknown}; paths: {list(cfg.paths)}")
@@ -233,10 +236,11 @@ def print_plan(cfg, tickers: int | None, draws: int | None, paths: list[str] | N
     for e in estimates(cfg):
         if paths and e.path not in paths:
             continue
-        h, lo, hi = e.hours(n_t * n_d)
+        h, lo, hi = e.hours(n_t * own[e.path])
         span = lambda a, b, c, unit="": (f"{cell(a)}{unit} ({cell(b)}–{cell(c)})" if e.known
                                          else "unknown")
-        row = {"path": e.path, "slots": cfg.paths[e.path].slots, "source": e.source,
+        row = {"path": e.path, "slots": cfg.paths[e.path].slots,
+               **({} if n_d else {"draws": own[e.path]}), "source": e.source,
                "s_per_unit (range)": span(e.s_per_unit, e.lo, e.hi),
                "hours (range)": (f"{h:.1f} ({lo:.1f}–{hi:.1f})" if e.known else "unknown")}
         if hours_window:
@@ -248,10 +252,10 @@ def print_plan(cfg, tickers: int | None, draws: int | None, paths: list[str] | N
         lines.append(f"{e.path} {h:.1f} h{fits}" if e.known else f"{e.path} unknown "
                      "(nothing measured yet)")
     print_frame(pd.DataFrame(rows), "table",
-                f"{n_t} tickers × {n_d} draws per night (throughput basis: seconds per unit = "
+                f"{n_t} tickers × {what} per night (throughput basis: seconds per unit = "
                 "run wall clock ÷ ticker-draws; complete one-segment runs at the same slots)",
-                {"slots": "int"})
-    night = f"a night of {n_t:,} tickers × {n_d} draws takes " + ", ".join(lines)
+                {"slots": "int", "draws": "int"})
+    night = f"a night of {n_t:,} tickers × {what} takes " + ", ".join(lines)
     if window:
         where = f"the window given, {window:g} h"
     elif hours_window:
