@@ -54,7 +54,7 @@ def _noise_line(x, verdict: str, seq: dict | None = None) -> list[str]:
     from evals import sequential as sq
 
     if seq is not None:
-        rate = sq.noise_rate(x, seq["looks"], seq["reached"], verdict)
+        rate = sq.noise_rate(x, seq["looks"], seq["reached"], verdict, seq.get("total"))
     else:
         rate = ic.noise_rate(x, verdict)
     if not math.isfinite(rate):
@@ -74,9 +74,13 @@ def _sequential_head(q: str, x, label: str, label_text: str, seq: dict) -> list[
     else:
         word = f"interim — no decision, {x.nights} night(s) ({where}: no boundary crossed)"
     shown = label_text if label != "interim" else "interim"
+    planned = seq.get("planned")
+    short = (f" (planned {'/'.join(map(str, planned))}: the window closed with "
+             f"{looks[-1]} of {seq['total']} nights, its final look spending α at information "
+             f"{looks[-1]}/{seq['total']})") if planned else ""
     return [f"{q}  {word}",
             f"  [{shown}; group-sequential: O'Brien-Fleming spending over looks at night(s) "
-            + "/".join(map(str, looks)) + "]"]
+            + "/".join(map(str, looks)) + short + "]"]
 
 
 def _detail(x, seq: dict | None = None) -> list[str]:

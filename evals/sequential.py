@@ -77,6 +77,18 @@ def planned_looks(window: int, every: int = 5, first: int = 5) -> list[int]:
     return looks + [window]
 
 
+def closing_looks(looks: list[int], collected: int) -> list[int]:
+    """The looks of a window that closed with `collected` nights, fewer than its last
+    planned look (a window night missing, left out): the planned looks before it, then the
+    final look at the nights actually collected. Its boundary is `bounds` of these looks
+    over the window's planned nights, so the earlier looks keep their boundaries and the
+    final one spends α(collected / window) - α(previous look): in all the design spends
+    α(collected / window) <= α, never more than planned (the unspent α(1) - α(t) is given
+    up, not moved onto the short look; `tests/test_icr_short_window.py` computes the overall
+    type I error from the looks' joint normal law)."""
+    return [n for n in looks if n < collected] + [collected]
+
+
 def sequential_verdict(zs: list[float], looks: list[int], total: int, alpha: float
                        ) -> tuple[str, int | None]:
     """(verdict, the look index it was reached at) from g / se at each look so far: the
@@ -94,16 +106,19 @@ def sequential_verdict(zs: list[float], looks: list[int], total: int, alpha: flo
 NOISE_PATHS = 20_000     # seeded: the rate's Monte Carlo error is <= 0.004
 
 
-def noise_rate(x, looks: list[int], reached: int, verdict: str) -> float:
+def noise_rate(x, looks: list[int], reached: int, verdict: str, total: int | None = None
+               ) -> float:
     """P(a candidate whose grades are noise gets `verdict` by look `reached` of this design),
     given the baseline's draws: ρ_TR's sum grows as a Brownian motion in nights (its looks
     nested, correlation √(n_i / n_j)), each look's g and se scaled from x's `noise_terms` by
     √(nights / n_j); seeded Monte Carlo of the first crossing. 'no decision yet' and
-    'inconclusive' are the share that crosses no boundary through `reached`."""
+    'inconclusive' are the share that crosses no boundary through `reached`. `total`: the
+    window's planned nights (default the last look; a window closed short has its final
+    look before it, `closing_looks`, and the same boundaries as its verdict)."""
     if not (math.isfinite(x.sd_noise_tr) and x.sd_noise_tr > 0 and math.isfinite(x.g_low)) \
             or reached < 1:
         return math.nan
-    b = np.array(bounds(looks, looks[-1], x.alpha))[:reached]
+    b = np.array(bounds(looks, total or looks[-1], x.alpha))[:reached]
     n = np.array(looks[:reached], dtype=float)
     steps = np.random.default_rng(0).normal(size=(NOISE_PATHS, reached))
     w = (steps * np.sqrt(np.diff(n, prepend=0.0))).cumsum(axis=1) / np.sqrt(n)

@@ -268,35 +268,42 @@ def study(cfg: Config, since: date | None = None, until: date | None = None,
         m.interchange = interchange(usable, q.baseline, q.candidate, plan.interchange.limit,
                                     plan.interchange.alpha)
         m.interchange_planned = True
-        m.interchange_sequential = sequential_interchange(usable, q, plan)
+        closed = facts is not None and not facts.pending
+        m.interchange_sequential = sequential_interchange(usable, q, plan, closed)
     v = primary_verdict(m.comparison, primary, facts, q.baseline, q.candidate)
     m.notes.insert(0, f"primary: {v.summary()}")
     m.verdict = v
     return Study(m, v, facts, frozen, sorted(keep))
 
 
-def sequential_interchange(usable: pd.DataFrame, q, plan: Plan) -> dict | None:
+def sequential_interchange(usable: pd.DataFrame, q, plan: Plan, closed: bool = False
+                          ) -> dict | None:
     """The plan's group-sequential interchangeability verdict: the test at each planned look
-    the analysed nights have reached (on its first nights), against its boundary."""
+    the analysed nights have reached (on its first nights), against its boundary. A window
+    that has `closed` with fewer nights than its last planned look (a night missing, left
+    out) has its final look at the nights collected (`evals.sequential.closing_looks`)."""
     from evals.interchange import interchange
-    from evals.sequential import bounds, sequential_verdict
+    from evals.sequential import bounds, closing_looks, sequential_verdict
 
     t = plan.interchange
     if not t.looks or not len(usable):
         return None
     nights = sorted(pd.to_datetime(usable["night"]).dt.date.unique())
+    short = closed and len(nights) < t.looks[-1]
+    looks = closing_looks(list(t.looks), len(nights)) if short else list(t.looks)
     zs = []
-    for look in [n for n in t.looks if n <= len(nights)]:
+    for look in [n for n in looks if n <= len(nights)]:
         part = usable[pd.to_datetime(usable["night"]).dt.date.isin(nights[:look])]
         x = interchange(part, q.baseline, q.candidate, t.limit, t.alpha)
         # no z where the test gives no interval (too few tickers, one draw on main)
         zs.append(x.g / x.se_g if math.isfinite(x.g_low) and x.se_g > 0 else math.nan)
-    verdict, k = sequential_verdict(zs, t.looks, plan.window.nights, t.alpha)
-    b = bounds(t.looks, plan.window.nights, t.alpha)
+    verdict, k = sequential_verdict(zs, looks, plan.window.nights, t.alpha)
+    b = bounds(looks, plan.window.nights, t.alpha)
     at = k if k is not None else len(zs) - 1
-    return {"verdict": verdict, "look": k, "looks": list(t.looks), "reached": len(zs),
-            "night": t.looks[k] if k is not None else None,
-            "z": zs[at] if zs else math.nan, "bound": b[at] if zs else math.nan}
+    return {"verdict": verdict, "look": k, "looks": looks, "reached": len(zs),
+            "night": looks[k] if k is not None else None,
+            "z": zs[at] if zs else math.nan, "bound": b[at] if zs else math.nan,
+            "total": plan.window.nights, "planned": list(t.looks) if short else None}
 
 
 def left_out_notes(f: WindowFacts) -> list[str]:
