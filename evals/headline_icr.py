@@ -76,7 +76,7 @@ def _sequential_head(q: str, x, label: str, label_text: str, seq: dict) -> list[
     shown = label_text if label != "interim" else "interim"
     planned = seq.get("planned")
     short = (f" (planned {'/'.join(map(str, planned))}: the window closed with "
-             f"{looks[-1]} of {seq['total']} nights, its final look spending α at information "
+             f"{looks[-1]} of {seq['total']} nights, its final look spending all α left at information "
              f"{looks[-1]}/{seq['total']})") if planned else ""
     return [f"{q}  {word}",
             f"  [{shown}; group-sequential: O'Brien-Fleming spending over looks at night(s) "

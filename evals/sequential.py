@@ -51,13 +51,17 @@ def _cross(grid, info_prev: float, info: float, b: float) -> float:
 
 
 def bounds(looks: list[int], total: int, alpha: float) -> list[float]:
-    """The z boundary at each planned look (nights; the last normally the window's)."""
+    """The z boundary at each look (nights). The last look is the final analysis and spends
+    all of α that is left: at the window's end that is the spending function's α(1) = α; at
+    a window that closed short (`closing_looks`) it is α less what the earlier looks spent,
+    the usual rule when the final analysis comes before its planned information (the design
+    spends exactly α, and the earlier looks keep the boundaries they were read against)."""
     from gsdesign import h1, hupdate
 
     out, grid, prev_info, spent = [], None, 0.0, 0.0
-    for n in looks:
+    for i, n in enumerate(looks):
         info = n / total
-        target = obf_spending(info, alpha) - spent
+        target = (alpha if i == len(looks) - 1 else obf_spending(info, alpha)) - spent
         if grid is None:
             b = float(stats.norm.isf(target))
         else:
@@ -82,10 +86,9 @@ def closing_looks(looks: list[int], collected: int) -> list[int]:
     planned look (a window night missing, left out): the planned looks before it, then the
     final look at the nights actually collected. Its boundary is `bounds` of these looks
     over the window's planned nights, so the earlier looks keep their boundaries and the
-    final one spends α(collected / window) - α(previous look): in all the design spends
-    α(collected / window) <= α, never more than planned (the unspent α(1) - α(t) is given
-    up, not moved onto the short look; `tests/test_icr_short_window.py` computes the overall
-    type I error from the looks' joint normal law)."""
+    final one spends what they left of α: in all the design spends exactly α, as planned
+    (`tests/test_icr_short_window.py` computes the overall type I error from the looks'
+    joint normal law)."""
     return [n for n in looks if n < collected] + [collected]
 
 

@@ -149,16 +149,16 @@ def test_a_missing_middle_night_is_disclosed_then_named_when_scored_late(planned
     assert st.verdict.label == "confirmatory" and st.facts.missing == [date(2027, 5, 3)]
     assert st.verdict.label_text == f"confirmatory — {told}"
     # the interchangeability test's final look is at the 8 nights collected (its boundary
-    # at information 8/9), not a look at night 9 that never comes
+    # at information 8/9 spends the α look 1 left), not a look at night 9 that never comes
     assert label_lines(headline(cfg_path)) == [
         "Quality — are backup's grades interchangeable with main's?  inconclusive, 8 night(s)",
         "  [confirmatory — 1 of 9 window night(s) missing, left out: 2027-05-03 (not run); 8 "
         "complete (the",
         "    plan's minimum 6); group-sequential: O'Brien-Fleming spending over looks at "
         "night(s) 5/8",
-        "    (planned 5/9: the window closed with 8 of 9 nights, its final look spending α at "
-        "information",
-        "    8/9)]",
+        "    (planned 5/9: the window closed with 8 of 9 nights, its final look spending all α "
+        "left at",
+        "    information 8/9)]",
         "RankIC — is backup's signal as good as main's?  non-inferior",
         "  confirmatory — 1 of 9 window night(s) missing, left out: 2027-05-03 (not run); 8 "
         "complete (the",
