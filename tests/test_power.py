@@ -199,3 +199,25 @@ def test_a_plans_pilot_sd_gives_predictive_power_in_the_comparison():
     assert pred["power_basis"].endswith("sd of nightly ΔIC 0.100 from the plan (its pilot's; "
                                         "predictive over its sampling error, df=4)")
     assert exact["power_basis"].endswith("sd of nightly ΔIC 0.100 from the plan")
+
+
+def test_the_tost_integrand_in_plain_floats_matches_scipy_stats():
+    """`_tost` integrates with math.erfc and the χ² log-density, not scipy.stats' per-call
+    objects (most of the demo report's CPU): the same power as scipy.stats' integrand."""
+    from scipy import integrate
+
+    def by_scipy(sd, m, margin, alpha, delta):
+        df, se = m - 1, sd / math.sqrt(m)
+        q = stats.t.ppf(1 - alpha, df)
+        v_max = df * (margin * math.sqrt(m) / (q * sd)) ** 2
+
+        def given(v):
+            half = margin - q * sd * math.sqrt(v / df) / math.sqrt(m)
+            p = stats.norm.cdf((half - delta) / se) - stats.norm.cdf((-half - delta) / se)
+            return max(p, 0.0) * stats.chi2.pdf(v, df)
+        return min(1.0, integrate.quad(given, 0, v_max, limit=200)[0])
+
+    for sd, m, margin, alpha, delta in [(0.1, 4, 0.06, 0.05, 0.0), (0.05, 20, 0.03, 0.05, 0.01),
+                                        (0.3, 60, 0.1, 0.1, -0.02), (0.02, 8, 0.01, 0.05, 0.0)]:
+        assert pw._tost(sd, m, margin, alpha, delta) == pytest.approx(
+            by_scipy(sd, m, margin, alpha, delta), abs=1e-12)
