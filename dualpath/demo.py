@@ -48,6 +48,13 @@ def demo_market(cfg: Config, nights: int) -> SyntheticMarket:
 # (241 s of it the nights: 20 x 10.4 s of compressed backup service is the floor), no run
 # starved, +0.5% from the time model; at ~8-11, 341 s, none starved, +5.7%; at ~18, 17 of
 # the first 18 runs starved: past a load of ~10 on 2 cores the ceiling is not enough.
+# With the report's power integrals in plain floats, both paths' nights equally long (main's
+# time_scale 0.0036) and Prefect's server and the simulated servers started beside the
+# demo's own set-up, its fixed cost (all but the nights) fell from ~133 s to ~17 s at a load
+# of ~8-10: --clock 2.5, 228 s (211 s the nights; 20 x ~8.9 s of compressed service is now
+# the floor), none starved, -0.8%; at a load of ~8-14 (4 busy processes on others' ~10),
+# 505 s (414 s the nights), 5 of 40 starved, +9.7% (it was 1,047 s, +12.8%); with 8 on
+# others' ~10 (a load of ~14-18), 897 s (729 s the nights), 32 of 40 starved, +8.8%.
 CLOCK_PER_SHARE = 1.2          # clock = this / the measured share of a core
 CLOCK_RANGE = (0.6, 2.5)       # the ceiling keeps 20 nights of 20 tickers within ~5 min
 

@@ -79,12 +79,24 @@ def synthetic_project(root: Path, data: dict, nights: int, header: str = ""):
 
 
 def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
-             bars=None, path_bars=None) -> DemoResult:
-    """Fresh demo folder, prices imported, then `nights` nights through the nightly flow."""
+             bars=None, path_bars=None, api_ready=None) -> DemoResult:
+    """Fresh demo folder, prices imported, then `nights` nights through the nightly flow.
+    `api_ready()`: waits for a Prefect server started beforehand (`flows.prefect_api.EarlyAPI`)."""
     fresh_demo_folder(root)
     cfg_path, cfg, market, warnings = synthetic_project(
         root, demo_config_data(root, tickers, draws, clock), nights,
         header="# written by `dualpath demo`\n")
+    # both simulated servers start now, side by side, while the plan is drafted and frozen
+    fleet = SimFleet(cfg).spawn()
+    try:
+        return _plan_and_score(root, cfg_path, cfg, market, warnings, nights, fleet, bars,
+                               path_bars, api_ready)
+    finally:
+        fleet.close()
+
+
+def _plan_and_score(root, cfg_path, cfg, market, warnings, nights, fleet, bars, path_bars,
+                    api_ready) -> DemoResult:
     nights_list = market.nights(nights, max(cfg.experiment.horizons))
     # preregistered before night 1, as the real study is
     # sized by its power: the primary the window can test best (h = 1 here) and a margin it
@@ -122,7 +134,9 @@ def run_demo(root: Path, nights: int, tickers: int, draws: int, clock: float,
     # asyncio.run: the warehouse kept the night's last mid-night snapshot, its runs read
     # `running` (then "stopped, killed, or its host crashed"), and SIGTERM ingested nothing
     try:
-        with SimFleet(cfg) as fleet, quiet_cancel_crashes():
+        with fleet, quiet_cancel_crashes():
+            if api_ready is not None:
+                api_ready()
             not_complete = run_cancellable(all_nights)
     except (KeyboardInterrupt, TerminationSignal):
         if "night" in current:       # its closed journals: its runs read partial, and why

@@ -95,6 +95,66 @@ def temporary_api(cfg: Config) -> Iterator[str | None]:
         stop_process(proc, timeout_s=5.0)
 
 
+class EarlyAPI:
+    """Prefect's temporary server, started before Prefect is imported (the demo): its start
+    (importing Prefect's server, ~9 s of CPU) runs beside the caller's own imports and set-up
+    instead of after them, where the first flow started it. The same server `temporary_api`
+    starts (Prefect's uvicorn command, its own session, dies with dualpath). Entered: the
+    flows' API is it; `ready()` waits until it answers (before the first flow); left: it
+    stops. A configured PREFECT_API_URL is used as it is, and nothing is started."""
+
+    def __init__(self):
+        import importlib.util
+
+        self.url = self.proc = None
+        self._settings = contextlib.ExitStack()
+        self._env = os.environ.get("PREFECT_API_URL")
+        if self._env:
+            return
+        spec = importlib.util.find_spec("prefect")
+        app_dir = Path(list(spec.submodule_search_locations)[0]).parent
+        port = _free_port(set(range(8000, 9000)))
+        argv = [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
+                "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port",
+                str(port), "--log-level", "error", "--lifespan", "on"]
+        # Prefect's settings are the environment here (it is not imported yet): PREFECT_HOME
+        # and the lean services `prefect_env` set reach the server as they did
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+               "PREFECT__SERVER_FINAL": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+        self.log = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect")) / \
+            "temporary-server.log"
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            self.proc = spawn(argv, env=env, start_new_session=True, stdout=out, stderr=out)
+        self.url = f"http://127.0.0.1:{port}/api"
+        os.environ["PREFECT_API_URL"] = self.url     # read when Prefect is imported
+        self._waited = False
+
+    def ready(self) -> None:
+        if self.proc is not None and not self._waited:
+            timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS")
+                            or 240)
+            _wait_healthy(self.url, self.proc, timeout, self.log)
+            self._waited = True
+
+    def __enter__(self):
+        if self.proc is not None:      # Prefect imported earlier (tests) read its settings then
+            from prefect.settings import PREFECT_API_URL, temporary_settings
+            self._settings.enter_context(temporary_settings({PREFECT_API_URL: self.url}))
+        return self.ready
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is None:
+            return
+        try:
+            if self._waited:
+                _drain_logs()
+            self._settings.close()
+        finally:
+            os.environ.pop("PREFECT_API_URL", None)
+            stop_process(self.proc, timeout_s=5.0)
+
+
 def _drain_logs() -> None:
     """Send the flow's queued log lines while the server still listens: Prefect drains them
     at exit, after the server is gone, and printed "--- Error logging to API --- All

@@ -72,3 +72,16 @@ def test_other_commands_and_a_configured_api_keep_prefects_defaults(tmp_path, mo
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4200/api")
     prefect_env(home, quiet=True, lean=True)                # a real server: left as it is
     assert not any(k in os.environ for k in (*LEAN, MIGRATE))
+
+
+def test_the_early_server_leaves_a_configured_api_alone(monkeypatch):
+    """`EarlyAPI` (the demo's Prefect server, started before Prefect is imported) starts
+    nothing when PREFECT_API_URL names a server, and leaves the variable as it was."""
+    from flows.prefect_api import EarlyAPI
+
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4200/api")
+    api = EarlyAPI()
+    assert api.proc is None
+    with api as ready:
+        ready()                                  # nothing to wait for
+    assert os.environ["PREFECT_API_URL"] == "http://127.0.0.1:4200/api"

@@ -224,8 +224,6 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
     """The embedded default: N synthetic nights on both simulated paths, through the nightly flow."""
     prefect_env(Path(".dualpath/prefect"), quiet=True, lean=True)
     start_reaper()
-    from flows.demo import run_demo
-
     if clock is None:
         from dualpath.demo import auto_clock, machine_share
         share = machine_share()
@@ -233,9 +231,12 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
         console.print(f"clock: --clock {clock:g} (this machine can give the demo {share:.0%} "
                       "of a core by its load as it starts; a busier machine gets a slower "
                       "clock)")
+    from flows.prefect_api import EarlyAPI
+    api = EarlyAPI()        # Prefect's server starts while the demo imports and sets up
+    from flows.demo import run_demo
     try:
-        with sigterm_as_interrupt(), progress_bars() as bars:
-            result = run_demo(root, nights, tickers, draws, clock, bars, PathBars(bars))
+        with api as ready, sigterm_as_interrupt(), progress_bars() as bars:
+            result = run_demo(root, nights, tickers, draws, clock, bars, PathBars(bars), ready)
     except KeyboardInterrupt:
         # the night in progress is ingested from its closed journals (partial, with why);
         # nightly's "rerun the night to resume" does not fit: the next demo clears the folder

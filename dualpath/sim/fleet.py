@@ -52,24 +52,44 @@ def sim_process(cfg: Config, name: str, startup_timeout_s: float = 30.0) -> Iter
 
 
 class SimFleet:
-    """Context manager: one simulated server per 'sim' path without a base_url."""
+    """Context manager: one simulated server per 'sim' path without a base_url. `spawn()`
+    starts their processes without waiting, so they import and bind side by side (and while
+    the caller does other work); entering waits until each listens."""
 
     def __init__(self, cfg: Config, startup_timeout_s: float = 30.0):
         self.cfg = cfg
         self.timeout = startup_timeout_s
         self.urls: dict[str, str] = {}
+        self._procs: dict[str, subprocess.Popen] = {}
         self._stack = contextlib.ExitStack()
 
-    def __enter__(self) -> "SimFleet":
+    def spawn(self) -> "SimFleet":
+        """Start every simulated server's process (once); returns the fleet."""
+        if self._procs:
+            return self
         try:
             for name, sp in self.cfg.paths.items():
                 if sp.engine == "sim" and sp.base_url is None:
-                    self.urls[name] = self._stack.enter_context(
-                        sim_process(self.cfg, name, self.timeout))
+                    proc = spawn(_command(self.cfg, name), stdout=subprocess.PIPE, text=True)
+                    self._stack.callback(stop_process, proc)
+                    self._procs[name] = proc
         except BaseException:
-            self._stack.close()
+            self.close()
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __enter__(self) -> "SimFleet":
+        try:
+            self.spawn()
+            for name, proc in self._procs.items():
+                self.urls[name] = wait_ready(name, proc, self.timeout)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
         self._stack.close()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
