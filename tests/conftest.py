@@ -91,6 +91,27 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST)))    # stable
 
 
+TERMINAL = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist's controller: the terminal settings of the run, for each worker."""
+    node.workerinput["terminal"] = {k: os.environ.get(k) for k in TERMINAL}
+
+
+def pytest_configure(config):
+    """A pytest-xdist worker starts with COLUMNS=80 and LINES=24 set, where the run has them
+    unset: the CLI's console would wrap at 80 instead of 160 (dualpath/cli/_common.py). The
+    worker takes the run's settings, before any test module imports the CLI."""
+    terminal = getattr(config, "workerinput", {}).get("terminal")
+    for key, value in (terminal or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CI=true a real-server test that skips is a failure: CI has the build, and a
