@@ -41,8 +41,15 @@ chromium:
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
 	  || echo "note: chromium could not be installed; the viewer's browser test will skip"
 
+# In parallel (pytest-xdist): most of the suite waits on subprocesses, servers and sleeps, so
+# more workers than cores pay. Whole files go to one worker each, in collection order
+# (tests/conftest.py LONGEST starts first), so a file's module fixtures (a real
+# llama-server, a scored warehouse) are built once. TEST_WORKERS=0 runs in this process.
+TEST_WORKERS ?= 4
+XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
 test: $(REAL) chromium
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST)
 
 # The developer's loop: the `fast` subset (tests/conftest.py FAST), every package in a few
 # minutes, without the real llama-server build or Chromium.

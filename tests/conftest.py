@@ -45,12 +45,16 @@ def sim_server():
 
 @pytest.fixture(scope="session")
 def gemma(tmp_path_factory) -> str:
-    """The real llama-server's model (Gemma 3 270M GGUF), assembled once for the session;
-    the test skips with the reason when the real server is not built (tests/realserver.py)."""
+    """The real llama-server's model (Gemma 3 270M GGUF), assembled once for the run: under
+    pytest-xdist in the folder all workers' temporary folders share (`gemma_model` assembles
+    under a lock and renames into place); the test skips with the reason when the real server
+    is not built (tests/realserver.py)."""
     from dualpath.launcher import gemma_model
     from tests.realserver import require_server
     require_server()
-    return gemma_model(tmp_path_factory.mktemp("models"))
+    base = tmp_path_factory.getbasetemp()
+    return gemma_model((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+                       / "models")
 
 
 # The developer's loop (`make test-fast`, marker `fast`): whole files, or single tests as
@@ -68,11 +72,44 @@ FAST = {
 }
 
 
+# The longest files (junit per-file seconds, longest first), collected first: `make test` hands
+# whole files to its pytest-xdist workers in collection order (`--dist loadfile
+# --no-loadscope-reorder`), so none of these is left to run alone at the end.
+LONGEST = ("test_labels.py", "test_outcomes.py", "test_multihost.py", "test_label_disclosure.py",
+           "test_report.py", "test_stats.py", "test_sweep_real.py", "test_client.py",
+           "test_faults.py", "test_deployment.py", "test_prereg_cli.py", "test_power.py",
+           "test_verify_real.py", "test_ingest_shapes.py", "test_glance.py",
+           "test_doctor_launch.py", "test_sweep.py")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         name = item.path.name
         if name in FAST or f"{name}::{getattr(item, 'originalname', item.name)}" in FAST:
             item.add_marker(pytest.mark.fast)
+    rank = {name: i for i, name in enumerate(LONGEST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST)))    # stable
+
+
+TERMINAL = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist's controller: the terminal settings of the run, for each worker."""
+    node.workerinput["terminal"] = {k: os.environ.get(k) for k in TERMINAL}
+
+
+def pytest_configure(config):
+    """A pytest-xdist worker starts with COLUMNS=80 and LINES=24 set, where the run has them
+    unset: the CLI's console would wrap at 80 instead of 160 (dualpath/cli/_common.py). The
+    worker takes the run's settings, before any test module imports the CLI."""
+    terminal = getattr(config, "workerinput", {}).get("terminal")
+    for key, value in (terminal or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.hookimpl(hookwrapper=True)

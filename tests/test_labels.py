@@ -38,13 +38,32 @@ def history(tmp_path, nights=4, window=4, primary=1, skip=(), change_at=None, fr
     return cfg, plan, all_nights
 
 
+@pytest.fixture(scope="module")
+def _intact_built(tmp_path_factory):
+    """`history`'s default project (4 nights, window 4), scored once for this module."""
+    root = tmp_path_factory.mktemp("intact")
+    with pytest.MonkeyPatch.context() as mp:           # built where a test would build it
+        mp.chdir(root)
+        return root, history(root)[2]
+
+
+@pytest.fixture
+def intact(tmp_path, _intact_built):
+    """`history(tmp_path)`: the module's scored copy in this test's folder (the config's
+    paths and the frozen plan's are relative to the config's folder, so a copy is the same
+    study)."""
+    root, nights = _intact_built
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    return load_config(tmp_path / "dualpath.toml"), tmp_path / "prereg.toml", nights
+
+
 def label(cfg, tmp_path, **kw):
     html, md, data = write_report(cfg, tmp_path / "out", **kw)
     return data, md.read_text()
 
 
-def test_an_intact_plan_over_its_complete_window_is_confirmatory(tmp_path):
-    cfg, plan, nights = history(tmp_path)
+def test_an_intact_plan_over_its_complete_window_is_confirmatory(tmp_path, intact):
+    cfg, plan, nights = intact
     data, md = label(cfg, tmp_path)
     assert data.verdict.label == "confirmatory" and data.verdict.reasons == ()
     assert data.verdict.n_independent == 4 and data.verdict.test == "non-inferiority"
@@ -128,16 +147,16 @@ def test_a_missing_middle_night_scored_late_counts_and_is_named(tmp_path):
     assert f"**confirmatory — 1 night scored late ({nights[1]})**" in md
 
 
-def test_case5_a_hand_picked_sub_window_is_exploratory(tmp_path):
-    cfg, plan, nights = history(tmp_path)
+def test_case5_a_hand_picked_sub_window_is_exploratory(tmp_path, intact):
+    cfg, plan, nights = intact
     data, md = label(cfg, tmp_path, since=nights[1])
     assert data.verdict.label == "exploratory"
     assert any("a sub-window is exploratory" in r for r in data.verdict.reasons)
     assert set(data.metrics.nightly_ic["night"].dt.date) == set(nights[1:])
 
 
-def test_case6_a_plan_forced_after_every_night_was_seen_is_exploratory(tmp_path):
-    cfg, plan, nights = history(tmp_path)
+def test_case6_a_plan_forced_after_every_night_was_seen_is_exploratory(tmp_path, intact):
+    cfg, plan, nights = intact
     again = tmp_path / "again.toml"
     again.write_text(plan.read_text().replace("margin = 0.5", "margin = 0.4"))
     with pytest.raises(UserError, match="already has a frozen plan"):
@@ -149,8 +168,8 @@ def test_case6_a_plan_forced_after_every_night_was_seen_is_exploratory(tmp_path)
                "data)" in r for r in data.verdict.reasons)
 
 
-def test_case7_a_primary_horizon_matured_on_one_night_is_interim(tmp_path):
-    cfg, plan, nights = history(tmp_path)
+def test_case7_a_primary_horizon_matured_on_one_night_is_interim(tmp_path, intact):
+    cfg, plan, nights = intact
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
         con.execute("DELETE FROM prices WHERE date > ?", [nights[1]])
     data, md = label(cfg, tmp_path)
@@ -159,8 +178,9 @@ def test_case7_a_primary_horizon_matured_on_one_night_is_interim(tmp_path):
     assert data.verdict.verdict == "insufficient nights"
 
 
-def test_an_edited_plan_in_a_copied_study_folder_is_caught(tmp_path):
-    cfg, plan, nights = history(tmp_path / "a")
+def test_an_edited_plan_in_a_copied_study_folder_is_caught(tmp_path, _intact_built):
+    shutil.copytree(_intact_built[0], tmp_path / "a")
+    cfg = load_config(tmp_path / "a" / "dualpath.toml")
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     copy = tmp_path / "b" / "prereg.toml"
     copy.write_text(copy.read_text().replace("margin = 0.5", "margin = 0.9", 1))

@@ -1,6 +1,9 @@
 """The weekly report: plan integrity labels, exclusions listed, deviations shown."""
 
 import re
+import shutil
+
+import pytest
 
 from dualpath.config import load_config
 from dualpath.prereg import draft_plan, plan_toml
@@ -27,13 +30,31 @@ def study(tmp_path, nights=4, window=4, cut_last=False, change_after=None):
     return cfg, plan
 
 
+@pytest.fixture(scope="module")
+def studied(tmp_path_factory):
+    """`study(tmp_path, **kw)`, each shape scored once for this module and copied into the
+    test's folder (the config's paths and the frozen plan's are relative to its folder)."""
+    built = {}
+
+    def copy(tmp_path, **kw):
+        key = tuple(sorted(kw.items()))
+        if key not in built:
+            root = built[key] = tmp_path_factory.mktemp("study")
+            with pytest.MonkeyPatch.context() as mp:
+                mp.chdir(root)
+                study(root, **kw)
+        shutil.copytree(built[key], tmp_path, dirs_exist_ok=True)
+        return load_config(tmp_path / "dualpath.toml"), tmp_path / "prereg.toml"
+    return copy
+
+
 def report(cfg, tmp_path):
     html, md, data = write_report(cfg, tmp_path / "out")
     return html.read_text(), md.read_text(), data
 
 
-def test_a_complete_window_with_an_intact_plan_is_confirmatory(tmp_path):
-    cfg, plan = study(tmp_path)
+def test_a_complete_window_with_an_intact_plan_is_confirmatory(tmp_path, studied):
+    cfg, plan = studied(tmp_path)
     html, md, data = report(cfg, tmp_path)
     assert data.plan.label == "confirmatory"
     assert "**confirmatory**" in md and "matches the frozen hash" in md
@@ -42,8 +63,8 @@ def test_a_complete_window_with_an_intact_plan_is_confirmatory(tmp_path):
     assert html.count("data:image/png;base64,") >= 4
 
 
-def test_an_edited_plan_is_a_hash_mismatch_and_never_confirmatory(tmp_path):
-    cfg, plan = study(tmp_path)
+def test_an_edited_plan_is_a_hash_mismatch_and_never_confirmatory(tmp_path, studied):
+    cfg, plan = studied(tmp_path)
     plan.write_text(plan.read_text().replace("margin = 0.03", "margin = 0.1", 1))
     html, md, data = report(cfg, tmp_path)
     assert data.plan.file_matches is False
@@ -51,8 +72,8 @@ def test_an_edited_plan_is_a_hash_mismatch_and_never_confirmatory(tmp_path):
     assert "edited after freezing" in md
 
 
-def test_a_partial_run_is_excluded_listed_and_leaves_the_closed_window_short(tmp_path):
-    cfg, plan = study(tmp_path, cut_last=True)
+def test_a_partial_run_is_excluded_listed_and_leaves_the_closed_window_short(tmp_path, studied):
+    cfg, plan = studied(tmp_path, cut_last=True)
     html, md, data = report(cfg, tmp_path)
     assert data.plan.label.startswith("exploratory — the window has closed with 1 of 4 window "
                                       "night(s) missing: ")
@@ -64,15 +85,15 @@ def test_a_partial_run_is_excluded_listed_and_leaves_the_closed_window_short(tmp
     assert "night not complete" in html
 
 
-def test_the_interim_label_holds_until_the_window_is_complete(tmp_path):
-    cfg, plan = study(tmp_path, nights=2, window=5)
+def test_the_interim_label_holds_until_the_window_is_complete(tmp_path, studied):
+    cfg, plan = studied(tmp_path, nights=2, window=5)
     html, md, data = report(cfg, tmp_path)
     assert data.plan.label.startswith("interim — no decision: 2 of 5 window nights collected")
     assert "Window nights analysed (complete and conforming): 2 of 5" in md
 
 
-def test_a_config_change_mid_window_appears_as_a_deviation(tmp_path):
-    cfg, plan = study(tmp_path, nights=2, window=4, change_after=1)
+def test_a_config_change_mid_window_appears_as_a_deviation(tmp_path, studied):
+    cfg, plan = studied(tmp_path, nights=2, window=4, change_after=1)
     html, md, data = report(cfg, tmp_path)
     assert "config differs from plan" in md
     assert len(data.config_hashes) == 2 and "more than one config" in html
@@ -80,13 +101,14 @@ def test_a_config_change_mid_window_appears_as_a_deviation(tmp_path):
     assert any("left out" in n and "(config differs from plan)" in n for n in data.metrics.notes)
 
 
-def test_the_weekly_flow_publishes_the_markdown_as_an_artifact(tmp_path, prefect_harness):
+def test_the_weekly_flow_publishes_the_markdown_as_an_artifact(tmp_path, prefect_harness,
+                                                               studied):
     import asyncio
 
     from prefect.client.orchestration import get_client
 
     from flows.weekly import weekly_report
-    cfg, plan = study(tmp_path)
+    cfg, plan = studied(tmp_path)
     cfg_path = tmp_path / "dualpath.toml"
 
     async def go():
@@ -102,13 +124,13 @@ def test_the_weekly_flow_publishes_the_markdown_as_an_artifact(tmp_path, prefect
     assert list((tmp_path / "weekly").glob("*.html"))
 
 
-def test_metrics_json_carries_metadata_and_csv_writes_one_file_per_table(tmp_path):
+def test_metrics_json_carries_metadata_and_csv_writes_one_file_per_table(tmp_path, studied):
     import json
 
     from typer.testing import CliRunner
 
     from dualpath.cli import app
-    cfg, plan = study(tmp_path, nights=2, window=4)
+    cfg, plan = studied(tmp_path, nights=2, window=4)
     cfg_path = tmp_path / "dualpath.toml"
     r = CliRunner().invoke(app, ["metrics", "-c", str(cfg_path), "-f", "json"])
     doc = json.loads(r.stdout)
@@ -123,13 +145,13 @@ def test_metrics_json_carries_metadata_and_csv_writes_one_file_per_table(tmp_pat
     assert bad.exit_code != 0 and "--since 'May 3' is not a date" in str(bad.exception)
 
 
-def test_untrusted_text_in_the_html_report_is_escaped(tmp_path):
+def test_untrusted_text_in_the_html_report_is_escaped(tmp_path, studied):
     """A run's status detail holds a server's error text: in the HTML it is text, never markup
     (the *.html.j2 templates were not autoescaped, and such a string ran as script)."""
     from warehouse.db import writer
     from evals.weekly.render import _ENV
 
-    cfg, plan = study(tmp_path, cut_last=True)
+    cfg, plan = studied(tmp_path, cut_last=True)
     evil = "<script>document.title='XSS'</script>"
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
         con.execute("UPDATE runs SET status_detail = ? WHERE status <> 'complete'", [evil])
