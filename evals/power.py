@@ -31,8 +31,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import integrate, optimize, special, stats
+from scipy import special
 
+from evals import dist
 from evals.inference import MIN_INDEPENDENT
 
 TESTS = ("non-inferiority", "equivalence", "difference")
@@ -46,7 +47,7 @@ def independent_count(nights: int, horizon: int) -> int:
 
 def _tost(sd: float, m: int, margin: float, alpha: float, delta: float) -> float:
     df, se = m - 1, sd / math.sqrt(m)
-    q = stats.t.ppf(1 - alpha, df)
+    q = dist.t_ppf(1 - alpha, df)
     # both bounds inside ±δ needs s < δ√m/q; integrate P(mean in the band | s) over s
     v_max = df * (margin * math.sqrt(m) / (q * sd)) ** 2
     # norm.cdf and chi2.pdf by the special functions scipy.stats evaluates them with (the
@@ -58,6 +59,8 @@ def _tost(sd: float, m: int, margin: float, alpha: float, delta: float) -> float
         p = special.ndtr((half - delta) / se) - special.ndtr((-half - delta) / se)
         pdf = np.exp(special.xlogy(k, v) - v / 2. - log_norm - (LOG2 * df) / 2.)
         return max(p, 0.0) * pdf
+
+    from scipy import integrate   # only the equivalence test's power needs it (~0.2 s to import)
 
     return float(min(1.0, integrate.quad(given, 0, v_max, limit=200)[0]))
 
@@ -73,16 +76,16 @@ def decision_probability(test: str, decision: str, sd: float, m: int, margin: fl
         return math.nan
     df, root = m - 1, math.sqrt(m)
     if test == "non-inferiority":
-        q = stats.t.ppf(1 - alpha, df)
+        q = dist.t_ppf(1 - alpha, df)
         ncp = (delta + margin) * root / sd
-        return float(stats.nct.sf(q, df, ncp) if decision == "non-inferior"
-                     else stats.nct.cdf(-q, df, ncp))
+        return float(dist.nct_sf(q, df, ncp) if decision == "non-inferior"
+                     else dist.nct_cdf(-q, df, ncp))
     if test == "equivalence":
         return _tost(sd, m, margin, alpha, delta)
     if test == "difference":
-        q = stats.t.ppf(1 - alpha / 2, df)
+        q = dist.t_ppf(1 - alpha / 2, df)
         ncp = delta * root / sd
-        return float(stats.nct.sf(q, df, ncp) + stats.nct.cdf(-q, df, ncp))
+        return float(dist.nct_sf(q, df, ncp) + dist.nct_cdf(-q, df, ncp))
     raise ValueError(f"unknown test {test!r}; one of {TESTS}")
 
 
@@ -114,11 +117,11 @@ def predictive_power(test: str, sd: float, df: float, m: int, margin: float,
     """`planned_power` averaged over σ given a pilot's sd on `df` degrees of freedom."""
     if not df > 0 or m < MIN_INDEPENDENT or not sd > 0:
         return math.nan
-    q = stats.chi2.ppf((np.arange(SD_GRID) + 0.5) / SD_GRID, df)
+    q = dist.chi2_ppf((np.arange(SD_GRID) + 0.5) / SD_GRID, df)
     sigmas = sd * np.sqrt(df / q)
     if test == "non-inferiority":          # vectorised: the noncentral t takes an array
         ncp = margin * math.sqrt(m) / sigmas
-        return float(stats.nct.sf(stats.t.ppf(1 - alpha, m - 1), m - 1, ncp).mean())
+        return float(dist.nct_sf(dist.t_ppf(1 - alpha, m - 1), m - 1, ncp).mean())
     return float(np.mean([planned_power(test, s, m, margin, alpha) for s in sigmas]))
 
 
@@ -138,6 +141,8 @@ def min_detectable(test: str, sd: float, m: int, alpha: float, power: float,
     hi = sd
     while f(hi) < 0:
         hi *= 2
+    from scipy import optimize    # only solving for a δ needs it
+
     return float(optimize.brentq(f, 1e-9, hi, xtol=1e-7))
 
 
