@@ -46,3 +46,15 @@ def test_norm():
     close(dist.norm_sf(X), stats.norm.sf(X))
     close(dist.norm_ppf(Q), stats.norm.ppf(Q))
     close(dist.norm_isf(Q), stats.norm.isf(Q))
+
+
+def test_skew_kurtosis():
+    from evals.rankic import skew_kurtosis
+
+    rng = np.random.default_rng(7)
+    for n in (3, 4, 9, 30, 250):
+        for x in (rng.normal(0.05, 0.1, n), rng.standard_t(3, n), rng.exponential(1, n)):
+            s, k = skew_kurtosis(x)
+            close(s, stats.skew(x))
+            close(k, stats.kurtosis(x))
+    assert np.isnan(skew_kurtosis(np.full(5, 0.3))).all()
