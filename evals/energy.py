@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from evals import dist
 from evals.format import draws_words
 
 BASIS = "board energy, scoring only, idle floor included"
@@ -108,9 +109,7 @@ def paired_ratio(logs: np.ndarray, level: float = 0.95) -> tuple[float | None, f
     mean = float(logs.mean())
     if n < 2:
         return math.exp(mean), math.nan, math.nan
-    from scipy import stats             # not at import: `dualpath runs` reads no interval
-
-    half = stats.t.ppf(0.5 + level / 2, n - 1) * logs.std(ddof=1) / math.sqrt(n)
+    half = dist.t_ppf(0.5 + level / 2, n - 1) * logs.std(ddof=1) / math.sqrt(n)
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
+
+from evals import dist
 
 MIN_INDEPENDENT = 4        # df >= 3: t-intervals stay calibrated under heavy-tailed ICs
 METHOD = "t, non-overlapping nights"
@@ -82,13 +83,13 @@ def mean_test(x: np.ndarray, horizon: int, start_pos: np.ndarray | None = None,
         out["note"] = insufficient(len(x), horizon)
         return out
     se = s.std(ddof=1) / math.sqrt(m)
-    q = stats.t.ppf(1 - alpha / 2, m - 1)
+    q = dist.t_ppf(1 - alpha / 2, m - 1)
     out.update(df=m - 1, basis=_basis(m, horizon), tested_mean=float(s.mean()),
                ci_low=s.mean() - q * se,
                ci_high=s.mean() + q * se)
     if se > 0:
         out["t"] = s.mean() / se
-        out["p"] = float(2 * stats.t.sf(abs(out["t"]), m - 1))
+        out["p"] = float(2 * dist.t_sf(abs(out["t"]), m - 1))
     else:
         out["note"] = "no variation between nights: no test"
     return out
@@ -110,14 +111,14 @@ def interval_text(test: str, alpha: float, m: int) -> str:
 
 def _claims(test: str, mean: float, se: float, df: int, margin: float) -> tuple[float, float]:
     """(p of the claim, p of its counter-claim) for a test; each compared with alpha."""
-    lo, hi = stats.t.sf((mean + margin) / se, df), stats.t.cdf((mean + margin) / se, df)
+    lo, hi = dist.t_sf((mean + margin) / se, df), dist.t_cdf((mean + margin) / se, df)
     if test == "non-inferiority":            # ΔIC > -δ  |  ΔIC < -δ
         return float(lo), float(hi)
     if test == "equivalence":                # |ΔIC| < δ (TOST)  |  |ΔIC| > δ
-        upper_in = stats.t.cdf((mean - margin) / se, df)
-        return float(max(lo, upper_in)), float(min(hi, stats.t.sf((mean - margin) / se, df)))
+        upper_in = dist.t_cdf((mean - margin) / se, df)
+        return float(max(lo, upper_in)), float(min(hi, dist.t_sf((mean - margin) / se, df)))
     t = mean / se                            # difference: ΔIC > 0  |  ΔIC < 0, two-sided
-    return float(min(1.0, 2 * stats.t.sf(t, df))), float(min(1.0, 2 * stats.t.cdf(t, df)))
+    return float(min(1.0, 2 * dist.t_sf(t, df))), float(min(1.0, 2 * dist.t_cdf(t, df)))
 
 
 VERDICTS = {"non-inferiority": ("non-inferior", "inferior"),
@@ -170,7 +171,7 @@ def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
     df, mean = m - 1, float(s.mean())
     sd = float(s.std(ddof=1))
     se = sd / math.sqrt(m)
-    q = stats.t.ppf(1 - (1 - level) / 2, df)
+    q = dist.t_ppf(1 - (1 - level) / 2, df)
     out.update(df=df, basis=_basis(m, horizon), tested_mean=mean, ci_low=mean - q * se,
                ci_high=mean + q * se, ci_text=interval_text(test, alpha, m))
     sd_power = sd_plan if sd_plan else sd

@@ -66,7 +66,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from evals import dist
 
 LIMIT_SHARE = 0.5      # default preregistered share of main's agreement the backup must keep
 MIN_TICKERS = 20       # clusters: at 8 tickers the test's size was 0.08-0.09, at 20 <= 0.065
@@ -223,10 +224,10 @@ def interchange(units: pd.DataFrame, baseline: str, candidate: str, limit: float
     df = len(t) - 1
     ratio = (1 - tr) / (1 - rr)
     se_log = _se(-i_tr / (1 - tr) + i_rr / (1 - rr))
-    q = stats.t.ppf(0.5 + level / 2, df)
+    q = dist.t_ppf(0.5 + level / 2, df)
     g = tr - limit * rr
     se_g = _se(i_tr - limit * i_rr)
-    qa = stats.t.ppf(1 - alpha, df)
+    qa = dist.t_ppf(1 - alpha, df)
     lo, hi = g - qa * se_g, g + qa * se_g
     verdict = "interchangeable" if lo > 0 else "not interchangeable" if hi < 0 else \
         "inconclusive"
@@ -268,10 +269,10 @@ def noise_rate(x: Interchange, verdict: str | None = None) -> float:
     verdict = verdict or x.verdict
     if not (math.isfinite(x.sd_noise_tr) and x.sd_noise_tr > 0) or not math.isfinite(x.g_low):
         return math.nan
-    qa = stats.t.ppf(1 - x.alpha, x.tickers - 1)
+    qa = dist.t_ppf(1 - x.alpha, x.tickers - 1)
     reach = qa * x.se_noise / x.sd_noise_tr
     z = x.g_noise / x.sd_noise_tr
-    up, down = float(stats.norm.cdf(z - reach)), float(stats.norm.cdf(-z - reach))
+    up, down = float(dist.norm_cdf(z - reach)), float(dist.norm_cdf(-z - reach))
     return {"interchangeable": up, "not interchangeable": down}.get(verdict, 1 - up - down)
 
 
@@ -321,7 +322,7 @@ def decision_power(rho_rr: float, var: float, tickers: int, nights: int, limit: 
     when the backup is noise (g = -limit ρ_RR); `var` is one ticker-night's variance of g."""
     g = (1 - limit) * rho_rr if alternative == "equal" else limit * rho_rr
     se = math.sqrt(var / (tickers * nights))
-    return float(stats.norm.cdf(g / se - stats.norm.ppf(1 - alpha)))
+    return float(dist.norm_cdf(g / se - dist.norm_ppf(1 - alpha)))
 
 
 def nights_needed(rho_rr: float, var: dict, tickers: int, limit: float, alpha: float,

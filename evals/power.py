@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import integrate, optimize, stats
 
+from evals import dist
 from evals.inference import MIN_INDEPENDENT
 
 TESTS = ("non-inferiority", "equivalence", "difference")
@@ -45,7 +45,7 @@ def independent_count(nights: int, horizon: int) -> int:
 
 def _tost(sd: float, m: int, margin: float, alpha: float, delta: float) -> float:
     df, se = m - 1, sd / math.sqrt(m)
-    q = stats.t.ppf(1 - alpha, df)
+    q = dist.t_ppf(1 - alpha, df)
     # both bounds inside ±δ needs s < δ√m/q; integrate P(mean in the band | s) over s
     v_max = df * (margin * math.sqrt(m) / (q * sd)) ** 2
     # the integrand in plain floats, the formulas scipy.stats uses (Φ(x) = erfc(-x/√2)/2; the
@@ -56,10 +56,13 @@ def _tost(sd: float, m: int, margin: float, alpha: float, delta: float) -> float
 
     def given(v: float) -> float:
         if not v > 0:
-            return 0.0 if df > 2 else float(stats.chi2.pdf(v, df))
+            # the χ² density at 0: 0 above 2 df, 1/2 at 2, unbounded at 1
+            return 0.0 if df > 2 else 0.5 if df == 2 else math.inf
         half = margin - q * sd * math.sqrt(v / df) / math.sqrt(m)
         p = 0.5 * (math.erfc(-(half - delta) / se / r2) - math.erfc(-(-half - delta) / se / r2))
         return max(p, 0.0) * math.exp(k * math.log(v) - v / 2 + log_c)
+
+    from scipy import integrate   # only the equivalence test's power needs it (~0.2 s to import)
 
     return float(min(1.0, integrate.quad(given, 0, v_max, limit=200)[0]))
 
@@ -75,16 +78,16 @@ def decision_probability(test: str, decision: str, sd: float, m: int, margin: fl
         return math.nan
     df, root = m - 1, math.sqrt(m)
     if test == "non-inferiority":
-        q = stats.t.ppf(1 - alpha, df)
+        q = dist.t_ppf(1 - alpha, df)
         ncp = (delta + margin) * root / sd
-        return float(stats.nct.sf(q, df, ncp) if decision == "non-inferior"
-                     else stats.nct.cdf(-q, df, ncp))
+        return float(dist.nct_sf(q, df, ncp) if decision == "non-inferior"
+                     else dist.nct_cdf(-q, df, ncp))
     if test == "equivalence":
         return _tost(sd, m, margin, alpha, delta)
     if test == "difference":
-        q = stats.t.ppf(1 - alpha / 2, df)
+        q = dist.t_ppf(1 - alpha / 2, df)
         ncp = delta * root / sd
-        return float(stats.nct.sf(q, df, ncp) + stats.nct.cdf(-q, df, ncp))
+        return float(dist.nct_sf(q, df, ncp) + dist.nct_cdf(-q, df, ncp))
     raise ValueError(f"unknown test {test!r}; one of {TESTS}")
 
 
@@ -116,11 +119,11 @@ def predictive_power(test: str, sd: float, df: float, m: int, margin: float,
     """`planned_power` averaged over σ given a pilot's sd on `df` degrees of freedom."""
     if not df > 0 or m < MIN_INDEPENDENT or not sd > 0:
         return math.nan
-    q = stats.chi2.ppf((np.arange(SD_GRID) + 0.5) / SD_GRID, df)
+    q = dist.chi2_ppf((np.arange(SD_GRID) + 0.5) / SD_GRID, df)
     sigmas = sd * np.sqrt(df / q)
     if test == "non-inferiority":          # vectorised: the noncentral t takes an array
         ncp = margin * math.sqrt(m) / sigmas
-        return float(stats.nct.sf(stats.t.ppf(1 - alpha, m - 1), m - 1, ncp).mean())
+        return float(dist.nct_sf(dist.t_ppf(1 - alpha, m - 1), m - 1, ncp).mean())
     return float(np.mean([planned_power(test, s, m, margin, alpha) for s in sigmas]))
 
 
@@ -140,6 +143,8 @@ def min_detectable(test: str, sd: float, m: int, alpha: float, power: float,
     hi = sd
     while f(hi) < 0:
         hi *= 2
+    from scipy import optimize    # only solving for a δ needs it
+
     return float(optimize.brentq(f, 1e-9, hi, xtol=1e-7))
 
 

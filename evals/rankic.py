@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from evals.inference import mean_test
 from evals.returns import OK, PENDING
@@ -189,6 +188,19 @@ def nightly_rank_ic(scores: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame
                          "start_pos": start[first], "status": state})
 
 
+def skew_kurtosis(x: np.ndarray) -> tuple[float, float]:
+    """scipy.stats' skew and (excess) kurtosis, biased, without importing scipy.stats (~0.3 s):
+    m3/m2^1.5 and m4/m2^2 - 3 of the central moments, NaN where the values are all but equal
+    (m2 <= (eps * mean)^2, scipy's own test)."""
+    x = np.asarray(x, dtype=float)
+    mean = x.mean()
+    d = x - mean
+    m2 = float((d * d).mean())
+    if m2 <= (np.finfo(float).eps * mean) ** 2:
+        return math.nan, math.nan
+    return float((d * d * d).mean() / m2 ** 1.5), float((d ** 4).mean() / m2 ** 2 - 3)
+
+
 def summarize_ic(ic: np.ndarray, horizon: int, start_pos: np.ndarray | None = None,
                  alpha: float = 0.05) -> dict:
     """Mean, sd, ICIR, hit rate, skew, excess kurtosis, and the calibrated test of mean = 0;
@@ -209,8 +221,7 @@ def summarize_ic(ic: np.ndarray, horizon: int, start_pos: np.ndarray | None = No
         out["sd_ic"] = sd
         out["icir"] = out["mean_ic"] / sd if sd > 0 else math.nan
     if n >= 3 and ic.std() > 0:
-        out["skew"] = float(stats.skew(ic))
-        out["excess_kurtosis"] = float(stats.kurtosis(ic))
+        out["skew"], out["excess_kurtosis"] = skew_kurtosis(ic)
     test = mean_test(ic, horizon, pos, alpha=alpha)
     # the mean over every night lay outside the t interval on the non-overlapping nights in
     # 1.3-3.2% of tables at h = 5 and 20: a point estimate printed beside an interval is

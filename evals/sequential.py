@@ -30,7 +30,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
+
+from evals import dist
 
 GRID = 18       # gsDesign's default grid size r
 
@@ -39,7 +41,7 @@ def obf_spending(t: float, alpha: float) -> float:
     """Lan-DeMets O'Brien-Fleming-type α spent by information fraction t (one-sided α)."""
     if t <= 0:
         return 0.0
-    return float(2 - 2 * stats.norm.cdf(stats.norm.ppf(1 - alpha / 2) / math.sqrt(min(t, 1))))
+    return float(2 - 2 * dist.norm_cdf(dist.norm_ppf(1 - alpha / 2) / math.sqrt(min(t, 1))))
 
 
 def _cross(grid, info_prev: float, info: float, b: float) -> float:
@@ -47,7 +49,7 @@ def _cross(grid, info_prev: float, info: float, b: float) -> float:
     z_prev, _, h_prev = grid
     delta = info - info_prev
     mean = z_prev * math.sqrt(info_prev)
-    return float((h_prev * stats.norm.sf((b * math.sqrt(info) - mean) / math.sqrt(delta))).sum())
+    return float((h_prev * dist.norm_sf((b * math.sqrt(info) - mean) / math.sqrt(delta))).sum())
 
 
 def bounds(looks: list[int], total: int, alpha: float) -> list[float]:
@@ -63,7 +65,7 @@ def bounds(looks: list[int], total: int, alpha: float) -> list[float]:
         info = n / total
         target = (alpha if i == len(looks) - 1 else obf_spending(info, alpha)) - spent
         if grid is None:
-            b = float(stats.norm.isf(target))
+            b = float(dist.norm_isf(target))
         else:
             f = lambda b, g=grid, ip=prev_info, i=info: _cross(g, ip, i, b) - target
             b = float(optimize.brentq(f, -10, 40, xtol=1e-10))

@@ -107,7 +107,9 @@ def slowdown_interval(logs: np.ndarray, level: float = 0.95) -> tuple[float, flo
     t (`bench/calibration_speed.py`). The variance is the mean square of the series' first
     df DCT-II coefficients, i.e. the long-run variance at the lowest frequencies. Needs 2 or
     more nights."""
-    from scipy import fft, stats   # ~0.5 s: `dualpath runs` imports this module, never this
+    from scipy import fft   # `dualpath runs` imports this module, never this
+
+    from evals import dist
 
     x = np.asarray(logs, dtype=float)
     n = len(x)
@@ -115,7 +117,7 @@ def slowdown_interval(logs: np.ndarray, level: float = 0.95) -> tuple[float, flo
         raise ValueError("a slowdown interval needs 2 or more paired nights")
     nu = drift_df(n)
     lam = fft.dct(x, type=2, norm="ortho")[1:nu + 1]
-    half = stats.t.ppf(0.5 + level / 2, nu) * math.sqrt(float(np.mean(lam ** 2)) / n)
+    half = dist.t_ppf(0.5 + level / 2, nu) * math.sqrt(float(np.mean(lam ** 2)) / n)
     return float(x.mean() - half), float(x.mean() + half), nu
 
 
