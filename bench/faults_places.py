@@ -101,9 +101,12 @@ def conflicting_prices(lab: Lab, night, t) -> None:
     t.injected = 1
     out = r.stdout + r.stderr
     t.tracebacks = tracebacks(out)
-    t.detected = (r.returncode != 0 and "a.csv and b.csv" in out and f"{ticker} {night}" in out
+    # the console wraps its message at the terminal's width, and the paths in it are as long
+    # as the folder the trial runs in: match on the text with its line breaks undone
+    flat = " ".join(out.split())
+    t.detected = (r.returncode != 0 and "a.csv and b.csv" in flat and f"{ticker} {night}" in flat
                   and _price_rows(lab) == before)
-    t.detail = " ".join(out.split())[:120]
+    t.detail = flat[:120]
 
 
 def _snapshots(lab: Lab) -> list[Path]:
