@@ -12,7 +12,7 @@ def test_the_title_is_the_primarys_margin_not_the_first_rows(monkeypatch):
 
     titles = []
     monkeypatch.setattr(metrics_table, "print_fitted",
-                        lambda spec, frame, title: titles.append(title))
+                        lambda spec, frame, title, *_: titles.append(title))
     spec = every_table()["comparison"]
     frame = pd.DataFrame({"horizon": [1, 5, 20], "role": ["exploratory", "primary",
                                                           "exploratory"],

@@ -85,7 +85,7 @@ SPEED_CSV = """\
 # speed
 path,runs,not_complete_excluded,resumed_excluded,disturbed_excluded,throughput_s_per_ticker,throughput_s_per_unit,slot_latency_s_per_unit,calls_per_unit,prompt_tokens_per_unit,completion_tokens_per_unit,per_call_prefill_tps,per_call_decode_tps,client_prompt_tps,client_decode_tps,client_stream_decode_tps,runaway_share,runaway_time_share,runaway_s,retries,cached_prompt_share
 backup,9,1,0,0,347.0,173.5,694.0,2.0,8000.0,1000.0,17.29106628242075,2.881844380403458,46.10951008645533,5.763688760806916,1.9212295869356388,0.0,0.0,0.0,0.0,0.25
-main,10,0,0,0,61.0,30.5,244.0,2.0,8000.0,1000.0,49.18032786885246,8.196721311475411,262.2950819672131,32.78688524590164,5.464480874316941,0.0,0.0,0.0,0.0,0.25
+main,10,0,0,0,61.0,30.5,244.0,2.0,8000.0,1000.0,49.18032786885246,8.196721311475411,262.2950819672131,32.78688524590164,5.464480874316938,0.0,0.0,0.0,0.0,0.25
 """
 
 
