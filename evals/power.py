@@ -34,6 +34,7 @@ import numpy as np
 
 from evals import dist
 from evals.inference import MIN_INDEPENDENT
+from evals.roots import brentq
 
 TESTS = ("non-inferiority", "equivalence", "difference")
 
@@ -143,9 +144,7 @@ def min_detectable(test: str, sd: float, m: int, alpha: float, power: float,
     hi = sd
     while f(hi) < 0:
         hi *= 2
-    from scipy import optimize    # only solving for a δ needs it
-
-    return float(optimize.brentq(f, 1e-9, hi, xtol=1e-7))
+    return brentq(f, 1e-9, hi, xtol=1e-7)
 
 
 def nights_needed_for(test: str, sd: float, horizon: int, margin: float, alpha: float,

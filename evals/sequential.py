@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize
 
 from evals import dist
+from evals.roots import brentq
 
 GRID = 18       # gsDesign's default grid size r
 
@@ -68,7 +68,7 @@ def bounds(looks: list[int], total: int, alpha: float) -> list[float]:
             b = float(dist.norm_isf(target))
         else:
             f = lambda b, g=grid, ip=prev_info, i=info: _cross(g, ip, i, b) - target
-            b = float(optimize.brentq(f, -10, 40, xtol=1e-10))
+            b = brentq(f, -10, 40, xtol=1e-10)
         grid = h1(GRID, 0.0, info, -np.inf, b) if grid is None else \
             hupdate(GRID, 0.0, info, -np.inf, b, 0.0, prev_info, grid)
         spent += target

@@ -63,6 +63,49 @@ def test_min_detectable_inverts_power_and_nights_needed_is_the_first_enough():
     assert math.isnan(pw.min_detectable("non-inferiority", sd, 3, alpha, 0.8))
 
 
+def test_brentq_finds_the_same_root_as_scipys():
+    """The plain-Python Brent loop behind `min_detectable` is scipy.optimize.brentq's, float
+    for float: every root of the grid below is the same number (well inside 1e-9)."""
+    from scipy import optimize
+
+    from evals.roots import brentq
+
+    for test in pw.TESTS:
+        for sd in (0.03, 0.1, 0.4):
+            for m in (4, 9, 20):
+                for df in (None, 3.5, 12.0):
+                    if test == "equivalence" and df is not None:
+                        continue           # the predictive TOST integrates twice: slow
+                    f = lambda d: pw.planned_power(test, sd, m, d, 0.05, df) - 0.8
+                    hi = sd
+                    while f(hi) < 0:
+                        hi *= 2
+                    try:
+                        theirs = optimize.brentq(f, 1e-9, hi, xtol=1e-7)
+                    except ValueError:     # a NaN power on the way: both refuse alike
+                        with pytest.raises(ValueError, match="NaN"):
+                            brentq(f, 1e-9, hi, xtol=1e-7)
+                        continue
+                    ours = brentq(f, 1e-9, hi, xtol=1e-7)
+                    assert ours == theirs, (test, sd, m, df, ours, theirs)
+    for f, a, b, tol in ((lambda x: x ** 3 - 2 * x - 5, 2, 3, 1e-12), (math.cos, 0, 3, 1e-7),
+                         (lambda x: math.exp(x) - 10, -5, 5, 2e-12), (lambda x: x - 0.5, 0, 1, 1e-9)):
+        assert brentq(f, a, b, xtol=tol) == optimize.brentq(f, a, b, xtol=tol)
+    with pytest.raises(ValueError, match="different signs"):
+        brentq(lambda x: x * x + 1, -1, 1, xtol=1e-7)
+
+
+def test_the_group_sequential_bounds_are_those_scipys_brentq_gives(monkeypatch):
+    from scipy import optimize
+
+    from evals import sequential as sq
+
+    designs = [([5, 10, 15, 20], 20, 0.05), ([5, 10, 12], 30, 0.025), ([4, 8], 8, 0.1)]
+    ours = [sq.bounds(*d) for d in designs]
+    monkeypatch.setattr(sq, "brentq", optimize.brentq)
+    assert ours == [sq.bounds(*d) for d in designs]
+
+
 def test_a_four_to_six_week_window_proposes_h1_and_a_margin_it_can_show():
     sd = {1: 0.1, 5: 0.1, 20: 0.1}
     rows = pw.power_table(sd, 25, 0.03, 0.05, 0.8)

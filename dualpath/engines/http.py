@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from dualpath.errors import ServerUnreachable
+
+if TYPE_CHECKING:   # httpx (~30 ms to import) only when a server is read, not at every command's start
+    import httpx
 
 
 async def get_json(http: httpx.AsyncClient, url: str) -> Any | None:
     """The endpoint's JSON; None when it is absent or disabled (404, 501: /slots without
     --slots); `ServerUnreachable` for anything else that is not a JSON 200."""
+    import httpx
+
     try:
         r = await http.get(url, timeout=10.0)
     except httpx.HTTPError as e:
@@ -28,6 +31,8 @@ async def get_json(http: httpx.AsyncClient, url: str) -> Any | None:
 
 async def read_metrics(http: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
     """Prometheus counters of /metrics as {name: value}; None when the endpoint is off."""
+    import httpx
+
     try:
         r = await http.get(f"{base_url}/metrics", timeout=10.0)
     except httpx.HTTPError:
