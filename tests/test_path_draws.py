@@ -326,11 +326,12 @@ def test_draft_prints_both_options_at_the_users_shape(tmp_path):
                 nights[0], "--nights", 20, columns=400)
     lines = r.stdout.splitlines()
     assert r.returncode == 0
-    assert lines[-2] == (
+    assert lines[-3] == (
         "draws: at 2 on main and 2 on backup interchangeability needs 12 nights for power "
         "0.8; at 3 on main and 2 on backup, 8 nights (within 10): set paths.main.draws = 3 "
         "in the config and draft again (main is the path the extra draw is cheap on)")
-    assert lines[-3].startswith("false reassurance ") and lines[-1].startswith("wrote ")
+    assert lines[-4].startswith("false reassurance ") and lines[-2].startswith("wrote ")
+    assert lines[-1].startswith("  dualpath prereg freeze ")
 
 
 def test_the_slowdown_compares_units_where_the_paths_draws_differ():

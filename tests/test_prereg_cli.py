@@ -1,12 +1,18 @@
 """`dualpath prereg draft | freeze | status` from the command line: a plan sized by its power,
 a forced freeze that needs a reason, and a status that says what a report would."""
 
+from pathlib import Path
+
+import pytest
 from typer.testing import CliRunner
 
 from dualpath.cli import app
 from dualpath.prereg import load_plan
 from tests.helpers import make_project
 from tests.test_labels import history
+
+
+DATA = Path(__file__).parent / "data"
 
 
 def run(*args):
@@ -105,3 +111,27 @@ def test_a_draft_from_pilot_nights_prints_predictive_power_not_exact(tmp_path):
             "at δ=0.135)") in lines
     assert "power exact" not in r.output and "predictive power: averaged" in r.output
     assert load_plan(plan).design.sd_df["1"] == 8.0
+
+
+@pytest.mark.parametrize("columns", [100, 120])
+def test_the_whole_draft_fits_its_width_with_each_statement_indented_under_itself(
+        tmp_path, monkeypatch, columns):
+    """Below the sizing table each line is one statement: at 100 and 120 columns its
+    continuation is indented under it, never back at column 0 (the noise and primary lines
+    were), and the freeze command sits whole on its own line, to copy."""
+    from tests.cli_run import run_cli
+    from tests.seeded import seed_warehouse
+
+    seed_warehouse(tmp_path / "w")
+    monkeypatch.chdir(tmp_path)                 # relative paths: the same text on any machine
+    r = run_cli("prereg", "draft", "p.toml", "-c", "w/dualpath.toml", "--first-night",
+                "2027-06-01", "--nights", "30", columns=columns)
+    assert r.returncode == 0, r.stderr
+    expected = (DATA / f"prereg_draft_{columns}.txt").read_text()
+    assert r.stdout == expected
+    lines = expected.splitlines()
+    assert max(map(len, lines)) <= columns and not any(ln != ln.rstrip() for ln in lines)
+    below = lines[lines.index("  nights_needed: nights for power 0.8") + 1:]
+    starts = ("noise:", "proposed primary:", "primary:", "false reassurance", "wrote", "  ")
+    assert all(ln.startswith(starts) for ln in below), below
+    assert "  dualpath prereg freeze p.toml -c w/dualpath.toml" in lines

@@ -53,7 +53,8 @@ def test_every_registered_table_reaches_the_html_and_the_markdown(data, tmp_path
         assert len(frames[key]), key
         header = "| " + " | ".join(spec.shown()) + " |"
         assert header in md, (key, header)          # with rows: its brief columns, in order
-        assert "".join(f"<th>{escape(c)}</th>" for c in spec.shown()) in html, key
+        assert "".join(f"<th>{escape(c)}</th>" for c in spec.shown()) in html.replace(
+            "<wbr>", ""), key                      # a header may break after an underscore
 
 
 def test_the_reports_own_tables_are_not_metric_tables():

@@ -3,16 +3,43 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
 
 from dualpath.cli._common import (CONFIG_OPT, _parse_date, console, input_file, output_file,
                                   prereg_app)
 from dualpath.cli._common import load_config
 from dualpath.errors import UserError
+
+
+def say(text: str, spans: tuple = ()) -> None:
+    """One statement at the console's width, its continuation lines indented by 2 (never
+    back at column 0, as the tables' titles and notes wrap); `spans` (start, end, style)
+    colour parts of `text`, wherever the wrap puts them."""
+    from rich.text import Text
+
+    at = 0
+    lines = textwrap.wrap(text, max(40, console.width), subsequent_indent="  ",
+                          break_on_hyphens=False, break_long_words=False)
+    for i, line in enumerate(lines):
+        body = line[2:] if i else line
+        start = text.index(body, at)
+        out = Text(line)
+        for a, b, style in spans:
+            lo, hi = max(a, start), min(b, start + len(body))
+            if lo < hi:
+                out.stylize(style, lo - start + len(line) - len(body),
+                            hi - start + len(line) - len(body))
+        console.print(out, highlight=False, soft_wrap=True)
+        at = start + len(body)
+
+
+def lead(label: str, rest: str, style: str) -> None:
+    """`label` in `style`, then `rest`, wrapped as `say` wraps."""
+    say(label + rest, ((0, len(label), style),))
 
 
 def parse_sd(text: str, horizons: list[int]) -> dict[int, float]:
@@ -64,7 +91,7 @@ def print_sizing(sizing, alpha: float, chosen: float) -> None:
                  f"mde: min detectable ΔIC (power {power:g})",
                  f"power_at_margin: power at δ={chosen:g}",
                  f"nights_needed: nights for power {power:g}"])
-    console.print(f"noise: {sizing.design.sd_source}", markup=False, highlight=False)
+    say(f"noise: {sizing.design.sd_source}")
 
 
 def print_decision_design(p) -> None:
@@ -77,18 +104,16 @@ def print_decision_design(p) -> None:
                 if x.nights_for_power else f"not decidable at 1 draw on {p.baseline} (its "
                 "own draw-to-draw disagreement needs >= 2)" if p.draws_for(p.baseline) < 2
                 else f"no window up to 250 nights reaches power {p.design.power:g}")
-        console.print(f"primary: interchangeability of grades ({p.candidate} keeps ≥ "
-                      f"{x.limit:.0%} of {p.baseline}'s draw-to-draw agreement), {need} "
-                      f"(normal approximation); the window has {p.window.nights}; RankIC "
-                      "non-inferiority is the confirmatory follow-up", markup=False,
-                      highlight=False)
+        say(f"primary: interchangeability of grades ({p.candidate} keeps ≥ {x.limit:.0%} of "
+            f"{p.baseline}'s draw-to-draw agreement), {need} (normal approximation); the "
+            f"window has {p.window.nights}; RankIC non-inferiority is the confirmatory "
+            "follow-up")
     rate = p.design.false_reassurance if p.design else None
     if rate is not None:
         warn = (f" — above {FALSE_REASSURANCE_LIMIT:.2f}: freezing it needs --force --reason"
                 if rate > FALSE_REASSURANCE_LIMIT else "")
-        console.print(f"false reassurance {rate:.2f}: P(a {p.candidate} with no signal passes "
-                      f"the RankIC primary) ({p.design.main_ic_source}){warn}", markup=False,
-                      highlight=False)
+        say(f"false reassurance {rate:.2f}: P(a {p.candidate} with no signal passes the "
+            f"RankIC primary) ({p.design.main_ic_source}){warn}")
 
 
 def _noise(cfg, sd_delta: str | None, need_pilot: bool) -> tuple:
@@ -162,23 +187,23 @@ def prereg_draft(plan: Path = typer.Argument(Path("prereg.toml"), help="Plan fil
     row = next(r for r in sizing.rows if r["horizon"] == p.primary.horizon)
     from dualpath.prereg import planned_power, testability
     kind = "predictive power" if str(p.primary.horizon) in p.design.sd_df else "power"
-    console.print(f"proposed primary: h={p.primary.horizon}, δ={p.primary.margin:g} "
-                  f"({row['independent_nights']} independent nights; {kind} "
-                  f"{_fmt(planned_power(p))} at δ={p.primary.margin:g})")
+    say(f"proposed primary: h={p.primary.horizon}, δ={p.primary.margin:g} "
+        f"({row['independent_nights']} independent nights; {kind} {_fmt(planned_power(p))} "
+        f"at δ={p.primary.margin:g})")
     if kept is not None:
         from dualpath.prereg_design import preserved_text
-        console.print(preserved_text(kept, p.baseline, p.candidate, p.primary.horizon),
-                      markup=False, highlight=False)
+        say(preserved_text(kept, p.baseline, p.candidate, p.primary.horizon))
     for why in testability(p):
-        console.print(f"[red]cannot test:[/red] {why}; freezing it needs --force --reason")
+        lead("cannot test:", f" {why}; freezing it needs --force --reason", "red")
     print_decision_design(p)
     from dualpath.prereg_design import draws_proposal
     for line in draws_proposal(p, got):
-        console.print(line, markup=False, highlight=False)
+        say(line)
     from dualpath.sampling import config_differences
     plan.write_text(plan_toml(p, config_differences(cfg)))
-    console.print(f"wrote {plan} (sha256 {p.sha256()[:12]}); review the hypotheses, then "
-                  f"`dualpath prereg freeze {plan} -c {config}`")
+    say(f"wrote {plan} (sha256 {p.sha256()[:12]}); review the hypotheses, then freeze it:")
+    console.print(f"  dualpath prereg freeze {plan} -c {config}", markup=False,
+                  highlight=False, soft_wrap=True)      # whole, to copy
 
 
 @prereg_app.command("freeze")
@@ -196,24 +221,22 @@ def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
     frozen = freeze_plan(load_config(config), input_file(plan, "plan file"), force, reason)
     if frozen.already_frozen:
         ignored = [o for o, given in (("--force", force), ("--reason", reason)) if given]
-        console.print(f"already frozen with this hash: {frozen.plan_hash} at "
-                      f"{frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
-                      + (f" (forced: {frozen.force_reason})" if frozen.forced else "")
-                      + "; nothing recorded"
-                      + (f" ({'/'.join(ignored)} ignored)" if ignored else ""),
-                      markup=False, highlight=False)
+        say(f"already frozen with this hash: {frozen.plan_hash} at "
+            f"{frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
+            + (f" (forced: {frozen.force_reason})" if frozen.forced else "")
+            + "; nothing recorded" + (f" ({'/'.join(ignored)} ignored)" if ignored else ""))
     else:
-        console.print(f"frozen: {frozen.plan_hash} at {frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
-                      + (f" [yellow](forced: {escape(frozen.force_reason or '')})[/yellow]"
-                         if frozen.forced else ""))
+        done = f"frozen: {frozen.plan_hash} at {frozen.frozen_at:%Y-%m-%d %H:%M %Z}"
+        forced = f" (forced: {frozen.force_reason})" if frozen.forced else ""
+        say(done + forced, ((len(done) + 1, len(done + forced), "yellow"),))
     p = load_plan(plan)
     if not frozen.already_frozen and p.design and p.design.false_reassurance is not None:
-        console.print(f"false reassurance recorded: {p.design.false_reassurance:.2f} "
-                      f"({p.design.main_ic_source})", markup=False, highlight=False)
+        say(f"false reassurance recorded: {p.design.false_reassurance:.2f} "
+            f"({p.design.main_ic_source})")
     pw = planned_power(p)
     if p.design and pw < p.design.power:
-        console.print(f"[yellow]underpowered:[/yellow] power {pw:.2f} at δ={p.primary.margin:g}"
-                      f" over the window, below the plan's {p.design.power:g}")
+        lead("underpowered:", f" power {pw:.2f} at δ={p.primary.margin:g} over the window, "
+             f"below the plan's {p.design.power:g}", "yellow")
 
 
 @prereg_app.command("status")
@@ -228,35 +251,37 @@ def prereg_status(config: Path = CONFIG_OPT) -> None:
     status = plan_status(cfg)
     frozen = status.frozen
     if frozen is None:
-        console.print("no frozen plan: results are exploratory (`dualpath prereg draft`, "
-                      "then `dualpath prereg freeze`)")
+        say("no frozen plan: results are exploratory (`dualpath prereg draft`, then "
+            "`dualpath prereg freeze`)")
         return
     p = frozen.plan
     state, path = plan_file_state(cfg, frozen)
-    console.print(f"plan {frozen.plan_hash[:12]} frozen {frozen.frozen_at:%Y-%m-%d}"
-                  + (f" (forced: {frozen.force_reason})" if frozen.forced else ""))
-    console.print(f"plan file {path}: " + {"matches": "matches the frozen hash",
-                                           "edited": "[red]EDITED AFTER FREEZING (hash "
-                                           "mismatch)[/red]"}.get(state, f"[red]{state}[/red]"))
-    console.print(f"primary: {p.candidate} vs {p.baseline}, {p.primary.test} at "
-                  f"h={p.primary.horizon}, δ={p.primary.margin}, α={p.primary.alpha}")
+    say(f"plan {frozen.plan_hash[:12]} frozen {frozen.frozen_at:%Y-%m-%d}"
+        + (f" (forced: {frozen.force_reason})" if frozen.forced else ""))
+    head = f"plan file {path}: "
+    said = {"matches": "matches the frozen hash",
+            "edited": "EDITED AFTER FREEZING (hash mismatch)"}.get(state, state)
+    say(head + said, () if state == "matches" else ((len(head), len(head + said), "red"),))
+    say(f"primary: {p.candidate} vs {p.baseline}, {p.primary.test} at h={p.primary.horizon}, "
+        f"δ={p.primary.margin}, α={p.primary.alpha}")
     if len({p.draws_for(n) for n in p.paths}) > 1:
-        console.print("draws per night (frozen): " + ", ".join(
-            f"{n} {p.draws_for(n)}" for n in p.paths), markup=False, highlight=False)
+        say("draws per night (frozen): " + ", ".join(f"{n} {p.draws_for(n)}" for n in p.paths))
     st = status.study
     window = window_nights(cfg, p)
     if st is None:
-        console.print(f"window: 0 of {len(window)} nights from {window[0]}")
-        console.print("label today: interim — no decision: no nights yet")
+        say(f"window: 0 of {len(window)} nights from {window[0]}")
+        say("label today: interim — no decision: no nights yet")
     else:
         f = st.facts
-        console.print(f"window: {len(f.analysed)} of {len(window)} nights analysed from "
-                      f"{window[0]} (pending {len(f.pending)}, not counted {len(f.failed)}, "
-                      f"outside the window {len(f.extra)})")
-        console.print("matured per horizon: " + ", ".join(
+        say(f"window: {len(f.analysed)} of {len(window)} nights analysed from {window[0]} "
+            f"(pending {len(f.pending)}, not counted {len(f.failed)}, outside the window "
+            f"{len(f.extra)})")
+        say("matured per horizon: " + ", ".join(
             f"h={h}: {f.matured.get(h, 0)} of {len(window)}" for h in cfg.experiment.horizons))
-        console.print(f"label today: [bold]{st.verdict.label_text}[/bold]")
-        console.print(f"primary: {st.verdict.summary()}")
+        label = "label today: "
+        say(label + st.verdict.label_text, ((len(label), len(label + st.verdict.label_text),
+                                             "bold"),))
+        say(f"primary: {st.verdict.summary()}")
     for d in status.deviations:
         night = d["night"] if d["night"] is not None and not pd.isna(d["night"]) else "-"
-        console.print(f"[yellow]deviation[/yellow] {night} {d['kind']}: {d['detail']}")
+        lead("deviation", f" {night} {d['kind']}: {d['detail']}", "yellow")
