@@ -106,6 +106,7 @@ def test_the_report_shows_the_serving_block_in_markdown_and_html(tmp_path):
     assert "| main | 10 | 0.066 | 32.8 | 30,500 | 31,000 | 183.4 | 186.4 | 0.000 |" in section
     html = next((tmp_path / "rep").glob("*.html")).read_text()
     block = html[html.index("<h3>Serving benchmark"):html.index("Projected duration")]
+    block = block.replace("<wbr>", "")          # a header may break after an underscore
     assert "itl_p99" in block and "TTFT ≤ 5000 ms and TPOT ≤ 200 ms" in block
 
 
