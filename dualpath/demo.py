@@ -55,6 +55,12 @@ def demo_market(cfg: Config, nights: int) -> SyntheticMarket:
 # the floor), none starved, -0.8%; at a load of ~8-14 (4 busy processes on others' ~10),
 # 505 s (414 s the nights), 5 of 40 starved, +9.7% (it was 1,047 s, +12.8%); with 8 on
 # others' ~10 (a load of ~14-18), 897 s (729 s the nights), 32 of 40 starved, +8.8%.
+# CPU per night of 20 tickers x 2 draws (1,360 calls), idle 2 cores, from the difference of a
+# 5-night and a 2-night demo at --clock 0.6 (each process's utime + stime from /proc): the
+# harness's process 2.1 s (~1.5 ms a call: its aiohttp posts, the scheduler, the journal,
+# Prefect's flow and task runs, the nightly ingest), the main simulator 0.57 s (0.84 ms a
+# call), the backup's 0.34 s (0.50 ms), Prefect's server 0.15 s: ~3.1 s in all. Fixed: the
+# harness ~5.4 s, Prefect's server ~3 s, each simulator ~0.5 s.
 CLOCK_PER_SHARE = 1.2          # clock = this / the measured share of a core
 CLOCK_RANGE = (0.6, 2.5)       # the ceiling keeps 20 nights of 20 tickers within ~5 min
 
