@@ -55,6 +55,14 @@ def demo_market(cfg: Config, nights: int) -> SyntheticMarket:
 # the floor), none starved, -0.8%; at a load of ~8-14 (4 busy processes on others' ~10),
 # 505 s (414 s the nights), 5 of 40 starved, +9.7% (it was 1,047 s, +12.8%); with 8 on
 # others' ~10 (a load of ~14-18), 897 s (729 s the nights), 32 of 40 starved, +8.8%.
+# CPU per night of 20 tickers x 2 draws (1,360 calls), idle 2 cores, from the difference of a
+# 5-night and a 2-night demo at --clock 0.6 (each process's utime + stime from /proc): the
+# harness's process 1.57 s (~1.2 ms a call: the night's event loop ~1.35 s with its aiohttp
+# posts, the scheduler, Prefect's flow and task runs and the nightly ingest, its two journal
+# writers the rest; they took 0.57 s before they gathered 50 ms of records a batch), the main
+# simulator 0.54 s (0.8 ms a call), the backup's 0.35 s (0.5 ms), Prefect's server 0.18 s:
+# ~2.65 s in all (medians of 3; 3.1 s before). Fixed: the harness ~5.5 s, Prefect's server
+# ~3 s, each simulator ~0.5 s.
 CLOCK_PER_SHARE = 1.2          # clock = this / the measured share of a core
 CLOCK_RANGE = (0.6, 2.5)       # the ceiling keeps 20 nights of 20 tickers within ~5 min
 
