@@ -75,6 +75,10 @@ def test_the_overview_fits_and_marks_every_run_left_out(looks):
     base, b, cfg, nights, _ = looks
     look = b.open(base + "/", width=1000)
     _fits(look)
+    # the headline's lines (100 columns, as `dualpath metrics` prints them) each on one row
+    assert b.evaluate("""(() => { const p = document.querySelector("pre.lines");
+        p.style.whiteSpace = "pre"; const whole = p.scrollWidth <= p.clientWidth;
+        p.style.whiteSpace = ""; return whole; })()""") is True
     text = look.text
     rows = {n: line for line in text.splitlines() for n in map(str, nights)
             if line.startswith(n)}
