@@ -34,12 +34,18 @@ demo: $(CORE)
 
 # The viewer's test (tests/test_ui.py) drives headless Chromium: Debian's package, installed
 # when missing (as root, or through sudo). Without it that test skips, and fails under CI=true.
+# With it, a Korean font (fonts-nanum, 10 MB) when the machine has none: KRX answers and
+# price headers would otherwise render as empty boxes in the viewer and its screenshots.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 chromium:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  { $(SUDO) apt-get update -qq && \
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
 	  || echo "note: chromium could not be installed; the viewer's browser test will skip"
+	@! command -v fc-list >/dev/null || [ -n "$$(fc-list :lang=ko family)" ] || \
+	  { $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-nanum; } \
+	  || echo "note: no Korean font could be installed; Korean text will show as boxes"
 
 # In parallel (pytest-xdist): most of the suite waits on subprocesses, servers and sleeps, so
 # more workers than cores pay. Whole files go to one worker each, in collection order

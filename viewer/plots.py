@@ -109,6 +109,10 @@ def _minutes(s: Series) -> tuple[np.ndarray, np.ndarray]:
     return np.repeat(s.x / 60, 2)[1:-1], np.repeat(s.y, 2)
 
 
+# above the panel, beside its title: inside, it hid the lines it names wherever they ran low
+LEGEND = dict(fontsize=7, loc="lower right", bbox_to_anchor=(1, 1), ncol=3, frameon=False,
+              borderaxespad=0.1, handlelength=1.5, columnspacing=1)
+
 _DRAWN: OrderedDict[bytes, str] = OrderedDict()      # figure by what it draws (`figure`)
 KEEP = 64
 
@@ -157,8 +161,8 @@ def _draw(path: str, occ: Series | None, watts: Series | None, idle_w: float | N
                    label="server's own timings ÷ slots")
         a.set_ylim(0, max(1.05, float(occ.y.max()) * 1.05))
         a.axhline(1, color="grey", lw=0.6, ls=":")
-        a.legend(fontsize=7, loc="lower center", frameon=False)
-        a.set_title(f"{path}: slot occupancy", fontsize=9)
+        a.legend(**LEGEND)
+        a.set_title(f"{path}: slot occupancy", fontsize=9, loc="left")
     if watts is not None:
         a = next(ax)
         a.plot(*_minutes(watts), color="#b54708", lw=1, label="board power")
@@ -166,9 +170,9 @@ def _draw(path: str, occ: Series | None, watts: Series | None, idle_w: float | N
             a.plot(watts.x[:-1] / 60, watts.y, "o", color="#b54708", ms=2.5, label="reads")
         if idle_w is not None and idle_w == idle_w:
             a.axhline(idle_w, color="grey", lw=0.8, ls="--", label=f"idle floor {idle_w:.0f} W")
-            a.legend(fontsize=7, loc="lower right", frameon=False)
+            a.legend(**LEGEND)
         a.set_ylim(bottom=0)
-        a.set_title(f"{path}: GPU board power (W)", fontsize=9)
+        a.set_title(f"{path}: GPU board power (W)", fontsize=9, loc="left")
     if occ is not None and watts is not None:    # one time axis for both
         lo = min(occ.x[0], watts.x[0]) / 60
         hi = max(occ.x[-1], watts.x[-1]) / 60
