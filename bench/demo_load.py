@@ -13,6 +13,9 @@ mean over the paired nights of (backup ÷ main) served seconds per ticker
 Each condition's line also gives the demo's nights-loop seconds (its progress bar's last
 figure; the rest is imports, Prefect's server start, the plan, the report) and the CPU seconds
 its processes used, which a busy machine stretches into wall time.
+The busy processes run in the demo's own session, as work started from the same terminal
+would: where the kernel groups processes by session for scheduling (autogroup), they share
+the harness's group, the harder case (work from another terminal gets a group of its own).
 Last line: `quiet_s=… load4_s=… load8_s=… load8_speed_answer=yes|no load8_ratio_error=…`
 """
 
@@ -122,6 +125,13 @@ def main() -> int:
     ap.add_argument("--conditions", default="quiet,load4,load8")
     ap.add_argument("--keep", type=Path, help="work folder to keep (default: a temporary one)")
     a = ap.parse_args()
+    try:
+        auto = Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+        group = "on" if auto else "off"
+    except OSError:
+        group = "not known"
+    print(f"scheduler autogroup: {group}; the busy processes share the demo's session",
+          flush=True)
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = a.keep or Path(tmp)
