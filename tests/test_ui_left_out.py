@@ -28,3 +28,22 @@ def test_the_overview_marks_a_starved_run_and_keeps_its_seconds_out(tmp_path):
     assert cells[5] == "—" and cells[2] == "60.0 s"      # no seconds for it; main's stay
     assert html.count("st-left") == 1
     assert re.search(r'<div class="v">5\.7× slower</div>', html)
+
+
+def test_the_overview_counts_no_disagreements_on_a_night_with_a_partial_run(tmp_path):
+    from tests.seeded import seed_warehouse
+
+    _, cfg, nights = seed_warehouse(tmp_path)
+    with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
+        html = c.get("/").text
+
+    def cell(night):
+        row = re.search(rf'<tr><td><a href="/night/{night}">{night}</a></td>(.*?)</tr>', html,
+                        re.S).group(1)
+        return re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)[-1]
+
+    # the last night's backup run is partial: its grades are no result, nothing is counted
+    assert cell(nights[-1]) == ('<span title="not counted: a run of this night is not complete, '
+                                'so its grades are no result">—</span>')
+    assert all(re.fullmatch(r'<a href="/night/\S+\?only=disagree">\d+</a>', cell(n))
+               for n in nights[:-1])

@@ -40,8 +40,12 @@ def overview(cfg: Config, warehouse: Path) -> tuple[list[NightSummary], tuple]:
         means = wv.mean_grades(con, cfg.experiment.name)
         key = wv.state_key(con, cfg.experiment.name)
     apart = pages.disagreements(means, baseline, candidate)
-    out = [NightSummary(n, {r["path"]: r for r in g.to_dict("records")}, apart.get(n))
-           for n, g in runs.groupby("night", sort=False)]
+    out = []
+    for n, g in runs.groupby("night", sort=False):
+        by_path = {r["path"]: r for r in g.to_dict("records")}
+        # counted only where both paths' runs are complete: a partial run is no result
+        both = all(by_path.get(p, {}).get("status") == "complete" for p in (baseline, candidate))
+        out.append(NightSummary(n, by_path, apart.get(n) if both else None))
     return out, key
 
 

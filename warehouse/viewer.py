@@ -233,11 +233,13 @@ def state_key(con: duckdb.DuckDBPyConnection, experiment: str) -> tuple:
 
 
 def mean_grades(con: duckdb.DuckDBPyConnection, experiment: str) -> pd.DataFrame:
-    """night, path, ticker, mean grade over the graded draws, for every night (a graded unit
-    is never scored again, so these are final attempts)."""
+    """night, path, ticker, mean grade over the graded draws of complete runs (a graded unit
+    is never scored again, so these are final attempts; a partial run's grades are in no
+    result, as `evals.scores` keeps them out of the quality metrics)."""
     df = con.execute("""
         SELECT r.night, u.path, u.ticker, avg(u.grade) AS mean_grade
         FROM units u JOIN runs r USING (run_id)
-        WHERE r.experiment = ? AND u.grade IS NOT NULL GROUP BY ALL""", [experiment]).df()
+        WHERE r.experiment = ? AND r.status = 'complete' AND u.grade IS NOT NULL
+        GROUP BY ALL""", [experiment]).df()
     df["night"] = pd.to_datetime(df["night"]).dt.date
     return df
