@@ -47,3 +47,26 @@ def test_the_overview_counts_no_disagreements_on_a_night_with_a_partial_run(tmp_
                                 'so its grades are no result">—</span>')
     assert all(re.fullmatch(r'<a href="/night/\S+\?only=disagree">\d+</a>', cell(n))
                for n in nights[:-1])
+
+
+def test_a_night_page_gives_a_partial_runs_counts_once(tmp_path):
+    from tests.seeded import seed_warehouse
+
+    _, cfg, nights = seed_warehouse(tmp_path)
+    with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
+        html = c.get(f"/night/{nights[-1]}").text
+    line = re.sub(r"<[^>]+>", "", re.search(r'<p class="runs">(.*?)</p>', html, re.S).group(1))
+    # its detail ("8 of 16 units measured") says no more than the counts beside the badge
+    assert re.sub(r"\s+", " ", line).strip() == ("main complete 16/16 units measured"
+                                                 "backup partial · not a result "
+                                                 "8/16 units measured")
+
+
+def test_a_runs_detail_beyond_its_counts_is_kept():
+    from viewer.app import _beyond_counts
+
+    assert _beyond_counts("3 of 40 units measured; 37 failed; last segment interrupted "
+                          "(no end record)") == "37 failed; last segment interrupted (no end record)"
+    assert _beyond_counts("8 of 16 units measured") == ""
+    assert _beyond_counts("server went away") == "server went away"
+    assert _beyond_counts(None) == ""

@@ -19,6 +19,7 @@ night being ingested waits at most one page (see `warehouse.viewer`).
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import date
 from pathlib import Path
@@ -71,7 +72,7 @@ class Viewer:
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                                       autoescape=True, undefined=jinja2.StrictUndefined,
                                       trim_blocks=True, lstrip_blocks=True)
-        self.env.filters.update(num=_num, pct=_pct, secs=_secs)
+        self.env.filters.update(num=_num, pct=_pct, secs=_secs, beyond_counts=_beyond_counts)
         self.env.globals.update(night_url=lambda n: night_url("", n),
                                 ticker_url=lambda n, t, d=None: ticker_url("", n, t, d),
                                 history_url=lambda t: history_url("", t),
@@ -210,3 +211,12 @@ def _secs(v) -> str:
     if v is None or v != v:
         return "—"
     return f"{v:.2f} s" if v < 10 else f"{v:,.1f} s"
+
+
+def _beyond_counts(detail: str | None) -> str:
+    """A run's status detail without its leading "N of M units measured" (the page shows the
+    counts beside it already): "" when that is all it says."""
+    if not isinstance(detail, str):
+        return ""
+    first, _, rest = detail.partition("; ")
+    return rest if re.fullmatch(r"\d+ of \d+ units measured", first) else detail
