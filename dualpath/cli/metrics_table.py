@@ -140,24 +140,30 @@ def records(frame: pd.DataFrame, cells: list[list[str]], total: int) -> list[str
 
 
 def print_fitted(spec, frame: pd.DataFrame, title: str | None = None,
-                 wide: bool = False) -> None:
+                 wide: bool = False, missing: list[str] | tuple = ()) -> None:
     """A registered table's brief columns (every column with ``wide``) at the console's
     width, its title and footnotes wrapped under their own indent; with ``wide``, a table
-    whose numbers cannot fit side by side prints as records."""
-    shown = spec.select(frame, wide=wide)
-    print_plain(shown, spec.rows(shown), title or spec.title, spec.footnotes(shown),
-                as_records=wide)
+    whose numbers cannot fit side by side prints as records. ``missing``: a line for each
+    row the table has not (a path without a run to give it figures), beneath its rows."""
+    shown = spec.select(frame, wide=wide) if len(frame) else frame
+    print_plain(shown, spec.rows(shown), title or spec.title,
+                spec.footnotes(shown) if len(frame) else [], as_records=wide,
+                missing=missing)
 
 
 def print_plain(frame: pd.DataFrame, cells: list[list[str]], title: str | None = None,
-                notes: list[str] | tuple = (), as_records: bool = False) -> None:
+                notes: list[str] | tuple = (), as_records: bool = False,
+                missing: list[str] | tuple = ()) -> None:
     """A table in the plain style at the console's width (`layout`): its title, the table,
-    then each note under its own indent. ``as_records``: rows as records (`records`) where
-    the table would be wider than the console."""
+    each line of ``missing`` (no table when it has no rows), then each note under its own
+    indent. ``as_records``: rows as records (`records`) where the table would be wider than
+    the console."""
     width = max(40, console.width)
-    lines = layout(frame, cells, width)
+    lines = layout(frame, cells, width) if len(frame) or not missing else []
     if as_records and max(map(cell_len, lines), default=0) > width:
         lines = records(frame, cells, width)
+    lines += [ln for m in missing for ln in textwrap.wrap(
+        m, width, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)]
     say = lambda s, **kw: console.print(s, markup=False, highlight=False, soft_wrap=True, **kw)
     for line in textwrap.wrap(title or "", width, subsequent_indent="  ",
                               break_on_hyphens=False):
