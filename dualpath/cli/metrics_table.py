@@ -19,6 +19,7 @@ import pandas as pd
 from rich.cells import cell_len
 
 from dualpath.cli._common import console
+from evals.format import hang
 
 GAP = 2                       # spaces between columns
 MAX_LINES = 3                 # a text cell taller than this reads better beneath its row
@@ -106,9 +107,7 @@ def layout(frame: pd.DataFrame, cells: list[list[str]], total: int) -> list[str]
         lines += _block([_wrap_cell(v, x) for v, x in zip(short, w)], w, right)
         for i in below:
             if row[i]:
-                lines += textwrap.wrap(f"{frame.columns[i]}: {row[i]}", total,
-                                       initial_indent="  ", subsequent_indent="    ",
-                                       break_on_hyphens=False)
+                lines += hang(f"{frame.columns[i]}: {row[i]}", total, "  ", "    ")
     return lines
 
 
@@ -133,9 +132,7 @@ def records(frame: pd.DataFrame, cells: list[list[str]], total: int) -> list[str
     for k, row in enumerate(cells, 1):
         lines.append(f"── row {k} of {len(cells)} " + "─" * max(0, min(total, 60) - 14))
         for h, v in zip(headers, row):
-            lines += textwrap.wrap(v or "—", total, initial_indent=h.ljust(name) + "  ",
-                                   subsequent_indent=" " * (name + 2),
-                                   break_long_words=False, break_on_hyphens=False)
+            lines += hang(v or "—", total, h.ljust(name) + "  ", " " * (name + 2))
     return lines
 
 
@@ -162,15 +159,12 @@ def print_plain(frame: pd.DataFrame, cells: list[list[str]], title: str | None =
     lines = layout(frame, cells, width) if len(frame) or not missing else []
     if as_records and max(map(cell_len, lines), default=0) > width:
         lines = records(frame, cells, width)
-    lines += [ln for m in missing for ln in textwrap.wrap(
-        m, width, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)]
+    lines += [ln for m in missing for ln in hang(m, width)]
     say = lambda s, **kw: console.print(s, markup=False, highlight=False, soft_wrap=True, **kw)
-    for line in textwrap.wrap(title or "", width, subsequent_indent="  ",
-                              break_on_hyphens=False):
+    for line in hang(title or "", width):
         say(line, style="bold")
     for line in lines:
         say(line)
     for note in notes:
-        for line in textwrap.wrap(note, width, initial_indent="  ", subsequent_indent="    ",
-                                  break_on_hyphens=False):
+        for line in hang(note, width, "  ", "    "):
             say(line, style="dim")

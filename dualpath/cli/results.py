@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -15,6 +14,7 @@ from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, cons
                                   records)
 from dualpath.cli._common import load_config
 from dualpath.errors import UserError
+from evals.format import hang
 
 
 def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None,
@@ -80,8 +80,7 @@ def _print_tables(frames: dict, notes: list[str], headline, wide: bool,
         console.print("(brief columns; --wide, -f csv and -f json show every column)",
                       style="dim", highlight=False)
     for note in notes:       # wrapped under their own indent, never back at column 0
-        for line in textwrap.wrap(f"note: {note}", max(40, console.width),
-                                  subsequent_indent="  ", break_on_hyphens=False):
+        for line in hang(f"note: {note}", max(40, console.width)):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
