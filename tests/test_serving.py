@@ -222,3 +222,22 @@ def test_the_viewer_overview_shows_the_serving_block(tmp_path):
     assert ('<tr><td>main</td><td class="num">10</td><td class="num">0.066</td>'
             '<td class="num">32.8</td><td class="num">30,500</td>') in block
     assert "goodput: share of streamed calls with TTFT ≤ 5000 ms and TPOT ≤ 200 ms" in block
+
+
+def test_with_no_result_run_on_any_path_metrics_prints_only_the_lines(tmp_path):
+    from tests.cli_run import run_cli
+    from tests.seeded import seed_warehouse
+    from warehouse.db import writer
+
+    cfg_path, cfg, _ = seed_warehouse(tmp_path)
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        con.execute("UPDATE runs SET segments = 2 WHERE status = 'complete'")
+    r = run_cli("metrics", "-c", str(cfg_path), columns=100)
+    assert r.returncode == 0, r.stderr
+    start = r.stdout.index("Serving benchmark")
+    end = r.stdout.index("\n(brief columns", start)
+    assert r.stdout[start:end] == (
+        "Serving benchmark per path (as vllm bench serve): over complete one-segment "
+        "undisturbed runs,\n  real-scale; percentiles p50/p90/p99\n"
+        f"{WHY}\n"
+        "main: no complete, one-segment, undisturbed run — 10 resumed; see `dualpath runs`")
