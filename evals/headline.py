@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from evals import energy
-from evals.format import cell, draws_words
+from evals.format import cell, draws_words, hang
 from evals.headline_icr import (false_reassurance_line, false_reassurance_of,
                                 interchange_lines, rankic_word)
 from evals.registry import table
@@ -321,7 +321,7 @@ def _fit(line: str) -> list[str]:
     if len(line) <= WIDTH:
         return [line]
     indent = " " * (len(line) - len(line.lstrip()) + 2)
-    return textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
+    return hang(line, WIDTH, rest=indent)
 
 
 @table("headline", "The answer at a glance: the primary verdict and the slowdown",

@@ -31,6 +31,16 @@ def real_scale_calls(calls: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return calls.assign(latency_s=calls["latency_s"] / scale, ttft_s=calls["ttft_s"] / scale)
 
 
+def result_calls(calls: pd.DataFrame, per_run: pd.DataFrame | None) -> pd.DataFrame:
+    """The calls of the runs whose speed is a result (`evals.speed.run_speed`'s
+    ``is_result``: complete, one segment, undisturbed), as the speed and serving tables
+    count them: a starved or resumed run's calls waited on something other than their path."""
+    if per_run is None or not len(per_run) or not len(calls):
+        return calls.iloc[0:0]
+    ok = per_run.loc[per_run["is_result"].astype(bool), "run_id"]
+    return calls[calls["run_id"].isin(ok)]
+
+
 def latency_percentiles(calls: pd.DataFrame) -> pd.DataFrame:
     """Per path: client latency, time to first token and time per output token at p50/90/99
     (as `vllm bench serve` reports them), each with its basis; real-scale seconds."""
@@ -77,7 +87,8 @@ def sweep_points(sweeps: list[dict]) -> pd.DataFrame:
 def frames(d) -> dict[str, pd.DataFrame]:
     """The frame behind each of these tables, from a `ReportData`."""
     return {"deviations": d.deviations,
-            "latency": latency_percentiles(real_scale_calls(d.calls, d.runs)),
+            "latency": latency_percentiles(real_scale_calls(
+                result_calls(d.calls, getattr(d.metrics, "speed_runs", None)), d.runs)),
             "projection": projection(getattr(d.metrics, "speed", None)),
             "sweep": sweep_points(d.sweeps), "sessions": d.sessions,
             "thinking": thinking_share(d.calls)}
@@ -85,7 +96,8 @@ def frames(d) -> dict[str, pd.DataFrame]:
 
 declare("deviations", "Deviations", ["night", "kind", "detail", "recorded_at"])
 
-declare("latency", "Per-call latency percentiles (real-scale)",
+declare("latency", "Per-call latency percentiles over complete one-segment undisturbed "
+        "runs (real-scale; a starved, resumed or partial run's calls are left out)",
         ["path", "metric", "basis", "n", "p50", "p90", "p99"], measure=latency_percentiles)
 
 declare("projection", "Projected duration of a 100-ticker night",

@@ -16,7 +16,10 @@ use), in real-scale time:
 * ``goodput``: the share of judged calls (streamed) meeting both SLOs below.
 
 Percentiles are `numpy.percentile`'s linear interpolation, as `vllm bench serve` computes
-them. The module takes frames and returns a frame (no warehouse access).
+them. A path with no such run has no row (a row of dashes says nothing): `missing` gives
+its line instead, what kept each of its runs out in the words of the report's "Left out, and
+why" (the run's status, resumed, or the first kind of its disturbance: starved, stalled,
+restarted, shared, ...). The module takes frames and returns a frame (no warehouse access).
 """
 
 from __future__ import annotations
@@ -80,10 +83,11 @@ def per_call(calls: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 def serving_benchmark(calls: pd.DataFrame, runs: pd.DataFrame,
                       per_run: pd.DataFrame) -> pd.DataFrame:
     """One row per path from the ``calls`` and ``runs`` frames and `run_speed`'s per-run
-    frame (whose ``is_result`` picks the runs); a path without such a run has 0 runs and
-    NaN figures."""
-    paths = sorted(per_run["path"].unique())
-    ok_runs = per_run.loc[per_run["is_result"].astype(bool), "run_id"]
+    frame (whose ``is_result`` picks the runs); a path without such a run has no row
+    (`missing` says why)."""
+    result = per_run["is_result"].astype(bool)
+    paths = sorted(per_run.loc[result, "path"].unique())
+    ok_runs = per_run.loc[result, "run_id"]
     r = runs[runs["run_id"].isin(ok_runs)]
     c = calls[calls["run_id"].isin(ok_runs)]
     pc = per_call(c, r)
@@ -105,3 +109,34 @@ def serving_benchmark(calls: pd.DataFrame, runs: pd.DataFrame,
         row["goodput"] = float(good[judged].mean()) if judged.any() else float("nan")
         rows.append(row)
     return pd.DataFrame(rows, columns=SERVING_COLUMNS)
+
+
+def _why(run) -> str:
+    """What keeps one run's speed from being a result, in a word: its status when it is not
+    complete, 'resumed', else the first kind of its disturbance ('starved', 'stalled', ...)."""
+    if run.get("status") != "complete":
+        return str(run.get("status"))
+    if bool(run.get("resumed", False)):
+        return "resumed"
+    disturbed = run.get("disturbed")
+    if isinstance(disturbed, str) and disturbed:
+        return disturbed.split(";", 1)[0].split(":", 1)[0].strip()
+    return "not a result"
+
+
+def missing(per_run: pd.DataFrame) -> list[str]:
+    """One line per path of `run_speed`'s per-run frame with no run whose speed is a result:
+    how many of its runs each reason kept out, the commonest first ("backup: no complete,
+    one-segment, undisturbed run — 20 starved, 1 partial; see `dualpath runs`")."""
+    if not len(per_run):
+        return []
+    out = []
+    for path, g in per_run.groupby("path", sort=True):
+        if g["is_result"].astype(bool).any():
+            continue
+        counts = pd.Series([_why(r) for r in g.to_dict("records")]).value_counts(sort=False)
+        counts = counts.sort_values(ascending=False, kind="stable")
+        reasons = ", ".join(f"{n} {why}" for why, n in counts.items())
+        out.append(f"{path}: no complete, one-segment, undisturbed run — {reasons}; see "
+                   "`dualpath runs`")
+    return out

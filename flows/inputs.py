@@ -90,7 +90,7 @@ def update_and_gate(con, cfg: Config, night: date, cal, tickers: list[str],
     """Before any call: update prices from the configured sources (a failing source is
     reported, scoring still runs), then the freshness gate. Returns the tickers that cannot
     be scored tonight, with why: missing, stale (no close for the night's session) or halted."""
-    from warehouse.freshness import freshness
+    from warehouse.freshness import as_line, freshness
     from warehouse.price_sources import update_prices
 
     cal.require_session(night)
@@ -99,12 +99,12 @@ def update_and_gate(con, cfg: Config, night: date, cal, tickers: list[str],
         report = update_prices(con, cfg.market, cfg.base_dir, cal, tickers, night,
                                max_horizon=horizon)
         for line in report.lines():
-            log.info("prices: %s", line)
+            log.info("%s", as_line(line))
         for s in report.failed:
             log.warning("price source %s failed: %s (scoring goes on)", s.name, s.error)
     fresh = freshness(con, tickers, night, cal, cfg.market, horizon)
     for msg in fresh.messages:
-        (log.info if fresh.ok else log.warning)("prices: %s", msg)
+        (log.info if fresh.ok else log.warning)("%s", as_line(msg))
     out = {t: f"no price for {t} on or before {night}" for t in fresh.missing}
     out |= {t: f"stale price for {t}: last {fresh.last_priced[t]}, {fresh.behind[t]} "
                f"session(s) before {night}; update prices" for t in fresh.stale}

@@ -84,12 +84,12 @@ def coverage(st, summary: pd.DataFrame, paths: list[str], lo: date,
 def _freshness(con, cfg: Config, until: date) -> list[str]:
     """Price freshness for the report's last night (as the night's gate saw it)."""
     from dualpath.calendar import MarketCalendar
-    from warehouse.freshness import freshness
+    from warehouse.freshness import as_line, freshness
 
     try:
         cal = MarketCalendar.from_settings(cfg.market)
         night = cal.session_on_or_before(until)
-        return [f"prices: {m}" for m in freshness(con, cfg.tickers(), night, cal).messages]
+        return [as_line(m) for m in freshness(con, cfg.tickers(), night, cal).messages]
     except UserError as e:
         return [f"prices: freshness not known ({e})"]
 

@@ -134,4 +134,37 @@ def test_the_whole_draft_fits_its_width_with_each_statement_indented_under_itsel
     below = lines[lines.index("  nights_needed: nights for power 0.8") + 1:]
     starts = ("noise:", "proposed primary:", "primary:", "false reassurance", "wrote", "  ")
     assert all(ln.startswith(starts) for ln in below), below
+    # the noise line's '(h=1: 9, h=5: 9, h=20: 9 matured nights)' stays whole: at 120 columns
+    # it left 'nights)' alone on its last line
+    assert "  (h=1: 9, h=5: 9, h=20: 9 matured nights)" in lines
+    assert all(len(ln.split()) > 1 for ln in below), below
     assert "  dualpath prereg freeze p.toml -c w/dualpath.toml" in lines
+
+
+@pytest.mark.parametrize("columns", [100, 120])
+def test_the_whole_status_fits_its_width_with_each_statement_indented_under_itself(
+        tmp_path, monkeypatch, columns):
+    """`prereg status` of a plan forced over pilot nights of its window, at 100 and 120
+    columns: each statement's continuation under its indent, the label said once (the
+    verdict's line repeated its three lines), the plan file as the user named it."""
+    import re
+
+    from tests.cli_run import run_cli
+    from tests.seeded import seed_warehouse
+
+    seed_warehouse(tmp_path / "w")
+    monkeypatch.chdir(tmp_path)
+    cfg = "w/dualpath.toml"
+    assert run_cli("prereg", "draft", "p.toml", "-c", cfg, "--first-night", "2027-05-03",
+                   "--nights", "30").returncode == 0
+    assert run_cli("prereg", "freeze", "p.toml", "-c", cfg, "--force", "--reason",
+                   "pilot nights inside the window, for the test").returncode == 0
+    r = run_cli("prereg", "status", "-c", cfg, columns=columns)
+    assert r.returncode == 0, r.stderr
+    out = re.sub(r"frozen \d{4}-\d\d-\d\d", "frozen DAY", r.stdout, count=1)
+    assert out == (DATA / f"prereg_status_{columns}.txt").read_text()
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= columns and not any(ln != ln.rstrip() for ln in lines)
+    assert all(ln.startswith(("plan", "primary:", "window:", "matured", "label today:",
+                              "verdict today:", "  ")) for ln in lines), lines
+    assert out.count("frozen with --force after 8 night(s)") == 1

@@ -359,3 +359,18 @@ def test_a_thousands_separator_is_read_only_between_digit_groups():
     raw = pd.DataFrame({"ticker": ["AAA"], "date": ["2026-11-27"], "adj_close": ["7,10,00"]})
     with pytest.raises(DataError, match="is not a number"):
         validate_prices(raw, thousands=",")
+
+
+def test_a_freshness_message_is_prefixed_prices_only_where_it_does_not_say_so():
+    """The report's footer read 'prices: prices are fresh …': each message names prices in
+    its first words, but one that does not ('2 ticker(s) halted …') still says what it is of."""
+    from warehouse.freshness import as_line
+
+    assert as_line("prices are fresh for 2027-05-13: 8 of 8 ticker(s)") == (
+        "prices are fresh for 2027-05-13: 8 of 8 ticker(s)")
+    assert as_line("stale prices for 2027-05-13: 1 of 3 ticker(s) have no price") == (
+        "stale prices for 2027-05-13: 1 of 3 ticker(s) have no price")
+    assert as_line("the newest price day 2027-05-13 is partly filled") == (
+        "the newest price day 2027-05-13 is partly filled")
+    assert as_line("2 ticker(s) halted on 2027-05-13: AAA, BBB") == (
+        "prices: 2 ticker(s) halted on 2027-05-13: AAA, BBB")

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evals.serving import SERVING_COLUMNS, percentiles, serving_benchmark
+from evals.serving import SERVING_COLUMNS, missing, percentiles, serving_benchmark
 
 
 def test_percentiles_match_numpy_and_a_hand_computed_case():
@@ -44,7 +44,8 @@ def _frames():
 def test_the_block_from_result_runs_only_in_real_scale_time():
     out = serving_benchmark(*_frames())
     assert list(out.columns) == SERVING_COLUMNS
-    a, b = out.iloc[0], out.iloc[1]
+    assert list(out["path"]) == ["a"]       # b has no result run: no row of dashes
+    a = out.iloc[0]
     # a1 only: 4 calls over 10 s ÷ 0.5 = 20 real s -> 0.2 req/s; 64 tokens -> 3.2 tokens/s
     assert (a["runs"], a["requests"], a["failed"]) == (1, 4, 1)
     assert a["req_per_s"] == pytest.approx(0.2) and a["out_tok_per_s"] == pytest.approx(3.2)
@@ -56,8 +57,106 @@ def test_the_block_from_result_runs_only_in_real_scale_time():
     assert [a["itl_p50"], a["itl_p90"]] == pytest.approx([15.0, 19.0])
     # goodput: both judged calls meet TTFT <= 5 s and TPOT <= 200 ms
     assert a["goodput"] == 1.0
-    assert (b["runs"], b["requests"]) == (0, 0) and np.isnan(b["req_per_s"])
-    assert np.isnan(b["ttft_p50"]) and np.isnan(b["goodput"])
+
+
+def test_a_path_without_a_result_run_gets_a_line_saying_why():
+    # the reasons the report's "Left out, and why" gives: the status of a run that is not
+    # complete, resumed, else the first kind of its disturbance; the commonest first
+    starved = "starved: slots busy 31% of the time units waited to start, while dualpath kept"
+    per_run = pd.DataFrame({
+        "run_id": [f"r{i}" for i in range(7)], "path": ["b"] * 5 + ["a", "a"],
+        "status": ["complete", "complete", "partial", "complete", "complete", "complete",
+                   "failed"],
+        "resumed": [False, False, False, True, False, False, False],
+        "disturbed": [starved, f"{starved}; gpu: changed", None, None,
+                      "stalled: the server answered nothing for 40 s", None, None],
+        "is_result": [False] * 5 + [True, False]})
+    assert missing(per_run) == ["b: no complete, one-segment, undisturbed run — 2 starved, "
+                                "1 partial, 1 resumed, 1 stalled; see `dualpath runs`"]
+    assert missing(per_run[per_run["path"] == "a"]) == []
+
+
+def _resumed_backup(tmp_path):
+    """The seeded warehouse with every complete backup run resumed: no backup run's speed is
+    a result (its last night is partial)."""
+    from tests.seeded import seed_warehouse
+    from warehouse.db import writer
+
+    cfg_path, cfg, _ = seed_warehouse(tmp_path)
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        con.execute("UPDATE runs SET segments = 2 WHERE path = 'backup' AND status = 'complete'")
+    return cfg_path
+
+
+WHY = ("backup: no complete, one-segment, undisturbed run — 9 resumed, 1 partial; see "
+       "`dualpath runs`")
+SERVING_WITHOUT_BACKUP = f"""\
+Serving benchmark per path (as vllm bench serve): over complete one-segment undisturbed runs,
+  real-scale; percentiles p50/p90/p99
+path  runs  req_per_s  out_tok_per_s  ttft_p50  ttft_p99  tpot_p50  tpot_p99  goodput
+────  ────  ─────────  ─────────────  ────────  ────────  ────────  ────────  ───────
+main    10      0.066           32.8    30,500    31,000     183.4     186.4    0.000
+{WHY}
+  req_per_s: requests/s, client clock, real-scale: calls ÷ the runs' summed wall clock
+"""
+
+
+def test_metrics_says_why_a_path_has_no_serving_row_in_place_of_a_row_of_dashes(tmp_path):
+    from tests.cli_run import run_cli
+
+    cfg_path = _resumed_backup(tmp_path)
+    r = run_cli("metrics", "-c", str(cfg_path), columns=100)
+    assert r.returncode == 0, r.stderr
+    start = r.stdout.index("Serving benchmark")
+    assert r.stdout[start:start + len(SERVING_WITHOUT_BACKUP)] == SERVING_WITHOUT_BACKUP
+    r = run_cli("metrics", "-c", str(cfg_path), "--wide", columns=100)
+    block = r.stdout[r.stdout.index("Serving benchmark"):r.stdout.index("  req_per_s:")]
+    assert block.endswith(f"goodput        0.000\n{WHY}\n")     # main as a record, then why
+    assert "backup " not in block
+
+
+def test_the_report_and_the_viewer_say_why_a_path_has_no_serving_row(tmp_path):
+    from starlette.testclient import TestClient
+
+    from dualpath.config import load_config
+    from tests.cli_run import run_cli
+    from viewer.app import create_app
+
+    cfg_path = _resumed_backup(tmp_path)
+    r = run_cli("report", "-c", str(cfg_path), "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    md = next((tmp_path / "rep").glob("*.md")).read_text()
+    section = md[md.index("### Serving benchmark"):md.index("### Projected duration")]
+    assert "| backup |" not in section and section.count(f"_{WHY}_") == 2   # serving, latency
+    html = next((tmp_path / "rep").glob("*.html")).read_text()
+    block = html[html.index("<h3>Serving benchmark"):html.index("Projected duration")]
+    assert "<td>backup</td>" not in block
+    assert block.count(f'<p class="empty">{WHY}</p>') == 2
+    page = TestClient(create_app(load_config(cfg_path)), base_url="http://127.0.0.1").get("/")
+    block = page.text[page.text.index("<h2>Serving benchmark</h2>"):page.text.index("<h2>Nights")]
+    assert "<td>backup</td>" not in block and "<td>main</td>" in block
+    assert f'<p class="empty serving-missing">{WHY}</p>' in block.replace("&#96;", "`")
+
+
+def test_the_latency_percentiles_count_only_result_runs_calls(tmp_path):
+    """They counted every call, the backup's partial last night's too, under a title that
+    did not say so: now the calls of the runs whose speed is a result (9 backup nights × 16
+    units × 2 calls = 288, as the serving block's requests), and the title says what."""
+    from tests.cli_run import run_cli
+    from tests.seeded import seed_warehouse
+
+    cfg_path, _, _ = seed_warehouse(tmp_path)
+    assert run_cli("report", "-c", str(cfg_path), "--out", str(tmp_path / "rep")).returncode == 0
+    md = next((tmp_path / "rep").glob("*.md")).read_text()
+    section = md[md.index("### Per-call latency percentiles"):]
+    assert section.startswith("### Per-call latency percentiles over complete one-segment "
+                              "undisturbed runs (real-scale; a starved, resumed or partial "
+                              "run's calls are left out)\n")
+    assert "| backup | latency_s | client: request start to last byte, s | 288 |" in section
+    assert "| main | latency_s | client: request start to last byte, s | 320 |" in section
+    html = next((tmp_path / "rep").glob("*.html")).read_text()
+    assert "<p>prices are fresh for 2027-05-13: 8 of 8 ticker(s) priced" in html
+    assert "prices: prices" not in html
 
 
 SERVING_TABLE = """\
@@ -123,3 +222,22 @@ def test_the_viewer_overview_shows_the_serving_block(tmp_path):
     assert ('<tr><td>main</td><td class="num">10</td><td class="num">0.066</td>'
             '<td class="num">32.8</td><td class="num">30,500</td>') in block
     assert "goodput: share of streamed calls with TTFT ≤ 5000 ms and TPOT ≤ 200 ms" in block
+
+
+def test_with_no_result_run_on_any_path_metrics_prints_only_the_lines(tmp_path):
+    from tests.cli_run import run_cli
+    from tests.seeded import seed_warehouse
+    from warehouse.db import writer
+
+    cfg_path, cfg, _ = seed_warehouse(tmp_path)
+    with writer(cfg.resolve(cfg.warehouse.path)) as con:
+        con.execute("UPDATE runs SET segments = 2 WHERE status = 'complete'")
+    r = run_cli("metrics", "-c", str(cfg_path), columns=100)
+    assert r.returncode == 0, r.stderr
+    start = r.stdout.index("Serving benchmark")
+    end = r.stdout.index("\n(brief columns", start)
+    assert r.stdout[start:end] == (
+        "Serving benchmark per path (as vllm bench serve): over complete one-segment "
+        "undisturbed runs,\n  real-scale; percentiles p50/p90/p99\n"
+        f"{WHY}\n"
+        "main: no complete, one-segment, undisturbed run — 10 resumed; see `dualpath runs`")

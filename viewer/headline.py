@@ -22,7 +22,7 @@ class Headline:
     lines: tuple[str, ...]
     verdict: str | None           # the primary comparison's verdict word
     slowdown: float | None        # candidate s/ticker ÷ baseline s/ticker, throughput basis
-    serving: tuple | None = None  # (columns, rows, notes) of the serving-benchmark block
+    serving: tuple | None = None  # (columns, rows, notes, missing) of the serving block
     interchange: str | None = None  # the first quality answer: are the grades interchangeable?
 
 
@@ -61,15 +61,18 @@ def _interchange_word(lines) -> str | None:
 
 def serving_block(m) -> tuple | None:
     """The serving table's brief columns, formatted rows and footnotes, as `dualpath
-    metrics` prints them (None when no path has a run to give it figures)."""
+    metrics` prints them, and the line of each path without a run to give it figures, in
+    place of its row (None when there is neither)."""
     from evals.registry import registered
 
     frame = getattr(m, "serving", None)
+    missing = tuple(getattr(m, "serving_missing", None) or ())
     if frame is None or not len(frame):
-        return None
+        return ((), [], [], missing) if missing else None
     spec = registered()["serving"]
     brief = spec.select(frame, wide=False)
-    return tuple(str(c) for c in brief.columns), spec.rows(brief), spec.footnotes(brief)
+    return (tuple(str(c) for c in brief.columns), spec.rows(brief), spec.footnotes(brief),
+            missing)
 
 
 def _from_study(cfg: Config) -> Headline:

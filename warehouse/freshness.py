@@ -14,6 +14,7 @@ returns could not be completed from the configured source.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -24,6 +25,14 @@ from dualpath.calendar import SYNTHETIC, MarketCalendar
 from warehouse.db import has_table
 
 SHOWN = 5
+
+
+def as_line(message: str) -> str:
+    """A freshness message as a line of a log or a report footer: 'prices: ' before it
+    unless its first words already say prices ('prices are fresh …', 'stale prices for …'
+    read 'prices: prices are fresh …' with the prefix)."""
+    head = message.split(": ", 1)[0]
+    return message if re.search(r"\bprices?\b", head) else f"prices: {message}"
 
 
 def _more(items: list[str], limit: int = SHOWN) -> str:

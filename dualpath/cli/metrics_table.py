@@ -19,6 +19,7 @@ import pandas as pd
 from rich.cells import cell_len
 
 from dualpath.cli._common import console
+from evals.format import hang
 
 GAP = 2                       # spaces between columns
 MAX_LINES = 3                 # a text cell taller than this reads better beneath its row
@@ -106,9 +107,7 @@ def layout(frame: pd.DataFrame, cells: list[list[str]], total: int) -> list[str]
         lines += _block([_wrap_cell(v, x) for v, x in zip(short, w)], w, right)
         for i in below:
             if row[i]:
-                lines += textwrap.wrap(f"{frame.columns[i]}: {row[i]}", total,
-                                       initial_indent="  ", subsequent_indent="    ",
-                                       break_on_hyphens=False)
+                lines += hang(f"{frame.columns[i]}: {row[i]}", total, "  ", "    ")
     return lines
 
 
@@ -133,38 +132,39 @@ def records(frame: pd.DataFrame, cells: list[list[str]], total: int) -> list[str
     for k, row in enumerate(cells, 1):
         lines.append(f"── row {k} of {len(cells)} " + "─" * max(0, min(total, 60) - 14))
         for h, v in zip(headers, row):
-            lines += textwrap.wrap(v or "—", total, initial_indent=h.ljust(name) + "  ",
-                                   subsequent_indent=" " * (name + 2),
-                                   break_long_words=False, break_on_hyphens=False)
+            lines += hang(v or "—", total, h.ljust(name) + "  ", " " * (name + 2))
     return lines
 
 
 def print_fitted(spec, frame: pd.DataFrame, title: str | None = None,
-                 wide: bool = False) -> None:
+                 wide: bool = False, missing: list[str] | tuple = ()) -> None:
     """A registered table's brief columns (every column with ``wide``) at the console's
     width, its title and footnotes wrapped under their own indent; with ``wide``, a table
-    whose numbers cannot fit side by side prints as records."""
-    shown = spec.select(frame, wide=wide)
-    print_plain(shown, spec.rows(shown), title or spec.title, spec.footnotes(shown),
-                as_records=wide)
+    whose numbers cannot fit side by side prints as records. ``missing``: a line for each
+    row the table has not (a path without a run to give it figures), beneath its rows."""
+    shown = spec.select(frame, wide=wide) if len(frame) else frame
+    print_plain(shown, spec.rows(shown), title or spec.title,
+                spec.footnotes(shown) if len(frame) else [], as_records=wide,
+                missing=missing)
 
 
 def print_plain(frame: pd.DataFrame, cells: list[list[str]], title: str | None = None,
-                notes: list[str] | tuple = (), as_records: bool = False) -> None:
+                notes: list[str] | tuple = (), as_records: bool = False,
+                missing: list[str] | tuple = ()) -> None:
     """A table in the plain style at the console's width (`layout`): its title, the table,
-    then each note under its own indent. ``as_records``: rows as records (`records`) where
-    the table would be wider than the console."""
+    each line of ``missing`` (no table when it has no rows), then each note under its own
+    indent. ``as_records``: rows as records (`records`) where the table would be wider than
+    the console."""
     width = max(40, console.width)
-    lines = layout(frame, cells, width)
+    lines = layout(frame, cells, width) if len(frame) or not missing else []
     if as_records and max(map(cell_len, lines), default=0) > width:
         lines = records(frame, cells, width)
+    lines += [ln for m in missing for ln in hang(m, width)]
     say = lambda s, **kw: console.print(s, markup=False, highlight=False, soft_wrap=True, **kw)
-    for line in textwrap.wrap(title or "", width, subsequent_indent="  ",
-                              break_on_hyphens=False):
+    for line in hang(title or "", width):
         say(line, style="bold")
     for line in lines:
         say(line)
     for note in notes:
-        for line in textwrap.wrap(note, width, initial_indent="  ", subsequent_indent="    ",
-                                  break_on_hyphens=False):
+        for line in hang(note, width, "  ", "    "):
             say(line, style="dim")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -15,15 +14,17 @@ from dualpath.cli._common import load_config
 from dualpath.errors import UserError
 
 
-def say(text: str, spans: tuple = ()) -> None:
+def say(text: str, spans: tuple = (), keep: tuple[str, ...] = ()) -> None:
     """One statement at the console's width, its continuation lines indented by 2 (never
     back at column 0, as the tables' titles and notes wrap); `spans` (start, end, style)
-    colour parts of `text`, wherever the wrap puts them."""
+    colour parts of `text`, wherever the wrap puts them; each of `keep` stays on one line
+    where it fits (`evals.format.hang`)."""
     from rich.text import Text
 
+    from evals.format import hang
+
     at = 0
-    lines = textwrap.wrap(text, max(40, console.width), subsequent_indent="  ",
-                          break_on_hyphens=False, break_long_words=False)
+    lines = hang(text, max(40, console.width), keep=keep)
     for i, line in enumerate(lines):
         body = line[2:] if i else line
         start = text.index(body, at)
@@ -72,7 +73,7 @@ def print_sizing(sizing, alpha: float, chosen: float) -> None:
     import pandas as pd
 
     from dualpath.cli.metrics_table import print_plain
-    from evals.format import cell
+    from evals.format import cell, parentheticals
 
     rows = pd.DataFrame(sizing.rows)[SIZING]
     est = sorted(int(h) for h in sizing.design.sd_df)
@@ -91,7 +92,8 @@ def print_sizing(sizing, alpha: float, chosen: float) -> None:
                  f"mde: min detectable ΔIC (power {power:g})",
                  f"power_at_margin: power at δ={chosen:g}",
                  f"nights_needed: nights for power {power:g}"])
-    say(f"noise: {sizing.design.sd_source}")
+    noise = f"noise: {sizing.design.sd_source}"
+    say(noise, keep=parentheticals(noise))      # '(h=1: 9, … matured nights)' whole
 
 
 def print_decision_design(p) -> None:
@@ -239,6 +241,14 @@ def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
              f"below the plan's {p.design.power:g}", "yellow")
 
 
+def _from_here(path: str) -> str:
+    """A path as a person typed it: relative to the working folder when it is inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return path
+
+
 @prereg_app.command("status")
 def prereg_status(config: Path = CONFIG_OPT) -> None:
     """What a report would say today: file vs hash, deviations, nights matured per horizon,
@@ -258,7 +268,7 @@ def prereg_status(config: Path = CONFIG_OPT) -> None:
     state, path = plan_file_state(cfg, frozen)
     say(f"plan {frozen.plan_hash[:12]} frozen {frozen.frozen_at:%Y-%m-%d}"
         + (f" (forced: {frozen.force_reason})" if frozen.forced else ""))
-    head = f"plan file {path}: "
+    head = f"plan file {_from_here(path)}: "
     said = {"matches": "matches the frozen hash",
             "edited": "EDITED AFTER FREEZING (hash mismatch)"}.get(state, state)
     say(head + said, () if state == "matches" else ((len(head), len(head + said), "red"),))
@@ -281,7 +291,9 @@ def prereg_status(config: Path = CONFIG_OPT) -> None:
         label = "label today: "
         say(label + st.verdict.label_text, ((len(label), len(label + st.verdict.label_text),
                                              "bold"),))
-        say(f"primary: {st.verdict.summary()}")
+        # the label was just said: the verdict's line does not say it again
+        summary, tail = st.verdict.summary(), f" · {st.verdict.label_text}"
+        say("verdict today: " + (summary[:-len(tail)] if summary.endswith(tail) else summary))
     for d in status.deviations:
         night = d["night"] if d["night"] is not None and not pd.isna(d["night"]) else "-"
         lead("deviation", f" {night} {d['kind']}: {d['detail']}", "yellow")

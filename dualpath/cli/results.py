@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -15,6 +14,7 @@ from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, cons
                                   records)
 from dualpath.cli._common import load_config
 from dualpath.errors import UserError
+from evals.format import hang
 
 
 def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None,
@@ -50,16 +50,21 @@ def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | Non
     elif fmt == "csv":
         _write_csv(frames, m.notes, out_dir)
     else:
-        _print_tables(frames, m.notes, headline, wide)
+        _print_tables(frames, m.notes, headline, wide,
+                      {"serving": list(getattr(m, "serving_missing", []))})
 
 
-def _print_tables(frames: dict, notes: list[str], headline, wide: bool) -> None:
+def _print_tables(frames: dict, notes: list[str], headline, wide: bool,
+                  missing: dict[str, list[str]] | None = None) -> None:
+    """Each table with rows, then the line of each path a table has no row for (`missing`:
+    table key -> lines), in its place."""
+    missing = missing or {}
     if headline is not None:
         for line in headline.lines:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
         console.print()
     for key, (spec, frame) in frames.items():
-        if key == "headline" or not len(frame):
+        if key == "headline" or not (len(frame) or missing.get(key)):
             continue
         title = spec.title
         if key == "comparison" and "margin" in frame:
@@ -70,13 +75,12 @@ def _print_tables(frames: dict, notes: list[str], headline, wide: bool) -> None:
             title += (f" — {r['candidate']} vs {r['baseline']}, primary h={r['horizon']} "
                       f"margin δ = {r['margin']:g}, α = {r['alpha']:g}")
         from dualpath.cli.metrics_table import print_fitted
-        print_fitted(spec, frame, title, wide)
+        print_fitted(spec, frame, title, wide, missing.get(key, ()))
     if not wide:
         console.print("(brief columns; --wide, -f csv and -f json show every column)",
                       style="dim", highlight=False)
     for note in notes:       # wrapped under their own indent, never back at column 0
-        for line in textwrap.wrap(f"note: {note}", max(40, console.width),
-                                  subsequent_indent="  ", break_on_hyphens=False):
+        for line in hang(f"note: {note}", max(40, console.width)):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 

@@ -7,13 +7,12 @@ a word a line)."""
 
 from __future__ import annotations
 
-import textwrap
 
 import pandas as pd
 from rich.table import Table
 
 from dualpath.cli._common import console
-from evals.format import cell, short_reason
+from evals.format import cell, hang, short_reason
 
 # header, source column, kind; the seconds keep their basis in the footnote
 COLUMNS = [("night", "night", None), ("path", "path", None), ("status", "status", None),
@@ -43,6 +42,5 @@ def print_brief_runs(runs: pd.DataFrame, title: str) -> None:
                   short_reason(r.get("disturbed"), r.get("status_detail"), r["status"]))
     console.print(t)
     for note in FOOTNOTES:      # wrapped under their own indent, never at column 0
-        for line in textwrap.wrap(note, max(40, console.width - 1), initial_indent="  ",
-                                  subsequent_indent="    ", break_on_hyphens=False):
+        for line in hang(note, max(40, console.width - 1), "  ", "    "):
             console.print(line, style="dim", highlight=False, markup=False)

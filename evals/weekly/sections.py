@@ -49,7 +49,7 @@ EMPTY = {
     "gpu": "no GPU readings: no run in this range recorded its GPU",
     "hosts": "no hosts recorded for the runs in this range",
     "deviations": "none logged",
-    "latency": "no calls",
+    "latency": "no calls of a complete, one-segment, undisturbed run",
     "projection": "no projection: no path has a complete, undisturbed run yet (the runs "
                   "left out are listed under run hygiene)",
     "sweep": "no sweep recorded: `dualpath sweep` retunes a path's slots",
@@ -100,13 +100,17 @@ def rendered(spec: Table, frame: pd.DataFrame | None, wide: bool = False) -> dic
             "notes": spec.footnotes(shown)}
 
 
-def entry(spec: Table, frame: pd.DataFrame | None, figs: dict) -> dict:
+def entry(spec: Table, frame: pd.DataFrame | None, figs: dict,
+          missing: list[str] | tuple = ()) -> dict:
     """One table as the report shows it: title, brief and every-column views, the line in
-    its place when empty, its figures (each a data URI, or the line saying why not)."""
+    its place when empty, a line for each row it has not (``missing``: a path without a
+    run to give it figures, in place of a row of dashes), its figures (each a data URI, or
+    the line saying why not)."""
     brief, full = rendered(spec, frame), rendered(spec, frame, wide=True)
     return {"key": spec.key, "title": spec.title, **brief,
             "full": full if full["cols"] != brief["cols"] else None,
-            "empty": EMPTY.get(spec.key, f"no rows yet for {spec.key}"),
+            "missing": list(missing),
+            "empty": "" if missing else EMPTY.get(spec.key, f"no rows yet for {spec.key}"),
             "collapsed": spec.key in COLLAPSED,
             "figs": [{"uri": figs.get(k), "caption": cap, "missing": FIG_MISSING.get(k, cap)}
                      for k, cap in FIGS.get(spec.key, ())]}
@@ -116,8 +120,11 @@ def sections(d, figs: dict) -> dict[str, list[dict]]:
     """Section -> its tables in order; "more" holds every registered table no section names
     (so a newly declared table is never missing from either output)."""
     tables, data = every_table(), frames(d)
+    why = getattr(d.metrics, "serving_missing", [])     # the same runs, the same gaps
+    gaps = {"serving": why, "latency": why}
     placed = {k for keys in SECTIONS.values() for k in keys} | set(CARDS)
-    out = {name: [entry(tables[k], data.get(k), figs) for k in keys if k in tables]
+    out = {name: [entry(tables[k], data.get(k), figs, gaps.get(k, ())) for k in keys
+                  if k in tables]
            for name, keys in SECTIONS.items()}
     out["more"] = [entry(t, data.get(k), figs) for k, t in tables.items() if k not in placed]
     return out
