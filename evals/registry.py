@@ -38,12 +38,18 @@ class Table:
     kinds: dict[str, str] = field(default_factory=dict)   # column -> `evals.format` kind
     open_columns: bool = False        # columns depend on the data (e.g. one per grade)
     measure: Callable | None = None
+    # columns a page or terminal leaves out when no row has a value (what the engines did
+    # not report); csv and json still carry them, as null, and the measure says why in a line
+    optional: tuple[str, ...] = ()
 
     def shown(self, wide: bool = False) -> tuple[str, ...]:
         return self.columns if wide or self.brief is None else self.brief
 
-    def select(self, frame: pd.DataFrame, wide: bool = True) -> pd.DataFrame:
-        """The frame's declared columns (brief unless ``wide``); drift is an error."""
+    def select(self, frame: pd.DataFrame, wide: bool = True,
+               drop_empty: bool = False) -> pd.DataFrame:
+        """The frame's declared columns (brief unless ``wide``); drift is an error. With
+        ``drop_empty`` (what a person reads), an ``optional`` column no row has a value in is
+        left out: a column of dashes says nothing."""
         if self.open_columns or not len(frame.columns):
             return frame
         have, want = list(frame.columns), list(self.columns)
@@ -53,7 +59,9 @@ class Table:
             raise TableDrift(f"table {self.key!r}: the measure returned columns {extra} it "
                              f"does not declare and lacks declared {missing}; declare them "
                              f"in its @table(...)")
-        return frame[list(self.shown(wide))]
+        shown = [c for c in self.shown(wide)
+                 if not (drop_empty and c in self.optional and frame[c].isna().all())]
+        return frame[shown]
 
     def project(self, frame: pd.DataFrame) -> pd.DataFrame:
         """The declared columns of a frame that carries more (a warehouse summary with ids
@@ -81,12 +89,12 @@ TABLES: dict[str, Table] = {}
 
 
 def table(key: str, title: str, columns, brief=None, *, basis=None, gloss=None, kinds=None,
-          open_columns: bool = False):
+          open_columns: bool = False, optional=()):
     """Register the table a measure returns (a decorator; the measure is unchanged)."""
     def register(fn):
         TABLES[key] = Table(key, title, tuple(columns), tuple(brief) if brief else None,
                             dict(basis or {}), dict(gloss or {}), dict(kinds or {}),
-                            open_columns, fn)
+                            open_columns, fn, tuple(optional))
         return fn
     return register
 

@@ -16,7 +16,7 @@ from evals.rankic import NIGHTLY, nightly_rank_ic, rank_ic_summary
 from evals.returns import COLUMNS, forward_returns
 from evals.scores import ticker_scores, usable_units
 from evals.signal import by_grade, draws_analysis, signal_shape
-from evals.serving import missing, serving_benchmark
+from evals.serving import missing, serving_benchmark, unmeasured
 from evals.speed import path_speed, run_speed
 
 
@@ -44,6 +44,7 @@ class Metrics:
     interchange_sequential: dict | None = None   # the plan's group-sequential verdict
     serving: pd.DataFrame = field(default_factory=pd.DataFrame)  # evals.serving
     serving_missing: list[str] = field(default_factory=list)  # a line per path without a row
+    serving_unmeasured: list[str] = field(default_factory=list)  # a line per figure no path has
 
 
 def default_primary(horizons: list[int]) -> int:
@@ -108,4 +109,5 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
     m.energy_runs = run_energy(runs, per_run) if len(per_run) else pd.DataFrame()
     m.serving = serving_benchmark(calls, runs, per_run) if len(per_run) else pd.DataFrame()
     m.serving_missing = missing(per_run)
+    m.serving_unmeasured = unmeasured(m.serving)
     return m

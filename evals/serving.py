@@ -79,7 +79,8 @@ def per_call(calls: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
        basis=_BASIS,
        gloss={"requests": "calls answered (failed ones are counted apart, in no figure)",
               "failed": "calls whose last attempt failed (error_kind set)"},
-       kinds={"runs": "int", "requests": "int", "failed": "int"})
+       kinds={"runs": "int", "requests": "int", "failed": "int"},
+       optional=[c for c in SERVING_COLUMNS if c.split("_p")[0] in METRICS] + ["goodput"])
 def serving_benchmark(calls: pd.DataFrame, runs: pd.DataFrame,
                       per_run: pd.DataFrame) -> pd.DataFrame:
     """One row per path from the ``calls`` and ``runs`` frames and `run_speed`'s per-run
@@ -139,4 +140,21 @@ def missing(per_run: pd.DataFrame) -> list[str]:
         reasons = ", ".join(f"{n} {why}" for why, n in counts.items())
         out.append(f"{path}: no complete, one-segment, undisturbed run — {reasons}; see "
                    "`dualpath runs`")
+    return out
+
+
+def unmeasured(serving: pd.DataFrame) -> list[str]:
+    """A line for each figure of the serving table that no path has (its columns are left
+    out of what a person reads): the time to first token needs streamed replies, the
+    inter-token gap a server that reports its own decode timings."""
+    if not len(serving):
+        return []
+    out = []
+    if serving[[f"ttft_p{p}" for p in PERCENTILES]].isna().all().all():
+        out.append("ttft, tpot, goodput: not measured on any path — no call of these runs "
+                   "was streamed (a first token's time needs a streamed reply: stream = true "
+                   "in the path's config)")
+    if serving[[f"itl_p{p}" for p in PERCENTILES]].isna().all().all():
+        out.append("itl: not measured on any path — no server reported its own decode "
+                   "timings (vLLM's replies carry none; llama-server's do)")
     return out

@@ -241,3 +241,22 @@ def test_with_no_result_run_on_any_path_metrics_prints_only_the_lines(tmp_path):
         "undisturbed runs,\n  real-scale; percentiles p50/p90/p99\n"
         f"{WHY}\n"
         "main: no complete, one-segment, undisturbed run — 10 resumed; see `dualpath runs`")
+
+
+def test_a_figure_no_path_has_leaves_its_columns_out_and_says_why():
+    from evals.registry import registered
+    from evals.serving import unmeasured
+
+    calls, runs, per_run = _frames()
+    out = serving_benchmark(calls.assign(ttft_s=np.nan, predicted_ms=np.nan), runs, per_run)
+    assert list(out.columns) == SERVING_COLUMNS     # csv and json still carry every column
+    assert unmeasured(out) == [
+        "ttft, tpot, goodput: not measured on any path — no call of these runs was streamed "
+        "(a first token's time needs a streamed reply: stream = true in the path's config)",
+        "itl: not measured on any path — no server reported its own decode timings (vLLM's "
+        "replies carry none; llama-server's do)"]
+    spec = registered()["serving"]
+    assert list(spec.select(out, wide=True, drop_empty=True).columns) == \
+        ["path", "runs", "requests", "failed", "req_per_s", "out_tok_per_s"]
+    assert list(spec.select(out, wide=True).columns) == SERVING_COLUMNS
+    assert unmeasured(serving_benchmark(*_frames())) == []      # measured: no line

@@ -66,11 +66,12 @@ def serving_block(m) -> tuple | None:
     from evals.registry import registered
 
     frame = getattr(m, "serving", None)
-    missing = tuple(getattr(m, "serving_missing", None) or ())
+    missing = tuple(getattr(m, "serving_missing", None) or ()) + \
+        tuple(getattr(m, "serving_unmeasured", None) or ())
     if frame is None or not len(frame):
         return ((), [], [], missing) if missing else None
     spec = registered()["serving"]
-    brief = spec.select(frame, wide=False)
+    brief = spec.select(frame, wide=False, drop_empty=True)
     return (tuple(str(c) for c in brief.columns), spec.rows(brief), spec.footnotes(brief),
             missing)
 

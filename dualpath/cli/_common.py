@@ -232,7 +232,7 @@ def print_frame(frame: pd.DataFrame, fmt: str, title: str | None = None,
 def print_registered(spec, frame: pd.DataFrame, wide: bool, title: str | None = None) -> None:
     """A registered table on the terminal: its brief columns (all with --wide), each cell by
     the one formatter, and the basis and gloss of the columns shown beneath it."""
-    shown = spec.select(frame, wide)
+    shown = spec.select(frame, wide, drop_empty=True)
     print_frame(shown, "table", title or spec.title, spec.kinds)
     for note in spec.footnotes(shown):
         console.print(f"  {escape(note)}", style="dim", highlight=False)

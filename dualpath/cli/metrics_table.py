@@ -142,7 +142,7 @@ def print_fitted(spec, frame: pd.DataFrame, title: str | None = None,
     width, its title and footnotes wrapped under their own indent; with ``wide``, a table
     whose numbers cannot fit side by side prints as records. ``missing``: a line for each
     row the table has not (a path without a run to give it figures), beneath its rows."""
-    shown = spec.select(frame, wide=wide) if len(frame) else frame
+    shown = spec.select(frame, wide=wide, drop_empty=True) if len(frame) else frame
     print_plain(shown, spec.rows(shown), title or spec.title,
                 spec.footnotes(shown) if len(frame) else [], as_records=wide,
                 missing=missing)

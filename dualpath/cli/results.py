@@ -51,7 +51,8 @@ def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | Non
         _write_csv(frames, m.notes, out_dir)
     else:
         _print_tables(frames, m.notes, headline, wide,
-                      {"serving": list(getattr(m, "serving_missing", []))})
+                      {"serving": list(getattr(m, "serving_missing", []))
+                       + list(getattr(m, "serving_unmeasured", []))})
 
 
 def _print_tables(frames: dict, notes: list[str], headline, wide: bool,

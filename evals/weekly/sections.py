@@ -95,7 +95,7 @@ def rendered(spec: Table, frame: pd.DataFrame | None, wide: bool = False) -> dic
         return {"cols": [], "rows": [], "notes": []}
     if spec.key in PROJECTED:
         frame = spec.project(frame)
-    shown = spec.select(frame, wide)
+    shown = spec.select(frame, wide, drop_empty=True)
     return {"cols": [str(c) for c in shown.columns], "rows": spec.rows(shown),
             "notes": spec.footnotes(shown)}
 
@@ -121,7 +121,8 @@ def sections(d, figs: dict) -> dict[str, list[dict]]:
     (so a newly declared table is never missing from either output)."""
     tables, data = every_table(), frames(d)
     why = getattr(d.metrics, "serving_missing", [])     # the same runs, the same gaps
-    gaps = {"serving": why, "latency": why}
+    gaps = {"serving": why + list(getattr(d.metrics, "serving_unmeasured", [])),
+            "latency": why}
     placed = {k for keys in SECTIONS.values() for k in keys} | set(CARDS)
     out = {name: [entry(tables[k], data.get(k), figs, gaps.get(k, ())) for k in keys
                   if k in tables]
