@@ -41,6 +41,15 @@ CREATE TABLE IF NOT EXISTS search_docs (doc_id INTEGER NOT NULL, hash UBIGINT NO
 CREATE TABLE IF NOT EXISTS search_postings (term_id INTEGER NOT NULL, doc_id INTEGER NOT NULL);
 """
 TABLES = ("search_terms", "search_docs", "search_postings")
+DICTIONARY = {
+    "search_terms": ("a distinct word of the answers, lowercased (the search's index)", {
+        "term_id": "id — the word in search_postings", "term": "text — the word"}),
+    "search_docs": ("an answer the search's index holds (each once)", {
+        "doc_id": "id — the answer in search_postings",
+        "hash": "hash → texts: the answer (calls.output_hash)"}),
+    "search_postings": ("a word an answer has (each pair once, sorted by word per ingest)", {
+        "term_id": "id → search_terms", "doc_id": "id → search_docs"}),
+}
 _STAGES = ("stage_answers", "stage_docs", "stage_tokens", "stage_terms")
 
 # rows of texts read per step while m023 indexes a warehouse's answers (memory stays flat)
