@@ -161,7 +161,8 @@ def test_each_answer_is_indexed_once_however_often_it_is_stored(con):
     assert con.execute("SELECT count(*) FROM search_postings").fetchone()[0] == postings
 
 
-def test_a_warehouse_from_before_the_index_is_searched_by_scan_then_indexed(tmp_path):
+def test_a_warehouse_from_before_the_index_is_searched_by_scan_then_indexed(
+        tmp_path, monkeypatch, capsys):
     path = tmp_path / "old.duckdb"
     with writer(path) as con:
         seed(con, random.Random(3))
@@ -172,9 +173,17 @@ def test_a_warehouse_from_before_the_index_is_searched_by_scan_then_indexed(tmp_
     with duckdb.connect(str(path), read_only=True) as con:       # as the viewer reads it
         before = search_answers(con, "e", "evidence", limit=1000)
     assert before.without_index.startswith("this warehouse has no index of its answers yet")
+    # m023 says how far it is when there are many answers (here: a step of 100 rows)
+    monkeypatch.setattr(search_index, "PROGRESS_ANSWERS", 1)
+    monkeypatch.setattr(search_index, "PROGRESS_S", 0.0)
+    monkeypatch.setattr(search_index, "BUILD_ROWS", 100)
     with duckdb.connect(str(path)) as con:
         assert migrate(con) == ["m023_search_index"]
         after = search_answers(con, "e", "evidence", limit=1000)
+        answers = con.execute("SELECT count(*) FROM search_docs").fetchone()[0]
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith("indexing the stored answers for search: ")
+    assert said[-1] == f"indexed {answers:,} stored answers for search" and len(said) >= 3
     assert after.without_index is None and len(expected) > 50
     assert after.rows.to_dict("records") == before.rows.to_dict("records") \
         == expected.to_dict("records")
