@@ -49,6 +49,8 @@ def test_a_damaged_journal_is_repaired_and_the_rerun_is_exact(tmp_path):
         ingest(cfg, score_night_plain(cfg, nights[0], fleet.urls))      # the rerun
     total, distinct, measured, twice = counts(cfg)
     assert total == distinct and twice == 0
+    docs, distinct_docs, _, missing = search_index(cfg)      # every answer indexed, once
+    assert docs == distinct_docs and missing == 0
     assert measured == 2 * 3 * 2                       # every unit, once
     # the unit whose call was damaged is scored again, never kept with 16 of its 17 calls
     assert "calls are readable, so the rerun scores it again" in r.stderr
@@ -63,11 +65,23 @@ def test_a_damaged_journal_is_repaired_and_the_rerun_is_exact(tmp_path):
     assert ids
 
 
+def search_index(cfg):
+    """The answers' index: answers, distinct answers, postings, and answers it lacks."""
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        return con.execute("""SELECT count(*), count(DISTINCT hash),
+            (SELECT count(*) FROM search_postings),
+            (SELECT count(DISTINCT output_hash) FROM calls WHERE output_hash NOT IN
+                (SELECT hash FROM search_docs) AND output_hash IN (SELECT hash FROM texts))
+            FROM search_docs""").fetchone()
+
+
 def test_a_damaged_warehouse_is_one_line_everywhere_and_rebuilt_from_the_journals(tmp_path):
     cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
     with SimFleet(cfg) as fleet:
         ingest(cfg, score_night_plain(cfg, nights[0], fleet.urls))
     before = counts(cfg)
+    indexed = search_index(cfg)
+    assert indexed[0] == indexed[1] > 0 and indexed[3] == 0
     wh = cfg.resolve(cfg.warehouse.path)
     for damage in (lambda b: b[:len(b) // 3], lambda b: b""):
         wh.write_bytes(damage(wh.read_bytes()))
@@ -86,6 +100,7 @@ def test_a_damaged_warehouse_is_one_line_everywhere_and_rebuilt_from_the_journal
         assert r.returncode == 0, r.stdout + r.stderr
         assert "the old warehouse is kept as" in r.stdout
         assert counts(cfg) == before
+        assert search_index(cfg) == indexed        # rebuilt by the ingest, copied from nowhere
         # prices are in no journal: copied when the old file still reads, else named
         if "not recovered: prices" in r.stderr:
             with writer(wh) as con:

@@ -113,6 +113,30 @@ def test_search_finds_every_answer_holding_the_text_up_to_its_limit(project):
         assert "at least 2 characters" in found("x")[0]
 
 
+def test_search_says_when_it_read_every_answer_instead_of_its_index(project, tmp_path):
+    """Ingest indexed the answers: a word is found through the index; a query of only
+    punctuation, or a warehouse from before the index, reads every answer (the same rows)
+    and the page says so in a line."""
+    _, cfg, _ = project
+    pick = re.compile(r'<td><a href="(/night/[^"]+\?draw=\d+)">.*?<mark>(.*?)</mark>', re.S)
+    with client(cfg) as c:
+        indexed = c.get(search_url("", "Evidence")).text
+        assert "searched without the index" not in indexed and pick.findall(indexed)
+        html = c.get(search_url("", ": (")).text
+        assert ("<p class=\"small\">searched without the index: the text has no letter or "
+                "digit to look up</p>") in html
+    copy = copy_of(cfg, tmp_path)
+    with duckdb.connect(str(copy)) as con:
+        con.execute("DROP TABLE search_postings; DROP TABLE search_docs; DROP TABLE "
+                    "search_terms; DELETE FROM schema_migrations WHERE name = "
+                    "'m023_search_index'")
+    with client(cfg, copy) as c:
+        scanned = c.get(search_url("", "Evidence")).text
+    assert ("searched without the index: this warehouse has no index of its answers yet "
+            "(the next ingest builds it)") in scanned
+    assert pick.findall(scanned) == pick.findall(indexed)
+
+
 def test_search_shows_a_script_in_an_answer_as_text(project, ui, tmp_path):
     dom = browse(ui + search_url("", "<script>"), tmp_path)
     assert "script" not in dom.tags

@@ -16,7 +16,8 @@ from warehouse.migrations import MIGRATIONS, migrate
 def counts(cfg):
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("runs", "calls", "units", "texts", "server_sessions")}
+                for t in ("runs", "calls", "units", "texts", "server_sessions", "search_docs",
+                          "search_postings")}
 
 
 def test_migrations_are_recorded_and_run_once(tmp_path):
@@ -39,6 +40,7 @@ def test_ingest_twice_changes_nothing(tmp_path):
     assert [s.new_calls for s in second] == [0, 0] and [s.new_units for s in second] == [0, 0]
     assert c1["calls"] == 2 * 4 * 2 * 17 and c1["units"] == 2 * 8 and c1["runs"] == 2
     assert c1["server_sessions"] == 2
+    assert 0 < c1["search_docs"] <= c1["texts"]    # the answers indexed, none twice
     # prompts repeat (system prompts, the same ticker's data across draws and paths): stored once
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         distinct_prompts = con.execute("SELECT count(DISTINCT prompt_hash) FROM calls").fetchone()[0]

@@ -44,6 +44,7 @@ class SearchView:
     matches: list[Match]
     more: bool                    # more than SEARCH_LIMIT matched
     note: str = ""
+    without_index: str = ""       # why every answer was read (the index could not answer)
 
 
 def snippet(text: str, q: str, width: int = SNIPPET) -> tuple[str, str, str]:
@@ -66,12 +67,14 @@ def search(cfg: Config, warehouse: Path, q: str, path: str | None) -> SearchView
                           "type at least 2 characters to search every stored answer" if q
                           else "")
     with wv.viewer_connection(warehouse) as con:
-        df = wv.search_answers(con, cfg.experiment.name, q, path, SEARCH_LIMIT)
+        found = wv.search_answers(con, cfg.experiment.name, q, path, SEARCH_LIMIT)
+    df = found.rows
     matches = [Match(r.night, r.path, r.ticker, int(r.draw), int(r.unit_attempt), r.agent,
                      int(r.call_seq), r.finish_reason == "length", *snippet(r.answer, q))
                for r in df.head(SEARCH_LIMIT).itertuples()]
     return SearchView(q, path, paths, matches, len(df) > SEARCH_LIMIT,
-                      "" if matches else f"no stored answer contains {q!r}")
+                      "" if matches else f"no stored answer contains {q!r}",
+                      found.without_index or "")
 
 
 @dataclass

@@ -8,6 +8,7 @@ import duckdb
 import pandas as pd
 
 from warehouse.energy import DICTIONARY as ENERGY_TABLES
+from warehouse.search_index import DICTIONARY as SEARCH_TABLES
 
 WALL = "epoch s (Unix time, comparable across machines)"
 MONO = "s on the harness's monotonic clock (differences only, one boot)"
@@ -246,6 +247,7 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "measured": "bool — graded or parse_failed", "clean": "bool — no contaminated call"}),
 }
 TABLES.update(ENERGY_TABLES)     # energy_runs, energy_samples (warehouse.energy)
+TABLES.update(SEARCH_TABLES)     # search_terms, search_docs, search_postings
 
 
 def dictionary(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

@@ -35,6 +35,7 @@ from warehouse.db import transaction
 from warehouse.energy import store_telemetry
 from warehouse.ingest_stage import check_quotes, insert_texts, stage_calls, stage_prompts
 from warehouse.journal import JournalContents, read_journal, repair_hint, snapshot
+from warehouse.search_index import index_new_answers
 
 _UNIT_COLUMNS = ("run_id", "path", "night", "ticker", "draw", "unit_attempt", "start_wall",
                  "end_wall", "seconds", "n_calls", "outcome", "grade", "failure_detail",
@@ -326,6 +327,7 @@ def _store(con: duckdb.DuckDBPyConnection, frames: dict[str, pd.DataFrame],
         insert_texts(con, *args)
     if any_calls:
         check_quotes(con, contents)
+        index_new_answers(con)          # the search's index, with the answers it indexes
     new_calls: dict[str, int] = {}
     if any_calls:
         new_calls = dict(con.execute("SELECT run_id, count(*) FROM stage_calls GROUP BY 1").fetchall())

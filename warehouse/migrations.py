@@ -10,6 +10,7 @@ import duckdb
 
 from warehouse.db import transaction
 from warehouse.energy import M026_ENERGY as ENERGY_TABLES
+from warehouse.search_index import build_search_index
 
 M001_INITIAL = """
 CREATE TABLE runs (
@@ -392,7 +393,7 @@ ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS identity_lost_after_mono DO
 ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS stopped_mono DOUBLE;
 """
 
-MIGRATIONS: list[tuple[str, str]] = [
+MIGRATIONS: list[tuple] = [
     ("m001_initial", M001_INITIAL),
     ("m002_views", M002_VIEWS),
     ("m003_server_evidence", M003_SERVER_EVIDENCE),
@@ -415,14 +416,15 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m020_untrusted", M020_UNTRUSTED),
     ("m021_energy", ENERGY_TABLES),
     ("m022_session_mono", M022_SESSION_MONO),
+    ("m023_search_index", build_search_index),      # SQL that fills tables: a function
 ]
 
-# The former names of MIGRATIONS[14:], in order: numbered when written, on branches that landed
+# Former names of MIGRATIONS[14:22], in order: numbered when written, on branches that landed
 # in another order. A warehouse keeps the names it was given until its next writer renames them.
 FORMER_NAMES: dict[str, str] = dict(zip(
     ["m018_plan_provenance", "m021_server_files", "m023_unanswered", "m015_thinking",
      "m017_experiments", "m025_untrusted", "m026_energy", "m028_session_mono"],
-    [name for name, _ in MIGRATIONS[14:]], strict=True))
+    [name for name, _ in MIGRATIONS[14:22]], strict=True))
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -440,11 +442,9 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
         con.executemany("UPDATE schema_migrations SET name = ? WHERE name = ?",
                         [(new, old) for old, new in FORMER_NAMES.items()])
     applied_now = []
-    for name, sql in MIGRATIONS:
-        if name in done:
-            continue
+    for name, sql in [m for m in MIGRATIONS if m[0] not in done]:
         with transaction(con):
-            con.execute(sql)
+            sql(con) if callable(sql) else con.execute(sql)
             con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [name])
         applied_now.append(name)
     return applied_now

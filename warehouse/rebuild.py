@@ -28,10 +28,11 @@ from warehouse.ingest import IngestStats, ingest_journals
 from warehouse.journal import iter_lines
 from warehouse.plans import freeze_log, restore_freezes
 from warehouse.quoting import ident, literal
+from warehouse.search_index import TABLES as SEARCH_TABLES
 
 # rows that come from journals: replaced by a repair, rebuilt by a rebuild
 FROM_JOURNALS = ("runs", "run_segments", "server_sessions", "calls", "units", "texts",
-                 "prompts", "quotes")
+                 "prompts", "quotes", *SEARCH_TABLES)
 _KINDS = {"begin", "session", "ustart", "call", "unit", "end"}
 
 

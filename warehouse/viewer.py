@@ -14,6 +14,7 @@ column's min/max per row group lets DuckDB skip the other nights' rows unread.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -22,7 +23,8 @@ import duckdb
 import pandas as pd
 
 from dualpath.errors import UserError
-from warehouse.db import SANDBOX, _open
+from warehouse import search_index
+from warehouse.db import SANDBOX, _open, has_table
 from warehouse.disturbed import DISTURBED
 from warehouse.prompts import _texts, prompt_texts
 
@@ -99,27 +101,39 @@ def night_units(con: duckdb.DuckDBPyConnection, run_ids: list[str],
                        ).df()
 
 
-def _like(text: str) -> str:
-    """`text` as an ILIKE pattern matching it anywhere, its own % _ and \\ taken literally."""
-    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+@dataclass
+class Found:
+    rows: pd.DataFrame
+    without_index: str | None     # why the answers were scanned instead (None: the index)
 
 
 def search_answers(con: duckdb.DuckDBPyConnection, experiment: str, text: str,
-                   path: str | None = None, limit: int = 50) -> pd.DataFrame:
+                   path: str | None = None, limit: int = 50, *, index: bool = True) -> Found:
     """Calls of the experiment whose answer contains `text` (any case), newest night first,
     at most `limit` + 1 rows (one more than shown, so the page can say there are more):
-    night, path, ticker, draw, unit_attempt, agent, call_seq, finish_reason and the answer."""
-    df = con.execute("""
-        SELECT c.night, c.path, c.ticker, c.draw, c.unit_attempt, c.agent, c.call_seq,
-               c.finish_reason, t.text AS answer
-        FROM calls c JOIN runs r USING (run_id) JOIN texts t ON t.hash = c.output_hash
-        WHERE r.experiment = $exp AND ($path IS NULL OR c.path = $path)
-          AND t.text ILIKE $pattern ESCAPE '\\'
-        ORDER BY c.night DESC, c.ticker, c.path, c.draw, c.unit_attempt, c.call_seq
-        LIMIT $n""", {"exp": experiment, "path": path, "pattern": _like(text),
-                      "n": limit + 1}).df()
+    night, path, ticker, draw, unit_attempt, agent, call_seq, finish_reason and the answer.
+    Found through the answers' index (`warehouse.search_index`, the same rows) where it can
+    be; else (or with `index=False`) by reading every answer, and `without_index` says why."""
+    found = search_index.lookup(con, text)
+    why = ("not asked to" if not index else
+           "this warehouse has no index of its answers yet (the next ingest builds it)"
+           if not has_table(con, "search_docs") else
+           "the text has no letter or digit to look up" if found is None else None)
+    if why is None:
+        df = search_index.find(con, found, experiment, text, path, limit + 1)
+    else:
+        df = con.execute("""
+            SELECT c.night, c.path, c.ticker, c.draw, c.unit_attempt, c.agent, c.call_seq,
+                   c.finish_reason, c.output_hash, t.text AS answer
+            FROM calls c JOIN runs r USING (run_id) JOIN texts t ON t.hash = c.output_hash
+            WHERE r.experiment = $exp AND ($path IS NULL OR c.path = $path)
+              AND t.text ILIKE $pattern ESCAPE '\\'
+            ORDER BY c.night DESC, c.ticker, c.path, c.draw, c.unit_attempt, c.call_seq
+            LIMIT $n""", {"exp": experiment, "path": path,
+                          "pattern": search_index.like_pattern(text), "n": limit + 1}).df()
+    df = df.drop(columns="output_hash")
     df["night"] = pd.to_datetime(df["night"]).dt.date
-    return df
+    return Found(df, why)
 
 
 def call_spans(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFrame:
