@@ -9,7 +9,7 @@ server it stands in for, on its own machine, would: where the kernel groups proc
 session for scheduling (Linux's autogroup, on by default on desktop distributions), a
 simulator then keeps its own share of the CPU instead of splitting the terminal's with
 whatever else the user runs there. Measured on 2 cores with 8 busy processes in the demo's
-session (5 nights, --clock 2.5, 2 rounds A/B): the nights took 163 and 123 s with 7 and 2 of
+session on top of other work (a load of 10-14; 5 nights, --clock 2.5, 2 rounds A/B): the nights took 163 and 123 s with 7 and 2 of
 10 runs starved when the simulators shared it, 88 and 65 s with none starved in their own.
 The harness itself stays in the terminal's session (Ctrl-C reaches it; it stops them).
 """
