@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-import textwrap
 
 import numpy as np
 import pandas as pd
@@ -81,26 +80,3 @@ def draws_words(draws: int | dict, order: tuple = ()) -> str:
         return f"{counts[0][1] if counts else '?'} draws"
     (p0, d0), *rest = counts
     return ", ".join([f"{d0} draws on {p0}", *(f"{d} on {p}" for p, d in rest)])
-
-
-_GLUE = "\u00a0"      # textwrap breaks at ASCII whitespace only: a no-break space holds
-
-
-def hang(text: str, width: int, first: str = "", rest: str = "  ",
-         keep: tuple[str, ...] = ()) -> list[str]:
-    """``text`` wrapped at ``width`` under a hanging indent (``first`` before its first
-    line, ``rest`` before the others), no word cut or broken at a hyphen; each substring of
-    ``keep`` that fits a line stays on one (a closing '(… nights)' never leaves 'nights)'
-    alone on the last line)."""
-    room = width - max(len(first), len(rest))
-    for part in keep:
-        if part in text and len(part) <= room:
-            text = text.replace(part, part.replace(" ", _GLUE))
-    lines = textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
-                          break_on_hyphens=False, break_long_words=False)
-    return [ln.replace(_GLUE, " ") for ln in lines]
-
-
-def parentheticals(text: str, longest: int = 60) -> tuple[str, ...]:
-    """The parenthesised asides of ``text`` no longer than ``longest`` (to `hang` whole)."""
-    return tuple(m for m in re.findall(r"\([^()]*\)", text) if len(m) <= longest)

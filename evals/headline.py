@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from evals import energy
-from evals.format import cell, draws_words, hang
+from evals.format import cell, draws_words
+from evals.wrap import hang
 from evals.headline_icr import (false_reassurance_line, false_reassurance_of,
                                 interchange_lines, rankic_word)
 from evals.registry import table

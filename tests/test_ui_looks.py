@@ -16,6 +16,7 @@ from tests.test_ui import chromium
 from tests.ui_hostile import plant_final
 from viewer.links import history_url, night_url, search_url, ticker_url
 from warehouse.db import writer
+from warehouse.search_index import build_search_index
 
 # a final answer of each path's, in Korean and English, long words included: the diff's lines
 # must wrap inside the page
@@ -45,6 +46,7 @@ def looks(tmp_path_factory):
             con.execute("UPDATE calls SET output_hash = hash(?) WHERE night = ? AND ticker = ? "
                         "AND path = ? AND draw = 1 AND call_seq = 2", [text, nights[-2], ticker,
                                                                        path])
+        build_search_index(con)     # the planted answers, indexed as ingest indexes its own
     browser = chromium()
     proc = subprocess.Popen([sys.executable, "-m", "dualpath", "ui", "-c",
                              str(cfg_path), "--port", "0"],

@@ -18,10 +18,10 @@ def say(text: str, spans: tuple = (), keep: tuple[str, ...] = ()) -> None:
     """One statement at the console's width, its continuation lines indented by 2 (never
     back at column 0, as the tables' titles and notes wrap); `spans` (start, end, style)
     colour parts of `text`, wherever the wrap puts them; each of `keep` stays on one line
-    where it fits (`evals.format.hang`)."""
+    where it fits (`evals.wrap.hang`)."""
     from rich.text import Text
 
-    from evals.format import hang
+    from evals.wrap import hang
 
     at = 0
     lines = hang(text, max(40, console.width), keep=keep)
@@ -73,7 +73,8 @@ def print_sizing(sizing, alpha: float, chosen: float) -> None:
     import pandas as pd
 
     from dualpath.cli.metrics_table import print_plain
-    from evals.format import cell, parentheticals
+    from evals.format import cell
+    from evals.wrap import parentheticals
 
     rows = pd.DataFrame(sizing.rows)[SIZING]
     est = sorted(int(h) for h in sizing.design.sd_df)

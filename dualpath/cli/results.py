@@ -14,7 +14,7 @@ from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, cons
                                   records)
 from dualpath.cli._common import load_config
 from dualpath.errors import UserError
-from evals.format import hang
+from evals.wrap import hang
 
 
 def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None,
