@@ -58,9 +58,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from evals import power as pw
-from evals.inference import MIN_INDEPENDENT
-from evals.rankic import spearman_rows
+from dualpath.evals import power as pw
+from dualpath.evals.inference import MIN_INDEPENDENT
+from dualpath.evals.rankic import spearman_rows
 
 HORIZONS = [1, 5, 20]
 NIGHTS = [10, 20, 30, 40, 60, 120]
@@ -170,10 +170,10 @@ def power_cell(delta: np.ndarray, sd: float, h: int, n: int) -> dict:
 
 def check_against_project(sim: dict, got: dict, reps: int = 3) -> None:
     """The vectorised ICs and verdicts equal the project's own on the first replicates."""
-    from evals.compare import paired_delta_ic
-    from evals.inference import delta_test
-    from evals.rankic import nightly_rank_ic
-    from evals.returns import forward_returns
+    from dualpath.evals.compare import paired_delta_ic
+    from dualpath.evals.inference import delta_test
+    from dualpath.evals.rankic import nightly_rank_ic
+    from dualpath.evals.returns import forward_returns
 
     n = max(NIGHTS)
     days = pd.bdate_range("2027-01-04", periods=n + max(HORIZONS) + 1)

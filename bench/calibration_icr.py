@@ -164,7 +164,7 @@ def sequential_rows(rng: np.random.Generator, reps: int, w_star: float,
     its overall type I error across all looks at the boundary (on 2 x `reps` panels: at
     8,000 its standard error is ~0.0025), and the expected night it stops when the paths
     are interchangeable and when the backup is noise."""
-    from evals.sequential import bounds, planned_looks
+    from dualpath.evals.sequential import bounds, planned_looks
 
     rows = []
     for window in windows:
@@ -199,8 +199,8 @@ def noise_rate_rows(rng: np.random.Generator, reps: int, panels: int) -> pd.Data
     noise_rate`, fixed-sample; `evals.sequential.noise_rate`, looks 5/10/15/20 at look 2),
     averaged over `panels` noise panels (w = 0, 2 draws) as the project computes it from
     each, beside the share of `reps` noise panels that got each verdict."""
-    from evals import sequential as sq
-    from evals.interchange import interchange, noise_rate
+    from dualpath.evals import sequential as sq
+    from dualpath.evals.interchange import interchange, noise_rate
 
     sim = simulate(rng, reps, 10, 2, 0.0)
     t = terms(sim)
@@ -248,7 +248,7 @@ def check_against_project(rng: np.random.Generator, reps: int = 2) -> None:
 
 
 def _check_panels(sim: dict, e: dict, reps: int) -> None:
-    from evals.interchange import interchange
+    from dualpath.evals.interchange import interchange
 
     for r in range(reps):
         rows = [pd.DataFrame({"night": n, "path": p, "draw": d, "ticker": np.arange(TICKERS),
@@ -262,7 +262,7 @@ def _check_panels(sim: dict, e: dict, reps: int) -> None:
 
 def self_qwk(rng: np.random.Generator) -> tuple[float, float]:
     """Main's self-agreement (mean QWK, exact agreement) at these settings."""
-    from evals.agreement import quadratic_kappa
+    from dualpath.evals.agreement import quadratic_kappa
 
     g = grades(rng, latent(rng, 20, 30), 2).reshape(-1, 2).astype(int)
     return quadratic_kappa(g[:, 0], g[:, 1]), float((g[:, 0] == g[:, 1]).mean())

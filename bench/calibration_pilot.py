@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from evals import power as pw
+from dualpath.evals import power as pw
 
 SIGMA, NIGHTS, MARGIN, POWER, ALPHA, WINDOWS = 0.101, 30, 0.03, 0.8, 0.05, 400
 PILOTS = (5, 10)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import fft, stats
 
-from evals.speed import drift_df, slowdown_interval
+from dualpath.evals.speed import drift_df, slowdown_interval
 
 NIGHTS = [5, 10, 20, 30]
 SCENARIOS = ["independent", "drift", "runaways"]

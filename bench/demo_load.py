@@ -60,9 +60,9 @@ def model_error(root: Path) -> tuple[float | None, float | None]:
     import numpy as np
 
     from dualpath.config import load_config
-    from flows.glance import headline_for
-    from warehouse.db import reader
-    from warehouse.time_model import served_seconds
+    from dualpath.flows.glance import headline_for
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.time_model import served_seconds
 
     cfg = load_config(root / "dualpath.toml")
     s = headline_for(cfg).slowdown

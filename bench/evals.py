@@ -16,9 +16,9 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse
 import time
 
-from evals.report import compute_metrics
-from warehouse.db import reader
-from warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
+from dualpath.evals.report import compute_metrics
+from dualpath.warehouse.db import reader
+from dualpath.warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
 
 
 def main(db: Path, experiment: str) -> None:

@@ -23,12 +23,12 @@ from dualpath.demo import demo_config_data, demo_market
 from dualpath.procs import spawn, stop_process
 from dualpath.sim.fleet import wait_ready
 from dualpath.sim.proxy import FaultProxy
-from flows import inputs, runner
-from warehouse.db import reader, writer
-from warehouse.ingest import ingest_journals
-from warehouse.journal import read_journal
-from flows.demo import synthetic_project
-from warehouse.prices import import_prices, validate_prices
+from dualpath.flows import inputs, runner
+from dualpath.warehouse.db import reader, writer
+from dualpath.warehouse.ingest import ingest_journals
+from dualpath.warehouse.journal import read_journal
+from dualpath.flows.demo import synthetic_project
+from dualpath.warehouse.prices import import_prices, validate_prices
 
 ROOT = Path(__file__).resolve().parents[1]
 # Fast, bounded retries so that a trial takes seconds; a read timeout short enough that a
@@ -361,8 +361,8 @@ def journal_call_ids(cfg: Config, night: date) -> set[str]:
 
 
 def check_night(cfg: Config, night: date) -> NightCheck:
-    from evals.scores import usable_units
-    from warehouse.frames import units_frame
+    from dualpath.evals.scores import usable_units
+    from dualpath.warehouse.frames import units_frame
 
     c = NightCheck()
     ids = journal_call_ids(cfg, night)

@@ -132,7 +132,7 @@ def _think_cut(lab: Lab, night, kind: str, t: Trial) -> Trial:
 def thinking_kept(lab: Lab, night, path: str) -> tuple[int, int]:
     """(cut calls on `path` whose spoiled thinking is stored as thinking with an empty
     answer, stored texts other than thinking that carry it: answers, prompts, final texts)."""
-    from warehouse.db import reader
+    from dualpath.warehouse.db import reader
     mark = f"%{THINKING_MARK}%"
     with reader(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
         apart = con.execute(
@@ -148,7 +148,7 @@ def thinking_kept(lab: Lab, night, path: str) -> tuple[int, int]:
 
 def untrusted_calls(lab: Lab, night, path: str) -> int:
     """The night's calls on `path` whose completion count was kept only as sent."""
-    from warehouse.db import reader
+    from dualpath.warehouse.db import reader
     with reader(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
         return con.execute("SELECT count(*) FROM calls WHERE night = ? AND path = ? AND "
                            "untrusted LIKE '%completion_tokens%'",
@@ -243,8 +243,8 @@ def run_one(lab: Lab, kind: str, nights: list, n: int) -> Trial:
 
 def restart_recorded(lab: Lab, night) -> bool:
     """`runs --evidence` must refuse to compare the restarted session."""
-    from warehouse.db import reader
-    from warehouse.queries import server_evidence
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.queries import server_evidence
 
     with reader(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
         ev = server_evidence(con)

@@ -28,8 +28,8 @@ SCRIPT = Path(sys.executable).parent / "dualpath"
 
 def _speed_counted(lab, night, path: str = "backup") -> tuple[str | None, bool]:
     """(the run's disturbance, whether its speed counts in the medians)."""
-    from warehouse.db import reader
-    from warehouse.queries import run_summaries
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.queries import run_summaries
 
     with reader(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
         s = run_summaries(con)
@@ -58,7 +58,7 @@ def _judge(lab, night, t, expect: str) -> None:
 
 def speed_stalled(lab, night, t) -> None:
     """SIGSTOP the backup's server for longer than the stall threshold mid-run."""
-    from warehouse.disturbed import STALL_S
+    from dualpath.warehouse.disturbed import STALL_S
 
     def stall(lab) -> None:
         _midway(lab, night)

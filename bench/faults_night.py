@@ -22,7 +22,7 @@ from bench.faultlab import Lab, score_night
 from dualpath.errors import NightBusy, UserError
 from dualpath.locks import endpoint_lock
 from dualpath.sim.proxy import wait_until
-from flows import runner
+from dualpath.flows import runner
 
 DUALPATH = str(Path(sys.executable).with_name("dualpath"))
 # minutes of work on two cores, whatever the warehouse holds
@@ -37,9 +37,9 @@ def tracebacks(text: str) -> int:
 def mislabelled(lab: Lab, night) -> int:
     """Runs of the night that `dualpath runs` would show `running` though no process holds
     the night; the journals are first ingested as a mid-night ingest leaves them."""
-    from warehouse.db import reader, writer
-    from warehouse.ingest import ingest_journals
-    from warehouse.queries import run_summaries
+    from dualpath.warehouse.db import reader, writer
+    from dualpath.warehouse.ingest import ingest_journals
+    from dualpath.warehouse.queries import run_summaries
 
     journals = [runner.journal_path(lab.cfg, night, p) for p in lab.cfg.paths]
     with writer(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
@@ -149,7 +149,7 @@ def answer_50mb(lab: Lab, night, t) -> None:
     except Exception as e:       # noqa: BLE001 - counted: the night could not be ingested
         t.detail = f"{type(e).__name__}: {e}"[:200]
         return
-    from warehouse.db import reader
+    from dualpath.warehouse.db import reader
     with reader(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
         longest = con.execute("SELECT max(length(t.text)) FROM calls c JOIN texts t ON "
                               "t.hash = c.output_hash WHERE c.night = ?", [night]).fetchone()[0]
@@ -241,7 +241,7 @@ def prefect_cancel(lab: Lab, night, t) -> None:
     from the worker, as a process worker cancels."""
     from prefect.settings import PREFECT_HOME, temporary_settings
 
-    from flows.prefect_api import temporary_api
+    from dualpath.flows.prefect_api import temporary_api
 
     with temporary_settings({PREFECT_HOME: lab.cfg_path.parent / "prefect"}), \
             temporary_api(lab.cfg) as api:
@@ -309,7 +309,7 @@ def long_sql(lab: Lab, night, t) -> None:
 
 
 def _all_calls(lab: Lab) -> int:
-    from warehouse.db import reader
+    from dualpath.warehouse.db import reader
     with reader(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
         return con.execute("SELECT count(DISTINCT call_id) FROM calls").fetchone()[0]
 

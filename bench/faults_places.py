@@ -21,7 +21,7 @@ from pathlib import Path
 from bench.faultlab import Lab, score_night
 from dualpath.errors import UserError
 from dualpath.locks import endpoint_lock
-from flows import runner
+from dualpath.flows import runner
 
 
 def symlink_warehouse(lab: Lab, night, t) -> None:
@@ -78,7 +78,7 @@ def other_tmpdir(lab: Lab, night, t) -> None:
 
 
 def _price_rows(lab: Lab) -> int:
-    from warehouse.db import reader
+    from dualpath.warehouse.db import reader
     with reader(lab.cfg.resolve(lab.cfg.warehouse.path)) as con:
         return con.execute("SELECT count(*) FROM prices").fetchone()[0]
 

@@ -21,8 +21,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from evals.rankic import nightly_rank_ic
-from evals.returns import forward_returns
+from dualpath.evals.rankic import nightly_rank_ic
+from dualpath.evals.returns import forward_returns
 
 HORIZONS = [1, 5, 20]
 

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from dualpath.config import dump_toml, load_config
-from flows.weekly import write_report
+from dualpath.flows.weekly import write_report
 
 
 def bench_config(db: Path, root: Path, experiment: str) -> Path:

@@ -55,7 +55,7 @@ def fragments() -> list[str]:
 
 
 def build(path: Path, nights: int) -> None:
-    from warehouse.db import writer
+    from dualpath.warehouse.db import writer
 
     frags = fragments()
     day = "DATE '2027-01-04' + n::INTEGER"
@@ -76,8 +76,8 @@ def build(path: Path, nights: int) -> None:
 
 def index(path: Path, nights: int) -> tuple[list[float], float]:
     """Index the answers night by night as ingest does; (CPU seconds per night, MB added)."""
-    from warehouse.db import transaction, writer
-    from warehouse.search_index import index_new_answers
+    from dualpath.warehouse.db import transaction, writer
+    from dualpath.warehouse.search_index import index_new_answers
 
     before = path.stat().st_size
     cpu = []
@@ -101,7 +101,7 @@ def timed(path: Path, q: str, index: bool) -> tuple[float, int, str | None]:
     """Median wall seconds of 5 searches for `q`, each on its own read-only connection as
     the page's (so DuckDB's cache starts cold; the OS's is warm), the rows shown, and why
     not by the index."""
-    import warehouse.viewer as wv
+    import dualpath.warehouse.viewer as wv
 
     took = []
     for _ in range(5):
@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="share of the 42 nights")
     ap.add_argument("--keep", type=Path, help="build here (reused when it exists)")
     a = ap.parse_args()
-    from warehouse.db import reader
+    from dualpath.warehouse.db import reader
 
     path = a.keep or Path(tempfile.mkdtemp()) / "search.duckdb"
     nights = max(1, round(42 * a.scale))

@@ -43,11 +43,11 @@ import orjson
 from dualpath.market import WARMUP_DAYS, SyntheticMarket
 from dualpath.pipeline import UnitInput, builtin
 from dualpath.records import CallRecord, RunBegin, RunEnd, UnitResult, UnitStart
-from warehouse.db import writer
-from warehouse.ingest import ingest_journals
-from warehouse.journal import JournalWriter, prompt_parts
-from warehouse.prices import import_prices, validate_prices
-from warehouse.prompts import prompt_texts
+from dualpath.warehouse.db import writer
+from dualpath.warehouse.ingest import ingest_journals
+from dualpath.warehouse.journal import JournalWriter, prompt_parts
+from dualpath.warehouse.prices import import_prices, validate_prices
+from dualpath.warehouse.prompts import prompt_texts
 
 BYTES_PER_TOKEN = 4
 PROMPT_MEAN_BYTES = 8300 * BYTES_PER_TOKEN

@@ -146,7 +146,7 @@ def launch_model_problems(name: str, launch: list[str] | None, base_dir: Path) -
 
 def universe_problem(n_tickers: int) -> str | None:
     """A universe too small for the quality question ever to be answered."""
-    from evals.rankic import MIN_TICKERS
+    from dualpath.evals.rankic import MIN_TICKERS
 
     if n_tickers >= MIN_TICKERS:
         return None

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from dualpath.config import Config, dump_toml, format_validation_error, universe_sha256
 from dualpath.errors import ConfigError
-from evals import power as pw
+from dualpath.evals import power as pw
 
 
 class _Model(BaseModel):

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from dualpath.prereg import InterchangeTest, Plan
-from evals import power as pw
+from dualpath.evals import power as pw
 
 FALSE_REASSURANCE_LIMIT = 0.10    # above it a plan is frozen only with --force --reason
 ASSUMED_MAIN_IC = (0.02, 0.03, 0.04, 0.05)    # a daily stock-scoring model's IC, no pilot
@@ -59,7 +59,7 @@ def interchange_design(tickers: int, nights: int, power: float, pilot: Pilot | N
                        draws: tuple[int, int] = (2, 2)) -> InterchangeTest:
     """The interchangeability test and the nights it needs for `power` in both decisions
     at `draws` (the baseline's, the candidate's): `nights_to_decide`."""
-    from evals.sequential import planned_looks
+    from dualpath.evals.sequential import planned_looks
 
     return InterchangeTest(limit=limit, alpha=alpha,
                            nights_for_power=nights_to_decide(tickers, power, pilot, limit,
@@ -75,7 +75,7 @@ def nights_to_decide(tickers: int, power: float, pilot: Pilot | None, limit: flo
     `draws`; other draws scale its variance as `evals.interchange.ASSUMED_VARS` does), else
     the user's QWK 0.12 with the variances calibrated by simulation. None: the baseline has
     one draw (no main-main disagreement), or no window up to 250 nights reaches it."""
-    from evals import interchange as ic
+    from dualpath.evals import interchange as ic
 
     var, rho = ic.assumed_var(*draws), ic.ASSUMED_RHO_RR
     if var is None:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from evals.agreement import quadratic_kappa
-from evals.inference import delta_test, holm, noninferiority, verdict_of
-from evals.rankic import MIN_TICKERS, grouped_spearman, spearman
-from evals.returns import OK
+from dualpath.evals.agreement import quadratic_kappa
+from dualpath.evals.inference import delta_test, holm, noninferiority, verdict_of
+from dualpath.evals.rankic import MIN_TICKERS, grouped_spearman, spearman
+from dualpath.evals.returns import OK
 
 PAIRED = ["night", "horizon", "ic_baseline", "ic_candidate", "delta", "n_common", "start_pos"]
 

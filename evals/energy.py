@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from evals import dist
-from evals.format import draws_words
+from dualpath.evals import dist
+from dualpath.evals.format import draws_words
 
 BASIS = "board energy, scoring only, idle floor included"
 

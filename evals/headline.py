@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from evals import energy
-from evals.format import cell, draws_words
-from evals.wrap import hang
-from evals.headline_icr import (false_reassurance_line, false_reassurance_of,
+from dualpath.evals import energy
+from dualpath.evals.format import cell, draws_words
+from dualpath.evals.wrap import hang
+from dualpath.evals.headline_icr import (false_reassurance_line, false_reassurance_of,
                                 interchange_lines, rankic_word)
-from evals.registry import table
-from evals.speed import LABELS, slowdown_interval
-from evals.verdict import DECISIONS  # noqa: F401  (the verdict words a headline renders)
+from dualpath.evals.registry import table
+from dualpath.evals.speed import LABELS, slowdown_interval
+from dualpath.evals.verdict import DECISIONS  # noqa: F401  (the verdict words a headline renders)
 
 WIDTH = 100
 TICKERS = 100       # the nightly study's size: every night both paths score the same 100

@@ -14,7 +14,7 @@ import math
 
 import pandas as pd
 
-from evals import power as pw
+from dualpath.evals import power as pw
 
 
 def _f(v: float, fmt: str) -> str:
@@ -50,8 +50,8 @@ def _noise_line(x, verdict: str, seq: dict | None = None) -> list[str]:
     group-sequential design, `evals.sequential.noise_rate`); none where no interval was
     calibrated (too few tickers) and none at an interim look outside a sequential design,
     which shows no verdict."""
-    from evals import interchange as ic
-    from evals import sequential as sq
+    from dualpath.evals import interchange as ic
+    from dualpath.evals import sequential as sq
 
     if seq is not None:
         rate = sq.noise_rate(x, seq["looks"], seq["reached"], verdict, seq.get("total"))

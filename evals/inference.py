@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from evals import dist
+from dualpath.evals import dist
 
 MIN_INDEPENDENT = 4        # df >= 3: t-intervals stay calibrated under heavy-tailed ICs
 METHOD = "t, non-overlapping nights"
@@ -155,7 +155,7 @@ def delta_test(d: np.ndarray, horizon: int, test: str = "non-inferiority",
     """
     if test not in VERDICTS:
         raise ValueError(f"unknown test {test!r}; one of {list(VERDICTS)}")
-    from evals import power as pw
+    from dualpath.evals import power as pw
 
     s = _subseries(d, horizon, start_pos)
     m = len(s)

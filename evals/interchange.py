@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from evals import dist
+from dualpath.evals import dist
 
 LIMIT_SHARE = 0.5      # default preregistered share of main's agreement the backup must keep
 MIN_TICKERS = 20       # clusters: at 8 tickers the test's size was 0.08-0.09, at 20 <= 0.065

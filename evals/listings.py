@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from evals.registry import declare
-from evals.speed import SPEED_LABELS
+from dualpath.evals.registry import declare
+from dualpath.evals.speed import SPEED_LABELS
 
 LISTINGS = ("runs", "left_out", "evidence", "gpu", "hosts")
 LEFT_OUT = ["night", "path", "status", "left_out", "why"]

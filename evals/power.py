@@ -32,9 +32,9 @@ import math
 
 import numpy as np
 
-from evals import dist
-from evals.inference import MIN_INDEPENDENT
-from evals.roots import brentq
+from dualpath.evals import dist
+from dualpath.evals.inference import MIN_INDEPENDENT
+from dualpath.evals.roots import brentq
 
 TESTS = ("non-inferiority", "equivalence", "difference")
 

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from evals.inference import mean_test
-from evals.returns import OK, PENDING
+from dualpath.evals.inference import mean_test
+from dualpath.evals.returns import OK, PENDING
 
 MIN_TICKERS = 5
 NIGHTLY = ["night", "path", "horizon", "ic", "n_tickers", "start_pos", "status"]

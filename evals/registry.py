@@ -18,7 +18,7 @@ from typing import Callable
 
 import pandas as pd
 
-from evals.format import cell
+from dualpath.evals.format import cell
 
 
 class TableDrift(ValueError):
@@ -108,11 +108,11 @@ def declare(key: str, title: str, columns, brief=None, **kw) -> None:
 def registered() -> dict[str, Table]:
     """Every metric table, in the order they are shown (importing `evals.tables` registers
     them); a table declared but missing from that order comes last, never not at all."""
-    import evals.tables  # noqa: F401  (the declarations)
-    from evals.listings import LISTINGS
+    from dualpath.evals import tables     # importing it registers the declarations
+    from dualpath.evals.listings import LISTINGS
 
     others = set(LISTINGS) | set(REPORT_TABLES)
-    order = [k for k in evals.tables.ORDER if k in TABLES]
+    order = [k for k in tables.ORDER if k in TABLES]
     return {k: TABLES[k] for k in order + [k for k in TABLES if k not in order
                                            and k not in others]}
 
@@ -126,14 +126,14 @@ def report_tables() -> dict[str, Table]:
     thinking share. Computed from the report's frames, not metric tables."""
     import importlib
 
-    importlib.import_module("evals.report_tables")      # the declarations
+    importlib.import_module("dualpath.evals.report_tables")      # the declarations
     return {k: TABLES[k] for k in REPORT_TABLES}
 
 
 def listings() -> dict[str, Table]:
     """The run listings (`evals.listings`, which registers them on import): runs, left_out,
     evidence, hosts. Not the metric tables: `dualpath runs` imports no statistics."""
-    from evals.listings import LISTINGS
+    from dualpath.evals.listings import LISTINGS
 
     return {k: TABLES[k] for k in LISTINGS}
 

@@ -7,17 +7,17 @@ from typing import Sequence
 
 import pandas as pd
 
-from evals.energy import run_energy
+from dualpath.evals.energy import run_energy
 
-from evals.agreement import grade_distribution, self_agreement
-from evals.compare import compare_paths, cross_path_agreement, paired_delta_ic
-from evals.interchange import LIMIT_SHARE, interchange
-from evals.rankic import NIGHTLY, nightly_rank_ic, rank_ic_summary
-from evals.returns import COLUMNS, forward_returns
-from evals.scores import ticker_scores, usable_units
-from evals.signal import by_grade, draws_analysis, signal_shape
-from evals.serving import missing, serving_benchmark, unmeasured
-from evals.speed import path_speed, run_speed
+from dualpath.evals.agreement import grade_distribution, self_agreement
+from dualpath.evals.compare import compare_paths, cross_path_agreement, paired_delta_ic
+from dualpath.evals.interchange import LIMIT_SHARE, interchange
+from dualpath.evals.rankic import NIGHTLY, nightly_rank_ic, rank_ic_summary
+from dualpath.evals.returns import COLUMNS, forward_returns
+from dualpath.evals.scores import ticker_scores, usable_units
+from dualpath.evals.signal import by_grade, draws_analysis, signal_shape
+from dualpath.evals.serving import missing, serving_benchmark, unmeasured
+from dualpath.evals.speed import path_speed, run_speed
 
 
 @dataclass

@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from evals.registry import declare
-from evals.thinking import COLUMNS as THINKING_COLUMNS
-from evals.thinking import thinking_share
+from dualpath.evals.registry import declare
+from dualpath.evals.thinking import COLUMNS as THINKING_COLUMNS
+from dualpath.evals.thinking import thinking_share
 
 SWEEP_COLUMNS = ["label", "slots", "status", "verdict", "decode_tps", "share_of_best",
                  "prefill_tps", "ticker_s_throughput", "ticker_s_latency", "cached_share",

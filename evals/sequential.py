@@ -31,8 +31,8 @@ import math
 
 import numpy as np
 
-from evals import dist
-from evals.roots import brentq
+from dualpath.evals import dist
+from dualpath.evals.roots import brentq
 
 GRID = 18       # gsDesign's default grid size r
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from evals.registry import table
+from dualpath.evals.registry import table
 
 SLO_TTFT_MS = 5000.0    # a first token within 5 s
 SLO_TPOT_MS = 200.0     # then at least 5 tokens/s

@@ -17,10 +17,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from evals.agreement import icc_oneway, spearman_brown
-from evals.inference import mean_test
-from evals.rankic import MIN_TICKERS, grouped_spearman
-from evals.returns import OK
+from dualpath.evals.agreement import icc_oneway, spearman_brown
+from dualpath.evals.inference import mean_test
+from dualpath.evals.rankic import MIN_TICKERS, grouped_spearman
+from dualpath.evals.returns import OK
 
 
 def _graded(units: pd.DataFrame) -> pd.DataFrame:

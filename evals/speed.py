@@ -32,7 +32,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from evals.registry import table
+from dualpath.evals.registry import table
 
 Basis = Literal["throughput", "slot-latency"]
 Per = Literal["ticker", "unit"]
@@ -109,7 +109,7 @@ def slowdown_interval(logs: np.ndarray, level: float = 0.95) -> tuple[float, flo
     more nights."""
     from scipy import fft   # `dualpath runs` imports this module, never this
 
-    from evals import dist
+    from dualpath.evals import dist
 
     x = np.asarray(logs, dtype=float)
     n = len(x)

@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import pandas as pd  # noqa: E402
 
-from evals.sweep import BASIS, READY  # noqa: E402
+from dualpath.evals.sweep import BASIS, READY  # noqa: E402
 
 
 def _group(label: str) -> str:

@@ -7,15 +7,15 @@ them, so `evals.registry.TABLES` holds every table a reader prints.
 
 from __future__ import annotations
 
-from evals import headline as _headline  # noqa: F401  (registers "headline")
-from evals import listings as _listings  # noqa: F401  (registers runs, left_out, evidence, hosts)
-from evals import serving as _serving  # noqa: F401  (registers "serving")
-from evals import speed as _speed  # noqa: F401  (registers "speed")
-from evals.agreement import grade_distribution, self_agreement
-from evals.compare import compare_paths, cross_path_agreement
-from evals.rankic import rank_ic_summary
-from evals.registry import declare
-from evals.signal import by_grade, draws_analysis, signal_shape
+from dualpath.evals import headline as _headline  # noqa: F401  (registers "headline")
+from dualpath.evals import listings as _listings  # noqa: F401  (registers runs, left_out, evidence, hosts)
+from dualpath.evals import serving as _serving  # noqa: F401  (registers "serving")
+from dualpath.evals import speed as _speed  # noqa: F401  (registers "speed")
+from dualpath.evals.agreement import grade_distribution, self_agreement
+from dualpath.evals.compare import compare_paths, cross_path_agreement
+from dualpath.evals.rankic import rank_ic_summary
+from dualpath.evals.registry import declare
+from dualpath.evals.signal import by_grade, draws_analysis, signal_shape
 
 ORDER = ["headline", "comparison", "rank_ic", "cross_path", "self_agreement", "draws",
          "signal_shape", "by_grade", "grades", "speed", "serving"]

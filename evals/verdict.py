@@ -27,7 +27,7 @@ from datetime import date
 
 import pandas as pd
 
-from evals.compare import DeltaTest
+from dualpath.evals.compare import DeltaTest
 
 DECISIONS = {"non-inferior", "inferior", "equivalent", "not equivalent", "candidate better",
              "candidate worse"}

@@ -16,8 +16,8 @@ def complete_night(cfg: Config, night: date, paths: list[str] | None = None) -> 
     db = cfg.resolve(cfg.warehouse.path)
     if not wanted or not db.exists():
         return None
-    from warehouse.db import reader
-    from warehouse.queries import night_runs
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.queries import night_runs
 
     with reader(db) as con:
         stored = night_runs(con, cfg.experiment.name, night)

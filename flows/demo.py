@@ -16,16 +16,16 @@ from dualpath.config import dump_toml, load_config
 from dualpath.demo import demo_config_data, demo_market
 from dualpath.errors import UserError
 from dualpath.sim.fleet import SimFleet
-from flows.nightly import ingest_night, nightly_local, run_cancellable
+from dualpath.flows.nightly import ingest_night, nightly_local, run_cancellable
 from dualpath.prereg import draft_plan, plan_toml, testability
 from dualpath.prereg_design import reassurance_problems
-from flows.prereg import freeze_plan
-from flows.runner import plan_night
-from flows.weekly import write_report
-from warehouse.db import reader, writer
-from warehouse.prices import import_prices, validate_prices
-from evals.speed import path_totals, with_speed
-from warehouse.queries import run_summaries
+from dualpath.flows.prereg import freeze_plan
+from dualpath.flows.runner import plan_night
+from dualpath.flows.weekly import write_report
+from dualpath.warehouse.db import reader, writer
+from dualpath.warehouse.prices import import_prices, validate_prices
+from dualpath.evals.speed import path_totals, with_speed
+from dualpath.warehouse.queries import run_summaries
 
 
 @dataclass

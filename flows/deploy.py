@@ -25,7 +25,7 @@ from prefect.schedules import Cron
 
 from dualpath.config import Config
 from dualpath.errors import UserError
-from flows.remote import ensure_share_deployment, pooled, prepare_pools
+from dualpath.flows.remote import ensure_share_deployment, pooled, prepare_pools
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 NIGHTLY_CRON = "30 18 * * 1-5"     # after the close, on weekdays; holidays: see the calendar
@@ -169,8 +169,8 @@ def serve(cfg: Config, config_path: Path, nightly_cron: str = NIGHTLY_CRON,
     """Serve both deployments from this process until it is stopped (no work pool needed)."""
     from prefect import serve as prefect_serve
 
-    from flows.nightly import nightly
-    from flows.weekly import weekly_report
+    from dualpath.flows.nightly import nightly
+    from dualpath.flows.weekly import weekly_report
 
     flows = {"flows/nightly.py:nightly": nightly, "flows/weekly.py:weekly_report": weekly_report}
     deployments = []

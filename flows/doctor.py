@@ -119,9 +119,9 @@ def _pinned_advice(cfg: Config, name: str, seen: ServerIdentity | None) -> list[
 
 def _warehouse_checks(cfg: Config) -> tuple[list[Check], dict[str, int]]:
     from dualpath.errors import DiskFull, WarehouseDamaged
-    from warehouse.db import reader
-    from warehouse.experiment import largest_prompts, last_night_statuses
-    from warehouse.migrations import MIGRATIONS, applied as applied_migrations
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.experiment import largest_prompts, last_night_statuses
+    from dualpath.warehouse.migrations import MIGRATIONS, applied as applied_migrations
 
     path = cfg.resolve(cfg.warehouse.path)
     folder = path.parent if path.parent.exists() else cfg.base_dir
@@ -156,9 +156,9 @@ def _price_and_parity_checks(cfg: Config, path) -> list[Check]:
     from datetime import datetime, timezone
 
     from dualpath.calendar import MarketCalendar
-    from flows.report import run_warnings
-    from warehouse.db import reader
-    from warehouse.freshness import freshness
+    from dualpath.flows.report import run_warnings
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.freshness import freshness
 
     cal = MarketCalendar.from_settings(cfg.market)
     night = cal.default_night(datetime.now(timezone.utc))
@@ -182,7 +182,7 @@ def _price_and_parity_checks(cfg: Config, path) -> list[Check]:
 
 def _deployments_check(cfg: Config, config_path, listed: list[tuple[str, dict]]) -> Check:
     """This experiment's deployments exist and each runs this config (none crossed)."""
-    from flows.deploy import crossings
+    from dualpath.flows.deploy import crossings
 
     where = str(Path(config_path).resolve()) if config_path else None
     good, problems = crossings(listed, cfg.experiment.name, where or "")

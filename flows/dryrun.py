@@ -23,8 +23,8 @@ from dualpath.engines import engine
 from dualpath.identity import auth_headers, differences, read_identity
 from dualpath.launcher import prepare_launches
 from dualpath.records import CallRecord, ServerIdentity
-from flows.connect import connect
-from flows.doctor import Check, gpu_checks
+from dualpath.flows.connect import connect
+from dualpath.flows.doctor import Check, gpu_checks
 
 _SHORT_TOKENS = 16
 
@@ -133,7 +133,7 @@ async def _rehearse_calls(cfg: Config, name: str, http: httpx.AsyncClient, url: 
 async def rehearse_path(cfg: Config, name: str, log_dir: Path) -> list[Check]:
     """One path's rehearsal: obtain its server, check identity, two calls, stop it."""
     from dualpath.night import api_key
-    from flows.runner import path_http
+    from dualpath.flows.runner import path_http
 
     try:
         key = api_key(cfg, name)

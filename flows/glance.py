@@ -14,14 +14,14 @@ import pandas as pd
 
 from dualpath.config import Config
 from dualpath.errors import UserError
-from evals.headline import Headline, headline
+from dualpath.evals.headline import Headline, headline
 
 
 def metrics_and_headline(cfg: Config, paths: list[str] | None = None,
                          since: date | None = None, until: date | None = None):
     """(metrics, headline) of one study: under a frozen plan, the window's analysed nights."""
-    from flows import metrics as fm
-    from flows.prereg import study
+    from dualpath.flows import metrics as fm
+    from dualpath.flows.prereg import study
 
     frames = fm.load_frames(cfg, paths)
     if since and not (pd.to_datetime(frames["runs"]["night"]).dt.date >= since).any():

@@ -8,8 +8,8 @@ from datetime import date, datetime
 from dualpath.config import Config
 from dualpath.errors import UserError
 from dualpath.night import PriceHistory, missing_inputs
-from warehouse.db import reader, writer
-from warehouse.prices import load_prices, price_rows
+from dualpath.warehouse.db import reader, writer
+from dualpath.warehouse.prices import load_prices, price_rows
 
 
 def prepare_night(cfg: Config, night: date, calendar, tickers: list[str],
@@ -27,7 +27,7 @@ def ensure_prices(con, cfg: Config, tickers: list[str]) -> None:
     """Profiles on the synthetic market import its prices once, before the first night."""
     from dualpath.config_checks import SYNTHETIC_IMPORT_DAYS
     from dualpath.market import SyntheticMarket
-    from warehouse.prices import import_prices, validate_prices
+    from dualpath.warehouse.prices import import_prices, validate_prices
 
     if cfg.market.synthetic_seed is None or price_rows(con):
         return
@@ -90,8 +90,8 @@ def update_and_gate(con, cfg: Config, night: date, cal, tickers: list[str],
     """Before any call: update prices from the configured sources (a failing source is
     reported, scoring still runs), then the freshness gate. Returns the tickers that cannot
     be scored tonight, with why: missing, stale (no close for the night's session) or halted."""
-    from warehouse.freshness import as_line, freshness
-    from warehouse.price_sources import update_prices
+    from dualpath.warehouse.freshness import as_line, freshness
+    from dualpath.warehouse.price_sources import update_prices
 
     cal.require_session(night)
     horizon = max(cfg.experiment.horizons)

@@ -12,9 +12,9 @@ import pandas as pd
 
 from dualpath.config import Config
 from dualpath.prereg import Plan
-from evals.report import Metrics, compute_metrics
-from warehouse.db import reader
-from warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
+from dualpath.evals.report import Metrics, compute_metrics
+from dualpath.warehouse.db import reader
+from dualpath.warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def sessions_for(cfg: Config, prices: pd.DataFrame) -> list | None:
 def load_frames(cfg: Config, paths: list[str] | None = None) -> dict:
     """The experiment's frames, its frozen plan and its deviation log, from the warehouse."""
     from dualpath.errors import UserError
-    from warehouse import plans
+    from dualpath.warehouse import plans
 
     unknown = sorted(set(paths or []) - set(cfg.paths))
     if unknown:
@@ -96,7 +96,7 @@ def load_metrics(cfg: Config, paths: list[str] | None = None, since: date | None
     """Every metric table of the experiment, from the warehouse: under a frozen plan over
     exactly the nights the report analyses (`flows.prereg.study`), the label in the notes."""
     from dualpath.errors import UserError
-    from flows.prereg import study
+    from dualpath.flows.prereg import study
 
     frames = load_frames(cfg, paths)
     if since and not (pd.to_datetime(frames["runs"]["night"]).dt.date >= since).any():
@@ -109,8 +109,8 @@ def metadata(cfg: Config, since: date | None = None) -> dict:
     """What a machine-readable metrics export must say about itself."""
     from datetime import datetime, timezone
 
-    from warehouse import plans
-    from warehouse.experiment import config_hashes, night_span
+    from dualpath.warehouse import plans
+    from dualpath.warehouse.experiment import config_hashes, night_span
 
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         first, last = night_span(con, cfg.experiment.name, since)

@@ -25,14 +25,14 @@ from dualpath.config import Config, load_config
 from dualpath.launcher import prepare_launches
 from dualpath.preflight import preflight
 from dualpath.scheduler import Progress
-from flows import inputs, remote, runner
-from flows.complete import complete_night
-from flows.connect import refuse_busy_servers
-from flows.progress import LoggedProgress
-from flows.prereg import hold_night_to_plan
-from flows.report import night_summary, summary_markdown
-from warehouse.db import writer
-from warehouse.ingest import IngestStats, ingest_journals
+from dualpath.flows import inputs, remote, runner
+from dualpath.flows.complete import complete_night
+from dualpath.flows.connect import refuse_busy_servers
+from dualpath.flows.progress import LoggedProgress
+from dualpath.flows.prereg import hold_night_to_plan
+from dualpath.flows.report import night_summary, summary_markdown
+from dualpath.warehouse.db import writer
+from dualpath.warehouse.ingest import IngestStats, ingest_journals
 
 
 @task(cache_policy=NO_CACHE, timeout_seconds=24 * 3600, task_run_name="score-{work.path}")
@@ -60,7 +60,7 @@ def night_window(cfg: Config, works: list, log) -> dict[str, tuple[float, int | 
     import time
     from datetime import datetime, timezone
 
-    from flows.planning import estimates, seconds_until
+    from dualpath.flows.planning import estimates, seconds_until
 
     if not cfg.schedule.deadline:
         return {}
@@ -288,7 +288,7 @@ def run_nightly(config_path: Path, night: date | None = None,
     ``cfg``: the config already loaded from ``config_path`` (else it is read here), the one
     the whole night uses. An exception that ended the flow (a config or data mistake) is
     raised here."""
-    from flows.connect import keep_prefect_off_paths
+    from dualpath.flows.connect import keep_prefect_off_paths
     cfg = cfg or load_config(config_path)
     keep_prefect_off_paths(cfg)
     handed = _LOADED.set((str(config_path), cfg))

@@ -18,9 +18,9 @@ import numpy as np
 
 from dualpath.config import Config
 from dualpath.sim.model import expected_unit_seconds
-from evals.speed import seconds
-from warehouse.db import reader
-from warehouse.queries import speed_runs
+from dualpath.evals.speed import seconds
+from dualpath.warehouse.db import reader
+from dualpath.warehouse.queries import speed_runs
 
 
 @dataclass(frozen=True)

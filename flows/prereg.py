@@ -21,11 +21,11 @@ from dualpath.config_checks import unanalysable
 from dualpath.prereg import (Plan, deviations, executable_problems, load_plan,
                              min_complete_nights, testability)
 from dualpath.prereg_design import Pilot, reassurance_problems
-from evals.compare import DeltaTest
-from evals.verdict import (PrimaryVerdict, WindowFacts, late_nights, missing_nights,
+from dualpath.evals.compare import DeltaTest
+from dualpath.evals.verdict import (PrimaryVerdict, WindowFacts, late_nights, missing_nights,
                            primary_verdict)
-from warehouse import plans
-from warehouse.db import reader, transaction, writer
+from dualpath.warehouse import plans
+from dualpath.warehouse.db import reader, transaction, writer
 
 OFF_PLAN = ("config differs from plan", "night refused")
 
@@ -236,7 +236,7 @@ def study(cfg: Config, since: date | None = None, until: date | None = None,
     notes and the label); without one, every night in the range, labelled exploratory."""
     from dataclasses import replace
 
-    from flows import metrics as fm
+    from dualpath.flows import metrics as fm
 
     f = frames or fm.load_frames(cfg, paths)
     frozen = f["frozen"]
@@ -262,8 +262,8 @@ def study(cfg: Config, since: date | None = None, until: date | None = None,
                DeltaTest(q.primary_horizon, margin=q.margin, alpha=q.alpha))
     if plan is not None and plan.interchange is not None and q.candidate:
         # the plan's limit, not the default: the interchangeability verdict is preregistered
-        from evals.interchange import interchange
-        from evals.scores import usable_units
+        from dualpath.evals.interchange import interchange
+        from dualpath.evals.scores import usable_units
         usable = usable_units(sel["units"])
         m.interchange = interchange(usable, q.baseline, q.candidate, plan.interchange.limit,
                                     plan.interchange.alpha)
@@ -282,8 +282,8 @@ def sequential_interchange(usable: pd.DataFrame, q, plan: Plan, closed: bool = F
     the analysed nights have reached (on its first nights), against its boundary. A window
     that has `closed` with fewer nights than its last planned look (a night missing, left
     out) has its final look at the nights collected (`evals.sequential.closing_looks`)."""
-    from evals.interchange import interchange
-    from evals.sequential import bounds, closing_looks, sequential_verdict
+    from dualpath.evals.interchange import interchange
+    from dualpath.evals.sequential import bounds, closing_looks, sequential_verdict
 
     t = plan.interchange
     if not t.looks or not len(usable):
@@ -327,7 +327,7 @@ def pilot(cfg: Config, min_nights: int = 5) -> Pilot | None:
     """What the nights already in the warehouse say (complete runs; each horizon used once
     it has `min_nights` matured nights): the sd of nightly ΔIC, main's IC and its sd, and
     main's draw-to-draw agreement with the interchangeability term's variance; or None."""
-    from flows import metrics as fm
+    from dualpath.flows import metrics as fm
 
     path = cfg.resolve(cfg.warehouse.path)
     if not path.exists():

@@ -42,13 +42,13 @@ from dualpath.config import Config
 from dualpath.errors import ConfigError
 from dualpath.night import PriceHistory
 from dualpath.pipeline import read_documents
-from flows import runner
-from flows.store import JournalStore, write_atomic
+from dualpath.flows import runner
+from dualpath.flows.store import JournalStore, write_atomic
 
 log = logging.getLogger(__name__)
 
 SHARE_FLOW = "dualpath-path-share"
-SHARE_ENTRYPOINT = "flows.remote.path_share"
+SHARE_ENTRYPOINT = "dualpath.flows.remote.path_share"
 HOST_DIR_ENV = "DUALPATH_HOST_DIR"
 AUTOMATION = "dualpath: path shares whose heartbeats stopped are crashed"
 SHIP_EVERY_S = 30.0

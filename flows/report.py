@@ -8,9 +8,9 @@ import orjson
 
 from dualpath.config import Config
 from dualpath.sampling import applied_differences
-from warehouse.db import reader
-from evals.speed import SPEED_LABELS, with_speed
-from warehouse.queries import run_summaries, suspect_runs
+from dualpath.warehouse.db import reader
+from dualpath.evals.speed import SPEED_LABELS, with_speed
+from dualpath.warehouse.queries import run_summaries, suspect_runs
 
 
 def night_summary(cfg: Config, run_ids: list[str]) -> list[dict]:

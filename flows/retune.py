@@ -21,9 +21,9 @@ from dualpath.errors import UserError
 from dualpath.identity import auth_headers
 from dualpath.night import api_key
 from dualpath.replay import PROBE_MAX_TOKENS, ProbeResult, probe
-from flows.runner import check_identity
-from warehouse import sweeps as store
-from warehouse.db import reader, writer
+from dualpath.flows.runner import check_identity
+from dualpath.warehouse import sweeps as store
+from dualpath.warehouse.db import reader, writer
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ async def verify(cfg: Config, path: str, tolerance: float, long_tokens: int | No
 
 async def _probe_repeats(cfg: Config, path: str, n: int, scale: float,
                          repeats: int) -> list[ProbeResult]:
-    from flows.connect import connect
+    from dualpath.flows.connect import connect
 
     sp = cfg.paths[path]
     log_dir = cfg.resolve(cfg.warehouse.runs_dir) / "verify" / path

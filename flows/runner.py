@@ -34,11 +34,11 @@ from dualpath.night import PriceHistory, api_key, run_id_for, units_for
 from dualpath.records import INPUT_FAILED, RunBegin, RunEnd, ServerIdentity, ServerSession
 from dualpath.records import UnitResult, UnitStart
 from dualpath.scheduler import Progress, Unit
-from warehouse.journal import JournalWriter, read_journal
+from dualpath.warehouse.journal import JournalWriter, read_journal
 
 if TYPE_CHECKING:
     from dualpath.transport import AiohttpTransport
-    from flows.connect import Endpoint
+    from dualpath.flows.connect import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +125,8 @@ def label_interrupted(cfg: Config, runs: Any) -> Any:
 def claim_night(cfg: Config, night: date, config_path: Path | str | None) -> None:
     """Under the night's lock, the first write: the experiment bound to this runs folder,
     and the night to this config (`warehouse.experiments`)."""
-    from warehouse.db import writer
-    from warehouse.experiments import bind, check_night_config
+    from dualpath.warehouse.db import writer
+    from dualpath.warehouse.experiments import bind, check_night_config
 
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
         bind(con, cfg.experiment.name, str(cfg.resolve(cfg.warehouse.runs_dir)),
@@ -217,7 +217,7 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
     # the servers' side (simulators, aiohttp, telemetry) imported by what scores: `dualpath
     # runs` and a night's planning import this module and need none of it
     from dualpath.telemetry.gpu_identity import require_gpu_pins
-    from flows.connect import connect
+    from dualpath.flows.connect import connect
 
     try:
         headers = auth_headers(api_key(cfg, work.path))
@@ -288,8 +288,8 @@ async def score_into_journal(cfg: Config, night: date, work: PathWork, ep: Endpo
     whatever happens (cancel, a harness error, a failing watcher). Chat calls go through
     `chat` (a `dualpath.transport` transport), else through `http`."""
     from dualpath.night import path_runner
-    from flows.telemetry import path_telemetry
-    from flows.watch import watch_server
+    from dualpath.flows.telemetry import path_telemetry
+    from dualpath.flows.watch import watch_server
 
     began = time.time()
     w = JournalWriter(work.journal)
@@ -370,7 +370,7 @@ def _mono_seconds(run) -> float | None:
 def _close_journal(w: JournalWriter) -> None:
     """Close a journal; a write that failed (a full disk) is one line, not a traceback:
     what was synced is kept and the rerun resumes from it."""
-    from warehouse.db import diagnosis
+    from dualpath.warehouse.db import diagnosis
 
     try:
         w.close()

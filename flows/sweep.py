@@ -36,9 +36,9 @@ from dualpath.launcher import LaunchedServer, expand_argv, gpu_state, log_tail, 
 from dualpath.locks import endpoint_lock
 from dualpath.replay import PROBE_MAX_TOKENS, probe, replay, replay_client
 from dualpath.sweep_spec import Point, SweepSpec, load_spec, points, spec_hash
-from evals.sweep import FAILED, INCOMPLETE, READY, ablation, chosen, point_metrics, verdicts
-from warehouse import sweeps as store
-from warehouse.db import writer
+from dualpath.evals.sweep import FAILED, INCOMPLETE, READY, ablation, chosen, point_metrics, verdicts
+from dualpath.warehouse import sweeps as store
+from dualpath.warehouse.db import writer
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +339,7 @@ def run_sweep_flow(config: Path | str, spec_path: Path | str) -> SweepOutcome:
 
 def sweep_report(cfg: Config, which: str | None) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
     """A recorded sweep: its row, its verdict table and (ablation mode) the flag deltas."""
-    from warehouse.db import reader
+    from dualpath.warehouse.db import reader
 
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         sweep = store.find_sweep(con, which)

@@ -33,7 +33,7 @@ from dualpath.errors import DualpathError
 from dualpath.engines import engine
 from dualpath.identity import busy_slots, identity_drift, read_identity, read_metrics
 from dualpath.records import ServerIdentity, SessionEnd
-from flows.connect import Endpoint
+from dualpath.flows.connect import Endpoint
 
 log = logging.getLogger(__name__)
 

@@ -20,16 +20,16 @@ from prefect.runtime import flow_run
 from dualpath.config import Config, load_config
 from dualpath.errors import UserError
 from dualpath.sampling import config_differences
-from evals.weekly import PlanInfo, ReportData
-from evals.weekly.render import render
-from flows import metrics
-from warehouse.db import reader
-from evals.headline import headline
-from evals.listings import gpu_frame
-from evals.speed import with_speed
-from warehouse.energy import gpu_evidence
-from warehouse.experiment import config_hashes, server_sessions
-from warehouse.queries import run_hosts, run_summaries, server_evidence
+from dualpath.evals.weekly import PlanInfo, ReportData
+from dualpath.evals.weekly.render import render
+from dualpath.flows import metrics
+from dualpath.warehouse.db import reader
+from dualpath.evals.headline import headline
+from dualpath.evals.listings import gpu_frame
+from dualpath.evals.speed import with_speed
+from dualpath.warehouse.energy import gpu_evidence
+from dualpath.warehouse.experiment import config_hashes, server_sessions
+from dualpath.warehouse.queries import run_hosts, run_summaries, server_evidence
 
 
 def week_range(week: str) -> tuple[date, date]:
@@ -64,7 +64,7 @@ def coverage(st, summary: pd.DataFrame, paths: list[str], lo: date,
     plan, its analysed window nights; the window's missing nights and the nights outside it
     are left out. Without one, the nights every path ran complete (a night with a path's run
     not complete is shown in the tables of runs, never a result)."""
-    from evals.verdict import missing_nights
+    from dualpath.evals.verdict import missing_nights
 
     night = pd.to_datetime(summary["night"]).dt.date if len(summary) else pd.Series([])
     status = {n: dict(zip(g["path"], g["status"])) for n, g in summary.groupby(night)}
@@ -84,7 +84,7 @@ def coverage(st, summary: pd.DataFrame, paths: list[str], lo: date,
 def _freshness(con, cfg: Config, until: date) -> list[str]:
     """Price freshness for the report's last night (as the night's gate saw it)."""
     from dualpath.calendar import MarketCalendar
-    from warehouse.freshness import as_line, freshness
+    from dualpath.warehouse.freshness import as_line, freshness
 
     try:
         cal = MarketCalendar.from_settings(cfg.market)
@@ -119,8 +119,8 @@ def _listed(con, summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.
 
 def _sweeps(cfg: Config) -> list[dict]:
     """The latest sweep of each name on this experiment's paths (retuning evidence)."""
-    from flows.sweep import sweep_report
-    from warehouse.sweeps import latest_sweep_ids
+    from dualpath.flows.sweep import sweep_report
+    from dualpath.warehouse.sweeps import latest_sweep_ids
 
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         ids = latest_sweep_ids(con, cfg.experiment.name)
@@ -135,7 +135,7 @@ def gather(cfg: Config, since: date | None, until: date | None,
            sweeps: bool = True) -> ReportData:
     """Everything the report shows, from the warehouse; under a frozen plan, its question
     over exactly the nights `flows.prereg.study` analyses."""
-    from flows.prereg import study
+    from dualpath.flows.prereg import study
 
     exp = cfg.experiment.name
     try:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from dualpath.demo import demo_config_data
 from dualpath.sim.fleet import SimFleet
-from flows import inputs, runner
-from warehouse.db import writer
-from warehouse.ingest import ingest_journals
-from warehouse.journal import read_journal
-from flows.demo import synthetic_project
+from dualpath.flows import inputs, runner
+from dualpath.warehouse.db import writer
+from dualpath.warehouse.ingest import ingest_journals
+from dualpath.warehouse.journal import read_journal
+from dualpath.flows.demo import synthetic_project
 
 
 def make_project(root: Path, tickers: int = 6, draws: int = 2, nights: int = 2,

@@ -19,7 +19,7 @@ import pandas as pd
 from dualpath.config import load_config
 from dualpath.market import SyntheticMarket
 from tests.helpers import make_project
-from warehouse.db import writer
+from dualpath.warehouse.db import writer
 
 SPEED = {"main": lambda i: 60.0 + i % 3, "backup": lambda i: 345.0 + 2 * (i % 4)}
 SLOTS = {"main": 8, "backup": 4}

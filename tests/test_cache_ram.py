@@ -98,7 +98,7 @@ def _attached(tmp_path, env: dict[str, str]):
 
 @pytest.mark.parametrize("env, advised", [({}, True), ({"LLAMA_ARG_CACHE_RAM": "0"}, False)])
 def test_doctor_advises_it_for_an_attached_server_that_keeps_the_cache(tmp_path, env, advised):
-    from flows.doctor import _path_checks
+    from dualpath.flows.doctor import _path_checks
 
     proc, cfg = _attached(tmp_path, env)
     try:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
-from warehouse.db import reader
-from warehouse.journal_read import JournalContents
+from dualpath.warehouse.db import reader
+from dualpath.warehouse.journal_read import JournalContents
 
 
 def test_a_wall_clock_stepped_during_a_night_changes_no_duration(tmp_path, monkeypatch):

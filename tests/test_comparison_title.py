@@ -4,7 +4,7 @@ once headed the table)."""
 
 import pandas as pd
 
-from evals.registry import every_table
+from dualpath.evals.registry import every_table
 
 
 def test_the_title_is_the_primarys_margin_not_the_first_rows(monkeypatch):

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli_nightly import DUALPATH, env_for
-from warehouse.db import reader
-from warehouse.journal import read_journal
+from dualpath.warehouse.db import reader
+from dualpath.warehouse.journal import read_journal
 
 
 def _wait_for_calls(root: Path, proc: subprocess.Popen, timeout: float = 240) -> None:

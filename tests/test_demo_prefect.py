@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from dualpath.cli._common import prefect_env
-from flows.prefect_api import database_current
+from dualpath.flows.prefect_api import database_current
 
 LEAN = ("PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED",
         "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED", "PREFECT_LOGGING_TO_API_ENABLED")
@@ -77,7 +77,7 @@ def test_other_commands_and_a_configured_api_keep_prefects_defaults(tmp_path, mo
 def test_the_early_server_leaves_a_configured_api_alone(monkeypatch):
     """`EarlyAPI` (the demo's Prefect server, started before Prefect is imported) starts
     nothing when PREFECT_API_URL names a server, and leaves the variable as it was."""
-    from flows.prefect_api import EarlyAPI
+    from dualpath.flows.prefect_api import EarlyAPI
 
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4200/api")
     api = EarlyAPI()

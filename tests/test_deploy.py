@@ -21,13 +21,13 @@ def test_prefect_yaml_entrypoints_and_schedules():
         assert dep["schedules"][0]["timezone"] == "Asia/Seoul"
         assert dep["concurrency_limit"] == 1
     # named as `dualpath deploy` names the default experiment's
-    from flows.deploy import deployment_names
+    from dualpath.flows.deploy import deployment_names
     assert {f"{flow}/{name}" for name, flow in names.items()} == set(
         deployment_names("dualpath").values())
 
 
 def test_deployments_named_for_another_experiment_or_config_are_crossings():
-    from flows.deploy import crossings, deployment_names
+    from dualpath.flows.deploy import crossings, deployment_names
 
     assert deployment_names("exp") == {"nightly": "dualpath-nightly/nightly-exp",
                                        "weekly-report": "dualpath-weekly-report/weekly-report-exp"}

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.helpers import make_project
-from warehouse.db import reader
+from dualpath.warehouse.db import reader
 
 BIN = Path(sys.executable).parent
 

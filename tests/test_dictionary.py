@@ -5,8 +5,8 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.dictionary import dictionary
-from warehouse.migrations import migrate
+from dualpath.warehouse.dictionary import dictionary
+from dualpath.warehouse.migrations import migrate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,8 +29,8 @@ def test_the_readme_names_every_table_and_view():
 
 
 def test_a_warehouse_from_an_older_dualpath_is_brought_up_to_date_by_readers(tmp_path):
-    from warehouse.db import reader
-    from warehouse.migrations import MIGRATIONS
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.migrations import MIGRATIONS
 
     db = tmp_path / "old.duckdb"
     with duckdb.connect(str(db)) as con:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evals import dist
+from dualpath.evals import dist
 
 X = np.linspace(-8, 8, 81)
 Q = np.concatenate([[1e-12, 1e-6, 0.001], np.linspace(0.01, 0.99, 50), [0.999, 1 - 1e-6]])
@@ -49,7 +49,7 @@ def test_norm():
 
 
 def test_skew_kurtosis():
-    from evals.rankic import skew_kurtosis
+    from dualpath.evals.rankic import skew_kurtosis
 
     rng = np.random.default_rng(7)
     for n in (3, 4, 9, 30, 250):

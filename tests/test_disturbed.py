@@ -16,14 +16,14 @@ import httpx
 import pandas as pd
 
 from dualpath.config import load_config
-from evals.speed import path_speed
-from flows import runner
-from flows.report import run_warnings
+from dualpath.evals.speed import path_speed
+from dualpath.flows import runner
+from dualpath.flows.report import run_warnings
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
-from warehouse.db import reader
-from warehouse.frames import runs_frame
-from evals.speed import path_totals, with_speed
-from warehouse.queries import run_summaries
+from dualpath.warehouse.db import reader
+from dualpath.warehouse.frames import runs_frame
+from dualpath.evals.speed import path_totals, with_speed
+from dualpath.warehouse.queries import run_summaries
 
 
 def _per_run(rows: list[tuple[str, str, float, str | None]]) -> pd.DataFrame:
@@ -108,15 +108,15 @@ def test_a_stopped_server_is_flagged_stalled(tmp_path):
     """SIGSTOP for longer than the stall threshold in the middle of the backup's run."""
     from dualpath.procs import spawn, stop_process
     from dualpath.sim.fleet import _command, wait_ready
-    from warehouse.disturbed import STALL_S
-    from warehouse.journal import read_journal
+    from dualpath.warehouse.disturbed import STALL_S
+    from dualpath.warehouse.journal import read_journal
 
     cfg, night = _project(tmp_path, backup="load_poll_s = 0.2")
     proc = spawn(_command(cfg, "backup"), stdout=subprocess.PIPE, text=True)
     try:
         url = wait_ready("backup", proc, 30)
         work = runner.plan_path(cfg, night, "backup")
-        from flows import inputs
+        from dualpath.flows import inputs
         history = inputs.price_history(cfg)
 
         async def go():

@@ -28,7 +28,7 @@ def test_doctor_names_each_failing_check_and_its_fix(tmp_path, sim_server):
 def test_the_demo_market_prices_pass_whatever_todays_date(tmp_path):
     """The synthetic market's dates are its own (2027): today's date found none of its
     prices, so `dualpath doctor` failed right after `make demo`."""
-    from flows.doctor import _price_and_parity_checks
+    from dualpath.flows.doctor import _price_and_parity_checks
     from tests.helpers import make_project
 
     _, cfg, _ = make_project(tmp_path, tickers=2, draws=1, nights=1)
@@ -70,7 +70,7 @@ async def test_an_attached_config_without_prefect_api_url_is_a_note_not_a_failur
                                                                                    monkeypatch):
     """`dualpath nightly` runs without PREFECT_API_URL whatever the paths (a temporary
     server): doctor exited 1 for it on any config with a real server."""
-    from flows.doctor import _prefect_checks
+    from dualpath.flows.doctor import _prefect_checks
     from tests.helpers import make_project
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
@@ -103,7 +103,7 @@ def _gpu_project(tmp_path, pin: str, power: str = ""):
 def test_a_pinned_power_cap_the_gpu_reads_otherwise_is_named_with_the_value_to_write(tmp_path):
     """A 210 W cap pinned, 250 W read (the simulated GPU): doctor fails the path's GPU
     identity and `check` warns, both naming the value to write."""
-    from flows.doctor import gpu_checks
+    from dualpath.flows.doctor import gpu_checks
 
     cfg_path, cfg = _gpu_project(tmp_path, 'power_limit_w = 210\npcie = "Gen4 x16"',
                                  "power_limit_w = 250")
@@ -125,7 +125,7 @@ def test_a_pinned_power_cap_the_gpu_reads_otherwise_is_named_with_the_value_to_w
 
 
 def test_pins_that_hold_pass_and_check_says_so(tmp_path):
-    from flows.doctor import gpu_checks
+    from dualpath.flows.doctor import gpu_checks
 
     cfg_path, cfg = _gpu_project(tmp_path, 'power_limit_w = 210\npcie = "Gen4 x16"\n'
                                  'vram_total_mb = 32768')

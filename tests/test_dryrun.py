@@ -43,7 +43,7 @@ def test_identity_line_names_a_field_the_engine_does_not_report(tmp_path):
     """vLLM reports no slot count: the rehearsal said 'slots None' (a Python repr)."""
     from dualpath.config import load_config
     from dualpath.records import ServerIdentity
-    from flows.dryrun import _identity_checks
+    from dualpath.flows.dryrun import _identity_checks
     cfg_path = tmp_path / "dualpath.toml"
     assert dualpath("init", "--demo", str(cfg_path)).returncode == 0
     cfg = load_config(cfg_path)

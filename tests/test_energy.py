@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from evals.energy import compare, energy_lines, paired_ratio
+from dualpath.evals.energy import compare, energy_lines, paired_ratio
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
-from warehouse.db import reader, writer
-from warehouse.energy import energy_runs_frame, store_telemetry
-from warehouse.migrations import migrate
-from warehouse.queries import speed_runs
+from dualpath.warehouse.db import reader, writer
+from dualpath.warehouse.energy import energy_runs_frame, store_telemetry
+from dualpath.warehouse.migrations import migrate
+from dualpath.warehouse.queries import speed_runs
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_a_gpu_change_disturbs_the_run_and_keeps_it_out_of_the_medians(night, ch
     _rewrite(cfg, works, "backup", changed)
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         kept = speed_runs(con)["path"].tolist()
-        from warehouse.disturbed import DISTURBED
+        from dualpath.warehouse.disturbed import DISTURBED
         why = dict(con.execute(f"SELECT run_id, disturbed FROM ({DISTURBED})").fetchall())
     assert kept == ["main"]
     assert why[works[1].run_id if works[1].path == "backup" else works[0].run_id] == "gpu: " + change

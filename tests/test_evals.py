@@ -11,13 +11,13 @@ import statsmodels.api as sm
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
-from evals.agreement import (grade_distribution, icc_oneway, krippendorff_alpha_ordinal,
+from dualpath.evals.agreement import (grade_distribution, icc_oneway, krippendorff_alpha_ordinal,
                              quadratic_kappa, self_agreement, spearman_brown)
-from evals.compare import cross_path_agreement
-from evals.rankic import nightly_rank_ic, rank_ic_summary, spearman, summarize_ic
-from evals.returns import forward_returns
-from evals.scores import ticker_scores, usable_units
-from evals.speed import seconds
+from dualpath.evals.compare import cross_path_agreement
+from dualpath.evals.rankic import nightly_rank_ic, rank_ic_summary, spearman, summarize_ic
+from dualpath.evals.returns import forward_returns
+from dualpath.evals.scores import ticker_scores, usable_units
+from dualpath.evals.speed import seconds
 
 RNG_SEEDS = [0, 1, 2, 3, 4]
 

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evals.weekly import figures
-from evals.report_tables import latency_percentiles, real_scale_calls
-from flows.weekly import gather
+from dualpath.evals.weekly import figures
+from dualpath.evals.report_tables import latency_percentiles, real_scale_calls
+from dualpath.flows.weekly import gather
 from tests.seeded import SPEED, seed_warehouse
 
 COLORS = figures.path_colors(["main", "backup"])
@@ -83,7 +83,7 @@ def test_latency_percentiles_are_real_scale_for_simulated_paths(data):
 
 
 def test_sweep_plot_has_whole_slot_ticks_and_an_unclipped_knee():
-    from evals.sweep_plot import sweep_figure
+    from dualpath.evals.sweep_plot import sweep_figure
 
     t = pd.DataFrame({"label": ["-np=1", "-np=2", "-np=4", "-np=8"], "slots": [1, 2, 4, 8],
                       "status": "ready", "verdict": "ready",

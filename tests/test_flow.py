@@ -4,12 +4,12 @@ import asyncio
 
 from dualpath.sim.fleet import SimFleet
 from tests.helpers import make_project
-from warehouse.db import reader
+from dualpath.warehouse.db import reader
 
 
 def run_night(cfg_path, night, endpoints=None):
     """The flow's final state and its result (the data even when the state is Failed)."""
-    from flows.nightly import nightly_local
+    from dualpath.flows.nightly import nightly_local
 
     async def go():
         state = await nightly_local(str(cfg_path), night, endpoints=endpoints, return_state=True)
@@ -91,7 +91,7 @@ def test_small_demo_end_to_end(tmp_path, prefect_harness):
     assert ((m["server_predicted_s"] - m["calls_predicted_s"]).abs() < 0.01).all()
 
 
-from warehouse.queries import RUN_SUMMARY, server_evidence  # noqa: E402
+from dualpath.warehouse.queries import RUN_SUMMARY, server_evidence  # noqa: E402
 
 
 def test_flow_runs_are_named_and_publish_status_and_reason(tmp_path, prefect_harness):
@@ -140,8 +140,8 @@ def test_a_night_without_prices_fails_and_a_rerun_after_import_completes(tmp_pat
                                                                           prefect_harness):
     """Every unit input_failed: a failed run (never 'complete'), no call made, no speed."""
     from dualpath.market import SyntheticMarket
-    from warehouse.db import writer
-    from warehouse.prices import import_prices, validate_prices
+    from dualpath.warehouse.db import writer
+    from dualpath.warehouse.prices import import_prices, validate_prices
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=6, draws=1, nights=1)
     early = SyntheticMarket(7, start=cfg.market.synthetic_start.replace(year=2026), n_days=30)
@@ -206,7 +206,7 @@ def test_a_night_in_progress_shows_as_running(tmp_path, prefect_harness):
     import subprocess
     import sys
 
-    from flows import nightly as nightly_mod
+    from dualpath.flows import nightly as nightly_mod
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=8, draws=2, nights=1, clock=2.0)
     watcher = subprocess.Popen([sys.executable, "-c", WATCHER,
@@ -230,8 +230,8 @@ def test_a_scheduled_run_on_a_holiday_ends_cleanly_with_no_session(tmp_path, pre
     from datetime import datetime, timezone
 
     from dualpath.config import load_config
-    from flows import inputs
-    from flows.nightly import nightly
+    from dualpath.flows import inputs
+    from dualpath.flows.nightly import nightly
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
     krx = load_config(cfg_path).model_copy(update={"market": cfg.market.model_copy(
@@ -251,7 +251,7 @@ def test_the_cli_night_reads_its_config_once(tmp_path, prefect_harness, monkeypa
     """`dualpath nightly` read its config three times (the command, run_nightly, the flow's
     body) and a fourth for the run's name; now once, and the flow's run is still named."""
     import dualpath.cli.night as cli_night
-    import flows.nightly as fn
+    import dualpath.flows.nightly as fn
     from dualpath.config import load_config
     from prefect.client.orchestration import get_client
     from tests.cli_run import run_cli

@@ -6,10 +6,10 @@ import inspect
 import pytest
 
 from dualpath.prereg import draft_plan, plan_toml
-from flows.prereg import freeze_plan, plan_status
+from dualpath.flows.prereg import freeze_plan, plan_status
 from tests.helpers import make_project
-from warehouse import plans
-from warehouse.db import reader
+from dualpath.warehouse import plans
+from dualpath.warehouse.db import reader
 
 
 def _forced(cfg, plan_path):

@@ -126,7 +126,7 @@ def test_a_slowdown_without_a_paired_night_is_unknown_not_a_ratio_of_medians(tmp
     0 paired night(s))`: the quotient of two medians from different nights. Here backup's
     results are on nights 1, 3, 5, 7 (347, 351, 347, 351: 349) and main's on 0, 2, 4, 6, 8
     (60, 62, 61, 60, 62: 61), the other runs resumed: 349 / 61 = 5.7 would be that figure."""
-    from warehouse.db import writer
+    from dualpath.warehouse.db import writer
 
     cfg_path, cfg, nights = seed_warehouse(tmp_path)
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
@@ -147,7 +147,7 @@ def test_a_slowdown_without_a_paired_night_is_unknown_not_a_ratio_of_medians(tmp
 def test_a_night_of_the_study_size_is_one_line_and_an_unrecorded_size_says_so():
     """The projection's 100 is the nightly study's size (`TICKERS`): an experiment of that
     size gets one line; runs without a ticker count say the night is a projection."""
-    from evals.headline import Slowdown, night_lines
+    from dualpath.evals.headline import Slowdown, night_lines
 
     s = Slowdown("main", "backup", "throughput", "", 5.7, 5.6, 5.8, 0.95, 9, 61.0, 347.0, 2,
                  {"backup": 347 * 100 / 3600, "main": 61 * 100 / 3600}, 100, 100,
@@ -191,7 +191,7 @@ def test_runs_table_counts_the_units_measured_without_a_grade(seeded):
     """graded + parse_failed + failed add up to units_planned: two units of a night whose
     answers held no readable grade are counted where a reader looks, not only in -f json."""
     from dualpath.config import load_config
-    from warehouse.db import writer
+    from dualpath.warehouse.db import writer
 
     cfg = load_config(seeded)
     with writer(cfg.resolve(cfg.warehouse.path)) as con:

@@ -5,10 +5,10 @@ the field and the value to write, and the other path is scored."""
 from __future__ import annotations
 
 from dualpath.demo import demo_config_data
-from flows.demo import synthetic_project
+from dualpath.flows.demo import synthetic_project
 from tests.helpers import SimFleet, ingest, score_night_plain
-from warehouse.db import reader
-from warehouse.queries import run_summaries
+from dualpath.warehouse.db import reader
+from dualpath.warehouse.queries import run_summaries
 
 
 def _project(root, gpu_pin: dict):

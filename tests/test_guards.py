@@ -8,10 +8,10 @@ import pytest
 from dualpath.identity import sampling_differences
 from dualpath.locks import EndpointBusy, endpoint_lock
 from dualpath.sim.fleet import SimFleet
-from flows import inputs, runner
+from dualpath.flows import inputs, runner
 from tests.helpers import ingest, make_project, score_night_plain
-from warehouse.db import reader
-from flows.report import run_warnings
+from dualpath.warehouse.db import reader
+from dualpath.flows.report import run_warnings
 
 
 def test_endpoint_lock_is_exclusive_per_host_and_port():
@@ -68,9 +68,9 @@ def test_external_load_is_recorded_and_warned(tmp_path):
 
 
 def test_contaminated_units_are_kept_but_never_counted(tmp_path):
-    from evals.scores import usable_units
-    from warehouse.db import writer
-    from warehouse.frames import units_frame
+    from dualpath.evals.scores import usable_units
+    from dualpath.warehouse.db import writer
+    from dualpath.warehouse.frames import units_frame
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=3, draws=1, nights=1)
     with SimFleet(cfg) as fleet:
@@ -137,7 +137,7 @@ def test_a_swap_to_more_slots_is_caught_by_the_re_read_identity(tmp_path, sim_se
 def test_a_restart_on_the_same_port_is_recorded_and_not_compared(tmp_path, sim_server):
     """A fresh server with the same identity: no contamination, but its counters restarted,
     so `runs --evidence` says the session cannot be compared instead of comparing."""
-    from warehouse.queries import server_evidence
+    from dualpath.warehouse.queries import server_evidence
 
     cfg, night, profile, first, proxy = _backup_behind_proxy(tmp_path, sim_server)
     with proxy:
@@ -153,7 +153,7 @@ def test_a_restart_on_the_same_port_is_recorded_and_not_compared(tmp_path, sim_s
 
 
 def test_counters_going_down_mean_a_restart():
-    from flows.watch import counters_went_down
+    from dualpath.flows.watch import counters_went_down
 
     before = {"llamacpp:n_requests_total": 10.0, "llamacpp:requests_processing": 3.0}
     assert counters_went_down(before, {"llamacpp:n_requests_total": 12.0,

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evals import power as pw
-from evals.headline import quality_lines
-from evals.headline_icr import false_reassurance_of, interchange_lines
-from evals.interchange import Interchange
-from evals.verdict import PrimaryVerdict
+from dualpath.evals import power as pw
+from dualpath.evals.headline import quality_lines
+from dualpath.evals.headline_icr import false_reassurance_of, interchange_lines
+from dualpath.evals.interchange import Interchange
+from dualpath.evals.verdict import PrimaryVerdict
 
 V = PrimaryVerdict(
     label="confirmatory", label_text="confirmatory", reasons=(), baseline="main",

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from evals.headline import Slowdown, runaway_shares, speed_lines
+from dualpath.evals.headline import Slowdown, runaway_shares, speed_lines
 
 V = SimpleNamespace(candidate="backup", baseline="main")
 

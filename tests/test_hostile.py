@@ -249,7 +249,7 @@ def test_sql_cannot_touch_the_machine(tmp_path, query):
 
 def test_normal_readers_still_read_files(tmp_path):
     """Only the user's SQL is sandboxed: the warehouse's own readers keep their access."""
-    from warehouse.db import reader
+    from dualpath.warehouse.db import reader
 
     db = tmp_path / "w.duckdb"
     duckdb.connect(str(db)).close()
@@ -262,7 +262,7 @@ def test_normal_readers_still_read_files(tmp_path):
 def test_price_file_with_a_timezone_bearing_date_is_a_data_error_or_its_own_date(tmp_path):
     """Prices are another module's (warehouse/prices.py); this holds it to the promise: a
     time zone never raises a raw error, and never moves a row to another day."""
-    from warehouse.prices import read_prices_file, validate_prices
+    from dualpath.warehouse.prices import read_prices_file, validate_prices
 
     f = tmp_path / "p.csv"
     f.write_text("ticker,date,adj_close\nAAA,2027-01-04T23:00:00-05:00,10\nAAA,2027-01-05,11\n")

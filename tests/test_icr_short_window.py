@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evals.headline_icr import interchange_lines
-from evals.sequential import (bounds, closing_looks, noise_rate, obf_spending,
+from dualpath.evals.headline_icr import interchange_lines
+from dualpath.evals.sequential import (bounds, closing_looks, noise_rate, obf_spending,
                               sequential_verdict)
-from flows.prereg import study
+from dualpath.flows.prereg import study
 from tests.test_headline_icr import X
 from tests import test_label_disclosure as disclosure
 from tests.test_label_disclosure import headline, label_lines, sql

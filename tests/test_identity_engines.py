@@ -253,7 +253,7 @@ async def test_a_vllm_fingerprint_is_pinned_whole_or_from_the_first_response():
 def test_prefect_temporary_server_is_kept_off_the_paths_ports():
     code = (
         "from dualpath.config import load_config\n"
-        "from flows.connect import keep_prefect_off_paths\n"
+        "from dualpath.flows.connect import keep_prefect_off_paths\n"
         f"keep_prefect_off_paths(load_config({str(EXAMPLE)!r}))\n"
         "from prefect.server.api.server import SubprocessASGIServer\n"
         "s = SubprocessASGIServer()\n"       # what Prefect's client asks for, unstarted
@@ -273,10 +273,10 @@ def test_vllm_evidence_counts_prefill_as_prompt_less_cached(tmp_path, sim_server
     --evidence` says why the calls' figure reads high instead of comparing silently."""
     import asyncio
 
-    from flows import inputs, runner
+    from dualpath.flows import inputs, runner
     from tests.helpers import ingest, make_project
-    from warehouse.db import reader
-    from warehouse.queries import server_evidence
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.queries import server_evidence
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
     rows = {}

@@ -8,10 +8,10 @@ import pytest
 
 from dualpath.records import CallRecord, UnitResult
 from tests.helpers import SimFleet, make_project, score_night_plain
-from warehouse.ingest import ingest_journals
-from warehouse.journal import JournalWriter, iter_lines, read_journal
-from warehouse.line_limit import MAX_LINE_BYTES
-from warehouse.migrations import migrate
+from dualpath.warehouse.ingest import ingest_journals
+from dualpath.warehouse.journal import JournalWriter, iter_lines, read_journal
+from dualpath.warehouse.line_limit import MAX_LINE_BYTES
+from dualpath.warehouse.migrations import migrate
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 
-from evals.interchange import interchange, nightly_interchange
+from dualpath.evals.interchange import interchange, nightly_interchange
 
 
 def frame(draws: dict, night="2027-01-04") -> pd.DataFrame:
@@ -140,7 +140,7 @@ def test_per_night_rows():
 def test_the_noise_backups_mean_and_sd_are_those_over_every_relabelling_of_its_tickers():
     import itertools
 
-    from evals.interchange import interchange, standardized_ranks
+    from dualpath.evals.interchange import interchange, standardized_ranks
 
     rng = np.random.default_rng(11)
     rows = [{"night": n, "path": p, "draw": d, "ticker": f"T{i}",

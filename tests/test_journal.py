@@ -9,7 +9,7 @@ import pytest
 
 from dualpath.errors import DataError
 from dualpath.records import CallRecord, RunBegin, RunEnd, UnitResult, UnitStart
-from warehouse.journal import JournalWriter, read_journal
+from dualpath.warehouse.journal import JournalWriter, read_journal
 
 
 def call(i: int, ticker="AAA", draw=1) -> CallRecord:

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 from dualpath.prereg import draft_plan, plan_toml
-from evals.verdict import late_nights
-from flows.prereg import freeze_plan, study
+from dualpath.evals.verdict import late_nights
+from dualpath.flows.prereg import freeze_plan, study
 from tests.cli_run import run_cli
 from tests.seeded import seed_warehouse
-from warehouse.db import writer
+from dualpath.warehouse.db import writer
 
 # the seeded nights: 2027-04-29, -30, 05-03, -04, -05, -06, -07, -10, -12 (the window) and -13
 NIGHT3, NIGHT4, NIGHT5, NIGHT6 = "2027-05-03", "2027-05-04", "2027-05-05", "2027-05-06"
@@ -187,10 +187,10 @@ def test_a_weekly_look_inside_the_window_is_interim(planned, tmp_path):
 
 
 def test_an_interim_look_names_no_verdict_word_in_notes_card_or_table(planned):
-    from evals.headline import headline_table
-    from evals.weekly import ReportData
-    from evals.weekly.render import cards
-    from flows.glance import metrics_and_headline
+    from dualpath.evals.headline import headline_table
+    from dualpath.evals.weekly import ReportData
+    from dualpath.evals.weekly.render import cards
+    from dualpath.flows.glance import metrics_and_headline
 
     cfg_path, cfg = planned
     m, head = metrics_and_headline(cfg, None, None, date(2027, 5, 9))
@@ -234,7 +234,7 @@ def test_horizons_edited_after_the_freeze_are_a_deviation_the_label_names(planne
     import tomllib
 
     from dualpath.config import dump_toml, load_config
-    from flows.prereg import hold_night_to_plan
+    from dualpath.flows.prereg import hold_night_to_plan
 
     cfg_path, cfg = planned
     data = tomllib.loads(cfg_path.read_text())

@@ -18,11 +18,11 @@ import pytest
 
 from dualpath.config import load_config
 from dualpath.prereg import draft_plan, load_plan, min_complete_nights, plan_toml
-from evals.verdict import window_label
-from flows.metrics import load_frames
-from flows.prereg import freeze_plan, window_facts
+from dualpath.evals.verdict import window_label
+from dualpath.flows.metrics import load_frames
+from dualpath.flows.prereg import freeze_plan, window_facts
 from tests.seeded import seed_warehouse
-from warehouse.db import writer
+from dualpath.warehouse.db import writer
 
 NIGHT5, NIGHT6 = "2027-05-05", "2027-05-06"
 

@@ -8,10 +8,10 @@ import pytest
 from dualpath.config import load_config
 from dualpath.errors import UserError
 from dualpath.prereg import draft_plan, plan_toml
-from flows.prereg import freeze_plan, hold_night_to_plan, study
-from flows.weekly import write_report
+from dualpath.flows.prereg import freeze_plan, hold_night_to_plan, study
+from dualpath.flows.weekly import write_report
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
-from warehouse.db import writer
+from dualpath.warehouse.db import writer
 
 
 def history(tmp_path, nights=4, window=4, primary=1, skip=(), change_at=None, freeze=True,
@@ -102,7 +102,7 @@ def test_case2_a_deviating_night_is_dropped_and_the_label_says_so(tmp_path):
     assert any(f"{nights[3]} (config differs from plan)" in r for r in data.verdict.reasons)
     assert set(data.metrics.nightly_ic["night"].dt.date) == set(nights[:3])   # never pooled
     assert data.plan.nights_collected == 3
-    from flows.metrics import load_metrics
+    from dualpath.flows.metrics import load_metrics
     same = load_metrics(cfg)                  # `dualpath metrics` says the same, not pooled
     assert same.comparison["mean_delta"].equals(data.metrics.comparison["mean_delta"])
     assert set(same.nightly_ic["night"].dt.date) == set(nights[:3])
@@ -114,7 +114,7 @@ def test_case3_a_night_after_the_window_is_never_pooled(tmp_path):
     assert set(data.metrics.nightly_ic["night"].dt.date) == set(nights[:4])
     assert data.verdict.label == "confirmatory"
     assert any("1 night(s) outside the plan's window" in n for n in data.metrics.notes)
-    from flows.metrics import load_metrics
+    from dualpath.flows.metrics import load_metrics
     same = load_metrics(cfg)                         # `dualpath metrics` analyses the same
     assert set(same.nightly_ic["night"].dt.date) == set(nights[:4])
     assert same.comparison.equals(data.metrics.comparison)

@@ -9,13 +9,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+LAYER_PACKAGES = {"evals", "flows", "warehouse", "viewer"}   # installed as dualpath.<name>
+
+
+def root_of(module: str) -> str:
+    """The layer a module name belongs to: `dualpath.evals.x` is evals (the layers install
+    under the one dualpath namespace), `dualpath.night` the core, `duckdb` itself."""
+    parts = module.split(".")
+    if parts[0] == "dualpath" and len(parts) > 1 and parts[1] in LAYER_PACKAGES:
+        return parts[1]
+    return parts[0]
+
+
 def imported_roots(path: Path) -> set[str]:
     roots = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            roots |= {a.name.split(".")[0] for a in node.names}
+            roots |= {root_of(a.name) for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            roots.add(node.module.split(".")[0])
+            roots.add(root_of(node.module))
+            if node.module == "dualpath":      # from dualpath import evals
+                roots |= {a.name for a in node.names if a.name in LAYER_PACKAGES}
     return roots
 
 

@@ -7,11 +7,11 @@ import orjson
 import pytest
 
 from dualpath.errors import DataError, WarehouseDamaged
-from flows.doctor import _warehouse_checks
+from dualpath.flows.doctor import _warehouse_checks
 from tests.cli_run import run_cli
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
-from warehouse.db import reader, writer
-from warehouse.ingest import ingest_journals
+from dualpath.warehouse.db import reader, writer
+from dualpath.warehouse.ingest import ingest_journals
 
 def cli(*args):
     return run_cli(*args)      # in process, in the test's folder (the autouse fixture's)
@@ -105,7 +105,7 @@ def test_a_damaged_warehouse_is_one_line_everywhere_and_rebuilt_from_the_journal
         if "not recovered: prices" in r.stderr:
             with writer(wh) as con:
                 from dualpath.demo import demo_market
-                from warehouse.prices import import_prices, validate_prices
+                from dualpath.warehouse.prices import import_prices, validate_prices
                 raw = demo_market(cfg, 1).prices()
                 raw = raw[raw["ticker"].isin(cfg.tickers())]
                 import_prices(con, validate_prices(raw, cfg.tickers())[0])
@@ -117,8 +117,8 @@ def test_a_rebuilt_warehouse_keeps_its_preregistration(tmp_path):
     """No journal holds a plan: the freeze log beside the warehouse does, and a rebuild of a
     file that cannot be read restores the freeze (its time and hash), so the study stays
     what it was (a freeze after its nights would be exploratory)."""
-    from flows.prereg import freeze_plan
-    from warehouse.plans import current, freeze_log
+    from dualpath.flows.prereg import freeze_plan
+    from dualpath.warehouse.plans import current, freeze_log
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=5, draws=1, nights=2)
     from dualpath.prereg import draft_plan, plan_toml

@@ -1,10 +1,10 @@
 """Metrics over a real small warehouse: the tables exist, partial runs are kept out."""
 
 from dualpath.sim.fleet import SimFleet
-from evals.report import compute_metrics
+from dualpath.evals.report import compute_metrics
 from tests.helpers import ingest, make_project, score_night_plain
-from warehouse.db import reader
-from warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
+from dualpath.warehouse.db import reader
+from dualpath.warehouse.frames import calls_frame, prices_frame, runs_frame, units_frame
 
 
 def test_metrics_from_a_warehouse_with_a_partial_run(tmp_path):
@@ -45,8 +45,8 @@ def test_metrics_from_a_warehouse_with_a_partial_run(tmp_path):
 
 def test_comparison_plot_is_written(tmp_path):
     import pandas as pd
-    from evals.plots import plot_comparison
-    from evals.report import Metrics
+    from dualpath.evals.plots import plot_comparison
+    from dualpath.evals.report import Metrics
     nights = pd.date_range("2027-01-04", periods=5, freq="B")
     ic = pd.concat([pd.DataFrame({"night": nights, "path": p, "horizon": 1, "ic": v,
                                   "n_tickers": 20, "status": "ok"})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from warehouse.migrations import FORMER_NAMES, MIGRATIONS, applied, migrate
+from dualpath.warehouse.migrations import FORMER_NAMES, MIGRATIONS, applied, migrate
 
 # The list as dualpath ran it until the renaming, frozen here: what older warehouses recorded.
 FORMER_ORDER = [

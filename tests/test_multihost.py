@@ -24,11 +24,11 @@ from dualpath.config import dump_toml, load_config
 from dualpath.demo import demo_config_data, demo_market
 from dualpath.errors import ConfigError
 from dualpath.night import PriceHistory
-from flows import remote
-from flows.store import JournalStore
+from dualpath.flows import remote
+from dualpath.flows.store import JournalStore
 from tests.helpers import SimFleet, make_project, score_night_plain
-from warehouse.db import reader, writer
-from warehouse.prices import import_prices, validate_prices
+from dualpath.warehouse.db import reader, writer
+from dualpath.warehouse.prices import import_prices, validate_prices
 
 BIN = Path(sys.executable).parent
 # backup: 4 slots, 8 tickers, about 1 s per unit here: two waves, so a kill can fall between
@@ -120,7 +120,7 @@ def night_rows(cfg, night: date) -> dict:
 
 def register_shares(env: dict, pools: list[str]) -> None:
     """The share deployments, shipping every second (a night here lasts seconds)."""
-    code = ("import asyncio, sys; from flows.remote import ensure_share_deployment as e\n"
+    code = ("import asyncio, sys; from dualpath.flows.remote import ensure_share_deployment as e\n"
             "async def go():\n"
             "    for p in sys.argv[1:]: await e(p, 1.0, replace_existing=True)\n"
             "asyncio.run(go())")
@@ -226,7 +226,7 @@ def test_a_folder_store_ships_atomically_and_a_journal_shipped_twice_is_ingested
     fetched = tmp_path / "parent" / "journal.jsonl"
     assert store.get(key, fetched) and store.get(key, fetched)
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
-        from warehouse.ingest import ingest_journals
+        from dualpath.warehouse.ingest import ingest_journals
         first = ingest_journals(con, [fetched])[0]
         second = ingest_journals(con, [fetched])[0]
     assert (first.new_calls, first.new_units) == (2 * 17, 2)

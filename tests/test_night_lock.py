@@ -15,7 +15,7 @@ import pytest
 from bench.faultlab import score_night
 from dualpath.errors import EndpointBusy, NightBusy, UserError
 from dualpath.locks import endpoint_key, endpoint_lock, night_holder
-from flows import runner
+from dualpath.flows import runner
 from tests.helpers import make_project
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ HOLD = """
 import sys, time
 from dualpath.config import load_config
 from datetime import date
-from flows.runner import hold_night
+from dualpath.flows.runner import hold_night
 cfg = load_config(sys.argv[1])
 with hold_night(cfg, date.fromisoformat(sys.argv[2])):
     print("held", flush=True)
@@ -111,9 +111,9 @@ def test_localhost_and_its_address_are_one_server():
 
 
 def test_a_run_left_running_reads_interrupted_once_no_process_holds_its_night(tmp_path):
-    from warehouse.db import reader, writer
-    from warehouse.ingest import ingest_journals
-    from warehouse.queries import run_summaries
+    from dualpath.warehouse.db import reader, writer
+    from dualpath.warehouse.ingest import ingest_journals
+    from dualpath.warehouse.queries import run_summaries
     from tests.helpers import SimFleet, score_night_plain
     cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
     with SimFleet(cfg) as fleet:

@@ -14,8 +14,8 @@ import duckdb
 import pytest
 
 from tests.helpers import make_project
-from warehouse.db import bounded_query
-from warehouse.snapshots import PREFIX, snapshot_folder
+from dualpath.warehouse.db import bounded_query
+from dualpath.warehouse.snapshots import PREFIX, snapshot_folder
 
 
 def _warehouse(tmp_path: Path) -> Path:

@@ -14,10 +14,10 @@ from dualpath.pipeline import UnitInput
 from dualpath.records import CallRecord, UnitResult
 from dualpath.scheduler import PathRunner, Unit, draw_major
 from dualpath.sim.fleet import sim_process
-from flows import inputs, runner
+from dualpath.flows import inputs, runner
 from tests.helpers import ingest, make_project
-from warehouse.db import reader
-from warehouse.queries import RUN_SUMMARY
+from dualpath.warehouse.db import reader
+from dualpath.warehouse.queries import RUN_SUMMARY
 
 NIGHT_INPUT = lambda u: UnitInput(u.ticker, u.draw, __import__("datetime").date(2027, 5, 3), ())
 
@@ -212,7 +212,7 @@ def test_secrets_in_launch_evidence_are_redacted():
 
 def test_migration_relabels_complete_runs_whose_units_failed(tmp_path):
     import duckdb
-    from warehouse.migrations import MIGRATIONS, migrate
+    from dualpath.warehouse.migrations import MIGRATIONS, migrate
 
     db = tmp_path / "old.duckdb"
     con = duckdb.connect(str(db))

@@ -18,8 +18,8 @@ from dualpath.demo import demo_config_data
 from dualpath.errors import ConfigError
 from dualpath.prereg import deviations, draft_plan, plan_toml, load_plan
 from dualpath.prereg_design import draws_proposal, nights_to_decide
-from evals.agreement import self_agreement
-from evals.interchange import interchange, noise_terms, standardized_ranks
+from dualpath.evals.agreement import self_agreement
+from dualpath.evals.interchange import interchange, noise_terms, standardized_ranks
 
 NIGHT = date(2026, 3, 2)
 
@@ -77,9 +77,9 @@ def test_units_are_draw_major_at_each_paths_count(tmp_path):
 
 def test_fewer_draws_cuts_each_path_at_its_own_draws(tmp_path, monkeypatch):
     """over_deadline = 'fewer-draws': the draws that fit, path by path."""
-    import flows.planning as planning
-    from flows import runner
-    from flows.nightly import night_window
+    import dualpath.flows.planning as planning
+    from dualpath.flows import runner
+    from dualpath.flows.nightly import night_window
 
     cfg = config(tmp_path, main=3)
     cfg = cfg.model_copy(update={"schedule": cfg.schedule.model_copy(
@@ -215,11 +215,11 @@ def test_draft_proposes_a_third_main_draw_where_it_decides_in_time(tmp_path):
 # --- a simulated night, scored and analysed -----------------------------------------------
 
 def test_a_night_at_main_3_backup_2_is_scored_recorded_and_analysed(tmp_path):
-    from flows.demo import synthetic_project
-    from flows.glance import metrics_and_headline
+    from dualpath.flows.demo import synthetic_project
+    from dualpath.flows.glance import metrics_and_headline
     from tests.helpers import SimFleet, ingest, score_night_plain
-    from warehouse.db import reader
-    from warehouse.queries import run_summaries
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.queries import run_summaries
 
     data = demo_config_data(tmp_path, 8, 2, 0.01)
     data["paths"]["main"]["draws"] = 3
@@ -243,8 +243,8 @@ def test_a_night_at_main_3_backup_2_is_scored_recorded_and_analysed(tmp_path):
 
 
 def test_night_lines_name_each_paths_draws():
-    from evals.format import draws_words
-    from evals.headline import Slowdown, night_lines
+    from dualpath.evals.format import draws_words
+    from dualpath.evals.headline import Slowdown, night_lines
 
     assert draws_words(2) == "2 draws" and draws_words({"main": 2, "backup": 2}) == "2 draws"
     assert draws_words({"main": 3, "backup": 2}, ("backup", "main")) == \
@@ -261,7 +261,7 @@ def test_night_lines_name_each_paths_draws():
 # --- the command line, whole output --------------------------------------------------------
 
 def _project_3_2(tmp_path, tickers=20):
-    from flows.demo import synthetic_project
+    from dualpath.flows.demo import synthetic_project
 
     data = demo_config_data(tmp_path, tickers, 2, 0.01)
     data["paths"]["main"]["draws"] = 3
@@ -301,7 +301,7 @@ def test_check_and_prereg_status_show_each_paths_draws(tmp_path):
 
 
 def test_check_warns_when_main_has_one_draw(tmp_path):
-    from flows.demo import synthetic_project
+    from dualpath.flows.demo import synthetic_project
     from tests.cli_run import run_cli
 
     data = demo_config_data(tmp_path, 20, 2, 0.01)
@@ -337,7 +337,7 @@ def test_draft_prints_both_options_at_the_users_shape(tmp_path):
 def test_the_slowdown_compares_units_where_the_paths_draws_differ():
     """main at 3 draws takes 3 units a ticker, backup at 2 takes 2: per ticker backup reads
     4× slower, per unit (the same work) 6×."""
-    from evals.headline import slowdown, speed_lines
+    from dualpath.evals.headline import slowdown, speed_lines
 
     runs = pd.DataFrame([{"path": p, "night": n, "is_result": True, "tickers": 8,
                           "throughput_s_per_ticker": s * d, "throughput_s_per_unit": s}
@@ -357,8 +357,8 @@ def test_the_slowdown_compares_units_where_the_paths_draws_differ():
 def test_what_each_draw_buys_is_measured_at_each_paths_own_draws():
     """main at 3 draws, backup at 2: the backup's measured k stops at 2 (its mean of all
     draws), main's at 3; a backup "k = 3" built from main's third draw would be its k = 2."""
-    from evals.returns import forward_returns
-    from evals.signal import draws_analysis
+    from dualpath.evals.returns import forward_returns
+    from dualpath.evals.signal import draws_analysis
     from tests.test_stats import draw_units
 
     prices, nights, main = draw_units(nights=8, draws=3)
@@ -394,7 +394,7 @@ def test_plan_sizes_each_path_at_its_own_draws(tmp_path):
 def test_the_energy_ratio_compares_units_where_the_paths_draws_differ():
     """per ticker backup 2 draws × 30 kJ, main 3 × 10 kJ: 2× per ticker, 3× per unit; the
     kJ per ticker stay what a ticker costs on each path."""
-    from evals import energy
+    from dualpath.evals import energy
 
     runs = pd.DataFrame([{"path": p, "night": n, "is_result": True, "j_per_ticker": j,
                           "j_above_idle_per_ticker": j / 2, "idle_w": 30.0,

@@ -4,9 +4,9 @@ run partial) drafted the morning after its last night (prices to 2027-05-14), h=
 come from the pilot and h=20, matured on no night yet, is assumed."""
 
 from dualpath.cli.prereg import _noise
-from evals.power import null_sd_delta
+from dualpath.evals.power import null_sd_delta
 from tests.seeded import seed_warehouse
-from warehouse.db import writer
+from dualpath.warehouse.db import writer
 
 
 def test_a_ten_night_pilot_drafted_the_next_morning_uses_h1_and_h5(tmp_path):

@@ -18,7 +18,7 @@ from dualpath.config import load_config
 from dualpath.errors import ConfigError, EndpointBusy, NightBusy
 from dualpath.locks import endpoint_holder, endpoint_lock, lock_dir
 from dualpath.places import real_path, same_place
-from flows import runner
+from dualpath.flows import runner
 from tests.cli_run import run_cli
 from tests.helpers import make_project
 from tests.test_night_lock import holder_process

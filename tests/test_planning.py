@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 from typer.testing import CliRunner
 
 from dualpath.cli import app
-from flows import inputs, runner
-from flows.planning import estimates, seconds_until
+from dualpath.flows import inputs, runner
+from dualpath.flows.planning import estimates, seconds_until
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
 
 

@@ -9,8 +9,8 @@ from scipy import stats
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import DescrStatsW
 
-from evals import power as pw
-from evals.inference import delta_test
+from dualpath.evals import power as pw
+from dualpath.evals.inference import delta_test
 
 
 def test_independent_count_matches_the_greedy_subseries():
@@ -68,7 +68,7 @@ def test_brentq_finds_the_same_root_as_scipys():
     for float: every root of the grid below is the same number (well inside 1e-9)."""
     from scipy import optimize
 
-    from evals.roots import brentq
+    from dualpath.evals.roots import brentq
 
     for test in pw.TESTS:
         for sd in (0.03, 0.1, 0.4):
@@ -98,7 +98,7 @@ def test_brentq_finds_the_same_root_as_scipys():
 def test_the_group_sequential_bounds_are_those_scipys_brentq_gives(monkeypatch):
     from scipy import optimize
 
-    from evals import sequential as sq
+    from dualpath.evals import sequential as sq
 
     designs = [([5, 10, 15, 20], 20, 0.05), ([5, 10, 12], 30, 0.025), ([4, 8], 8, 0.1)]
     ours = [sq.bounds(*d) for d in designs]
@@ -167,8 +167,8 @@ def test_power_uses_the_plans_sd_when_given_and_says_so():
 def test_each_secondary_gets_its_own_test_margin_and_alpha():
     from statsmodels.stats.multitest import multipletests
 
-    from evals.compare import DeltaTest, compare_paths
-    from evals.returns import forward_returns
+    from dualpath.evals.compare import DeltaTest, compare_paths
+    from dualpath.evals.returns import forward_returns
     from tests.test_stats import two_paths
     prices, nights, scores = two_paths(lost=2, nights=40)
     returns = forward_returns(prices, nights, [1, 2, 5])
@@ -183,7 +183,7 @@ def test_each_secondary_gets_its_own_test_margin_and_alpha():
     adj = multipletests(sec["p_claim"], method="holm")[1]
     assert sec["p_claim_holm"].tolist() == pytest.approx(adj)
     counter = multipletests(sec["p_counter"], method="holm")[1]
-    from evals.inference import verdict_of
+    from dualpath.evals.inference import verdict_of
     # each row against its own α: 0.10 for the equivalence row, 0.01 for the difference row
     assert out.loc[1, "verdict"] == verdict_of("equivalence", adj[0], counter[0], 0.10)
     assert out.loc[2, "verdict"] == verdict_of("difference", adj[1], counter[1], 0.01)
@@ -230,8 +230,8 @@ def test_a_plans_pilot_sd_gives_predictive_power_in_the_comparison():
     df its pilot estimated the sd (it was the plug-in power at that estimate)."""
     import numpy as np
 
-    from evals import power as pw
-    from evals.inference import delta_test
+    from dualpath.evals import power as pw
+    from dualpath.evals.inference import delta_test
 
     d = np.random.default_rng(3).normal(0.0, 0.1, 20)
     exact = delta_test(d, 1, margin=0.06, sd_plan=0.1)
@@ -278,7 +278,7 @@ def test_predictive_tost_power_is_the_mean_over_the_sigma_grid_to_1e12():
 
 
 def test_the_equivalence_beside_non_inferiority_is_read_for_its_p_value_only():
-    from evals.inference import noninferiority
+    from dualpath.evals.inference import noninferiority
 
     d = np.random.default_rng(11).normal(0.0, 0.05, 20)
     alone = delta_test(d, 1, "equivalence", 0.06, 0.05)

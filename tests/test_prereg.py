@@ -5,7 +5,7 @@ import pytest
 from dualpath.config import load_config
 from dualpath.errors import ConfigError, UserError
 from dualpath.prereg import draft_plan, load_plan, plan_toml
-from flows.prereg import freeze_plan, frozen_plan, hold_night_to_plan
+from dualpath.flows.prereg import freeze_plan, frozen_plan, hold_night_to_plan
 from tests.helpers import ingest, make_project, score_night_plain, SimFleet
 
 

@@ -72,7 +72,7 @@ def test_freezing_an_unchanged_plan_again_records_nothing_and_says_so(tmp_path):
     ignored (it used to print the old freeze as if it were this one)."""
     import re
 
-    from warehouse.db import reader
+    from dualpath.warehouse.db import reader
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=6, draws=1, nights=1)
     plan = tmp_path / "prereg.toml"

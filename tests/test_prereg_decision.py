@@ -9,9 +9,9 @@ import pytest
 from dualpath.errors import UserError
 from dualpath.prereg import draft_plan, load_plan, plan_toml
 from dualpath.prereg_design import ASSUMED_MAIN_IC, false_reassurance, reassurance_problems
-from evals import power as pw
-from evals.interchange import ASSUMED_RHO_RR, ASSUMED_VAR, nights_needed
-from flows.prereg import freeze_plan
+from dualpath.evals import power as pw
+from dualpath.evals.interchange import ASSUMED_RHO_RR, ASSUMED_VAR, nights_needed
+from dualpath.flows.prereg import freeze_plan
 from tests.helpers import make_project
 
 
@@ -107,7 +107,7 @@ def test_a_reordered_universe_is_no_deviation_and_edited_horizons_are(tmp_path):
 def test_the_freeze_date_is_the_studys_not_utcs():
     from datetime import datetime, timezone
 
-    from flows.prereg import frozen_on
+    from dualpath.flows.prereg import frozen_on
 
     at = datetime(2027, 1, 5, 1, 30, tzinfo=timezone.utc)      # 20:30 in New York on the 4th
     assert str(frozen_on(at, "America/New_York")) == "2027-01-04"

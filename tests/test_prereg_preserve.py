@@ -8,7 +8,7 @@ from scipy import stats
 from dualpath.errors import UserError
 from dualpath.prereg import load_plan, plan_toml, draft_plan
 from dualpath.prereg_design import preserved_margin, preserved_text
-from flows.prereg import freeze_plan
+from dualpath.flows.prereg import freeze_plan
 from tests.cli_run import run_cli
 from tests.helpers import make_project
 from tests.seeded import seed_warehouse

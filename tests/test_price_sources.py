@@ -16,10 +16,10 @@ from dualpath.calendar import MarketCalendar
 from dualpath.cli import app
 from dualpath.config import MarketSettings
 from dualpath.errors import NotASession
-from warehouse.freshness import freshness
-from warehouse.migrations import migrate
-from warehouse.price_sources import PRICE_UPDATES_SQL, update_prices
-from warehouse.prices import PRICE_GAPS_SQL, load_prices
+from dualpath.warehouse.freshness import freshness
+from dualpath.warehouse.migrations import migrate
+from dualpath.warehouse.price_sources import PRICE_UPDATES_SQL, update_prices
+from dualpath.warehouse.prices import PRICE_GAPS_SQL, load_prices
 
 DATA = Path(__file__).parent / "data"
 XKRX = MarketCalendar.from_settings(MarketSettings(), today=date(2026, 11, 30))
@@ -354,7 +354,7 @@ def test_a_korean_hts_export_drops_in_as_exported_cp949_with_thousands_separator
 
 
 def test_a_thousands_separator_is_read_only_between_digit_groups():
-    from warehouse.prices import DataError, validate_prices
+    from dualpath.warehouse.prices import DataError, validate_prices
 
     raw = pd.DataFrame({"ticker": ["AAA"], "date": ["2026-11-27"], "adj_close": ["7,10,00"]})
     with pytest.raises(DataError, match="is not a number"):
@@ -364,7 +364,7 @@ def test_a_thousands_separator_is_read_only_between_digit_groups():
 def test_a_freshness_message_is_prefixed_prices_only_where_it_does_not_say_so():
     """The report's footer read 'prices: prices are fresh …': each message names prices in
     its first words, but one that does not ('2 ticker(s) halted …') still says what it is of."""
-    from warehouse.freshness import as_line
+    from dualpath.warehouse.freshness import as_line
 
     assert as_line("prices are fresh for 2027-05-13: 8 of 8 ticker(s)") == (
         "prices are fresh for 2027-05-13: 8 of 8 ticker(s)")

@@ -12,9 +12,9 @@ from dualpath.calendar import MarketCalendar
 from dualpath.cli import app
 from dualpath.config import MarketSettings
 from dualpath.errors import DataError, UserError
-from warehouse.migrations import migrate
-from warehouse.price_sources import import_file
-from warehouse.prices import (import_prices, load_prices, parse_map, read_prices_file,
+from dualpath.warehouse.migrations import migrate
+from dualpath.warehouse.price_sources import import_file
+from dualpath.warehouse.prices import (import_prices, load_prices, parse_map, read_prices_file,
                               validate_prices)
 
 XKRX = MarketCalendar.from_settings(MarketSettings(), today=date(2026, 11, 30))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from flows.progress import LoggedProgress
+from dualpath.flows.progress import LoggedProgress
 
 
 class Clock:

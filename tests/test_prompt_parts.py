@@ -12,10 +12,10 @@ import pytest
 
 from dualpath.errors import DataError
 from dualpath.records import CallRecord, RunBegin, RunEnd, UnitResult, UnitStart
-from warehouse.ingest import ingest_journal, ingest_journals
-from warehouse.journal import JournalWriter, encode, prompt_parts, read_journal
-from warehouse.migrations import MIGRATIONS, migrate
-from warehouse.prompts import cut_quoted, prompt_texts
+from dualpath.warehouse.ingest import ingest_journal, ingest_journals
+from dualpath.warehouse.journal import JournalWriter, encode, prompt_parts, read_journal
+from dualpath.warehouse.migrations import MIGRATIONS, migrate
+from dualpath.warehouse.prompts import cut_quoted, prompt_texts
 
 CONTEXT = "TICKER: AAA | AS OF: 2027-01-04\n\nAdjusted closes:\n" + "\n".join(
     f"2026-12-{d:02d},{100 + d}.00" for d in range(1, 29)) + "\n\nDocuments:\nQ3 revenue ±3% — “guidance” \\ kept\n\nnew plant"
@@ -329,7 +329,7 @@ def test_prompt_texts_reads_every_way_a_prompt_was_stored(tmp_path):
 def test_ingest_caps_duckdb_memory_on_a_file_and_resets_it_after(tmp_path):
     """A warehouse file is ingested under MEMORY_LIMIT and its connection gets DuckDB's
     default back; a limit the caller set, and an in-memory database, are left alone."""
-    from warehouse import ingest as ingest_module
+    from dualpath.warehouse import ingest as ingest_module
     p = tmp_path / "j.jsonl"
     write_unit(p)
     limit = "SELECT current_setting('memory_limit')"

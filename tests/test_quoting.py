@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from dualpath.cli import app
 from tests.helpers import make_project
-from warehouse.prices import read_prices_file
-from warehouse.quoting import ident, literal
+from dualpath.warehouse.prices import read_prices_file
+from dualpath.warehouse.quoting import ident, literal
 
 
 def test_quotes_are_doubled_inside_their_own_kind():

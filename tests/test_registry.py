@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from evals.format import cell
-from evals.headline import headline_table
-from evals.registry import TableDrift, registered
-from flows.glance import metrics_and_headline
+from dualpath.evals.format import cell
+from dualpath.evals.headline import headline_table
+from dualpath.evals.registry import TableDrift, registered
+from dualpath.flows.glance import metrics_and_headline
 from tests.seeded import seed_warehouse
 
 
@@ -87,8 +87,8 @@ def test_one_definition_of_seconds_per_ticker():
 
 
 def test_a_decided_verdict_prints_its_interval_and_power_within_100_columns():
-    from evals.headline import quality_lines
-    from evals.verdict import PrimaryVerdict
+    from dualpath.evals.headline import quality_lines
+    from dualpath.evals.verdict import PrimaryVerdict
 
     v = PrimaryVerdict(
         label="confirmatory", label_text="confirmatory", reasons=(), baseline="main",
@@ -110,8 +110,8 @@ def test_an_inconclusive_verdict_says_which_end_of_its_interval_kept_it_open():
     margin, not "power too low" (power 0.82 sat beside that claim)."""
     from dataclasses import replace
 
-    from evals.headline import quality_lines
-    from evals.verdict import PrimaryVerdict
+    from dualpath.evals.headline import quality_lines
+    from dualpath.evals.verdict import PrimaryVerdict
 
     v = PrimaryVerdict(
         label="confirmatory", label_text="confirmatory", reasons=(), baseline="main",

@@ -7,8 +7,8 @@ import pytest
 
 from dualpath.config import load_config
 from dualpath.prereg import draft_plan, plan_toml
-from flows.prereg import freeze_plan
-from flows.weekly import write_report
+from dualpath.flows.prereg import freeze_plan
+from dualpath.flows.weekly import write_report
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
 
 
@@ -23,7 +23,7 @@ def study(tmp_path, nights=4, window=4, cut_last=False, change_after=None):
                 cfg_path.write_text(cfg_path.read_text().replace("temperature = 0.7",
                                                                  "temperature = 0.6"))
                 cfg = load_config(cfg_path)
-                from flows.prereg import hold_night_to_plan
+                from dualpath.flows.prereg import hold_night_to_plan
                 hold_night_to_plan(cfg, n)
             stop = 3 if cut_last and i == len(all_nights) - 1 else None
             ingest(cfg, score_night_plain(cfg, n, fleet.urls, stop_after_units=stop))
@@ -107,7 +107,7 @@ def test_the_weekly_flow_publishes_the_markdown_as_an_artifact(tmp_path, prefect
 
     from prefect.client.orchestration import get_client
 
-    from flows.weekly import weekly_report
+    from dualpath.flows.weekly import weekly_report
     cfg, plan = studied(tmp_path)
     cfg_path = tmp_path / "dualpath.toml"
 
@@ -148,8 +148,8 @@ def test_metrics_json_carries_metadata_and_csv_writes_one_file_per_table(tmp_pat
 def test_untrusted_text_in_the_html_report_is_escaped(tmp_path, studied):
     """A run's status detail holds a server's error text: in the HTML it is text, never markup
     (the *.html.j2 templates were not autoescaped, and such a string ran as script)."""
-    from warehouse.db import writer
-    from evals.weekly.render import _ENV
+    from dualpath.warehouse.db import writer
+    from dualpath.evals.weekly.render import _ENV
 
     cfg, plan = studied(tmp_path, cut_last=True)
     evil = "<script>document.title='XSS'</script>"

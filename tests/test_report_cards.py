@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from markupsafe import escape
 
-from evals.weekly.render import cards, render
-from flows.weekly import gather
+from dualpath.evals.weekly.render import cards, render
+from dualpath.flows.weekly import gather
 from tests.seeded import seed_warehouse
 
 

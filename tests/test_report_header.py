@@ -7,8 +7,8 @@ from datetime import date, datetime, timezone
 
 import pandas as pd
 
-from evals.weekly import ReportData, nights_line
-from flows.weekly import write_report
+from dualpath.evals.weekly import ReportData, nights_line
+from dualpath.flows.weekly import write_report
 from tests.seeded import seed_warehouse
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from dualpath.config import load_config
-from flows.weekly import write_report
+from dualpath.flows.weekly import write_report
 from tests.test_starved import _seeded_with_a_starved_night
 
 
@@ -35,7 +35,7 @@ def test_the_report_names_every_run_it_left_out_with_why(tmp_path):
     text = html.read_text()
     assert "nothing left out" not in text
     assert "2 disturbed run(s) left out, listed under run hygiene" not in text  # in the PNG
-    from evals.weekly import figures
+    from dualpath.evals.weekly import figures
     fig = figures.speed_by_night(runs, figures.path_colors(["backup", "main"]), "t")
     assert fig._suptitle.get_text() == ("t (2 disturbed run(s) left out, listed under run "
                                         "hygiene)")
@@ -45,7 +45,7 @@ def test_the_report_names_every_run_it_left_out_with_why(tmp_path):
 
 def test_no_speed_means_no_empty_chart_and_a_line_saying_why(tmp_path):
     cfg_path = _seeded_with_a_starved_night(tmp_path, which=tuple(range(10)))
-    from warehouse.db import writer
+    from dualpath.warehouse.db import writer
     cfg = load_config(cfg_path)
     with writer(cfg.resolve(cfg.warehouse.path)) as con:    # main starved on every night too
         con.execute("UPDATE runs SET wall_s = 3 * wall_s WHERE path = 'main'")

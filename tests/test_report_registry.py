@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from markupsafe import escape
 
-from evals.registry import TABLES, declare, every_table
-from evals.weekly import sections
-from evals.weekly.render import render
-from flows.weekly import gather
+from dualpath.evals.registry import TABLES, declare, every_table
+from dualpath.evals.weekly import sections
+from dualpath.evals.weekly.render import render
+from dualpath.flows.weekly import gather
 from tests.test_starved import _seeded_with_a_starved_night
 
 
@@ -58,7 +58,7 @@ def test_every_registered_table_reaches_the_html_and_the_markdown(data, tmp_path
 
 
 def test_the_reports_own_tables_are_not_metric_tables():
-    from evals.registry import REPORT_TABLES, registered
+    from dualpath.evals.registry import REPORT_TABLES, registered
 
     assert not set(REPORT_TABLES) & set(registered())     # `dualpath metrics` prints none
 

@@ -13,9 +13,9 @@ import pytest
 from markupsafe import escape
 from scipy import stats
 
-from evals.weekly import figures, tearsheet
-from evals.weekly.render import render
-from flows.weekly import gather
+from dualpath.evals.weekly import figures, tearsheet
+from dualpath.evals.weekly.render import render
+from dualpath.flows.weekly import gather
 from tests.seeded import seed_warehouse
 
 COLORS = figures.path_colors(["main", "backup"])

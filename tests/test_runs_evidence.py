@@ -8,7 +8,7 @@ import json
 
 from tests.seeded import seed_warehouse
 from tests.test_glance import dualpath
-from warehouse.db import writer
+from dualpath.warehouse.db import writer
 
 # llama-server's and vLLM's counters alike, read as the watcher stores them: zero before the
 # run, the calls' own sums after it (a server that served exactly this run's calls)

@@ -8,7 +8,7 @@ import pytest
 from dualpath.config import load_config
 from dualpath.errors import UserError
 from dualpath.prereg import deviations, draft_plan
-from flows import runner
+from dualpath.flows import runner
 from tests.helpers import SimFleet, make_project, score_night_plain
 
 

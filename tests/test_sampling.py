@@ -9,9 +9,9 @@ from dualpath.config import Sampling, load_config
 from dualpath.sampling import (VLLM_ORDER, applied_differences, applied_from_request,
                                config_differences, declared_differences, sampling_body)
 from dualpath.sim.fleet import SimFleet
-from flows.report import run_warnings
+from dualpath.flows.report import run_warnings
 from tests.helpers import ingest, make_project, score_night_plain
-from warehouse.db import reader
+from dualpath.warehouse.db import reader
 
 
 def test_llama_server_is_sent_vllms_sampler_order_and_nothing_vllm_lacks():

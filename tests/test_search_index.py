@@ -11,10 +11,10 @@ from datetime import date, timedelta
 import duckdb
 import pytest
 
-from warehouse import search_index
-from warehouse.db import transaction, writer
-from warehouse.migrations import migrate
-from warehouse.viewer import search_answers
+from dualpath.warehouse import search_index
+from dualpath.warehouse.db import transaction, writer
+from dualpath.warehouse.migrations import migrate
+from dualpath.warehouse.viewer import search_answers
 
 WORDS = ["Evidence", "evidence", "EVIDENCE", "margin", "margins", "re-rating", "FINAL",
          "GRADE", "삼성전자", "삼성전자의", "매출이", "증가했다", "영업이익", "하락", "Straße",

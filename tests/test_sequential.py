@@ -3,8 +3,8 @@ headline says when a study stopped early."""
 
 import pytest
 
-from evals.headline_icr import interchange_lines
-from evals.sequential import bounds, obf_spending, planned_looks, sequential_verdict
+from dualpath.evals.headline_icr import interchange_lines
+from dualpath.evals.sequential import bounds, obf_spending, planned_looks, sequential_verdict
 from tests.test_headline_icr import X
 
 
@@ -74,7 +74,7 @@ def test_the_sequential_noise_backup_rate_is_the_first_crossing_share():
 
     from scipy import stats
 
-    from evals.sequential import noise_rate
+    from dualpath.evals.sequential import noise_rate
 
     x = replace(X, nights=10, g_noise=-0.06, se_noise=0.026, sd_noise_tr=0.026)
     # one look: the fixed-sample rate, Φ(0.06/0.026 − b) with b the first look's bound

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evals.serving import SERVING_COLUMNS, missing, percentiles, serving_benchmark
+from dualpath.evals.serving import SERVING_COLUMNS, missing, percentiles, serving_benchmark
 
 
 def test_percentiles_match_numpy_and_a_hand_computed_case():
@@ -80,7 +80,7 @@ def _resumed_backup(tmp_path):
     """The seeded warehouse with every complete backup run resumed: no backup run's speed is
     a result (its last night is partial)."""
     from tests.seeded import seed_warehouse
-    from warehouse.db import writer
+    from dualpath.warehouse.db import writer
 
     cfg_path, cfg, _ = seed_warehouse(tmp_path)
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
@@ -120,7 +120,7 @@ def test_the_report_and_the_viewer_say_why_a_path_has_no_serving_row(tmp_path):
 
     from dualpath.config import load_config
     from tests.cli_run import run_cli
-    from viewer.app import create_app
+    from dualpath.viewer.app import create_app
 
     cfg_path = _resumed_backup(tmp_path)
     r = run_cli("report", "-c", str(cfg_path), "--out", str(tmp_path / "rep"))
@@ -214,7 +214,7 @@ def test_the_viewer_overview_shows_the_serving_block(tmp_path):
 
     from dualpath.config import load_config
     from tests.seeded import seed_warehouse
-    from viewer.app import create_app
+    from dualpath.viewer.app import create_app
 
     cfg_path, _, _ = seed_warehouse(tmp_path)
     html = TestClient(create_app(load_config(cfg_path)), base_url="http://127.0.0.1").get("/").text
@@ -227,7 +227,7 @@ def test_the_viewer_overview_shows_the_serving_block(tmp_path):
 def test_with_no_result_run_on_any_path_metrics_prints_only_the_lines(tmp_path):
     from tests.cli_run import run_cli
     from tests.seeded import seed_warehouse
-    from warehouse.db import writer
+    from dualpath.warehouse.db import writer
 
     cfg_path, cfg, _ = seed_warehouse(tmp_path)
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
@@ -244,8 +244,8 @@ def test_with_no_result_run_on_any_path_metrics_prints_only_the_lines(tmp_path):
 
 
 def test_a_figure_no_path_has_leaves_its_columns_out_and_says_why():
-    from evals.registry import registered
-    from evals.serving import unmeasured
+    from dualpath.evals.registry import registered
+    from dualpath.evals.serving import unmeasured
 
     calls, runs, per_run = _frames()
     out = serving_benchmark(calls.assign(ttft_s=np.nan, predicted_ms=np.nan), runs, per_run)

@@ -191,7 +191,7 @@ def test_warehouse_and_sweep_counters_include_sglangs():
               "sglang:cached_tokens_total": 0.0}
     after = {"sglang:prompt_tokens_total": 1000.0, "sglang:generation_tokens_total": 300.0,
              "sglang:cached_tokens_total": 600.0}
-    from flows.sweep import counter_deltas
+    from dualpath.flows.sweep import counter_deltas
     assert counter_deltas(before, after, "sglang") == {"prompt_tokens": 400.0,
                                                        "predicted_tokens": 300.0}
 

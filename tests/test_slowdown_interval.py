@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evals.speed import drift_df, slowdown_interval
+from dualpath.evals.speed import drift_df, slowdown_interval
 
 
 def test_two_and_three_nights_give_the_plain_t_interval():

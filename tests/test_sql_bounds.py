@@ -9,8 +9,8 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.db import writer
-from warehouse.migrations import migrate
+from dualpath.warehouse.db import writer
+from dualpath.warehouse.migrations import migrate
 
 DUALPATH = str(Path(sys.executable).with_name("dualpath"))
 # minutes of work on two cores, whatever the warehouse holds

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 
 from dualpath.sim.proxy import wait_until
-from warehouse.migrations import migrate
+from dualpath.warehouse.migrations import migrate
 
 DUALPATH = str(Path(sys.executable).with_name("dualpath"))
 LONG = "SELECT sum(a.range * b.range) FROM range(300000) a, range(300000) b"
@@ -47,7 +47,7 @@ def test_the_watcher_interrupts_the_running_query_whatever_the_main_thread_does(
     import os
     import threading
 
-    from warehouse.snapshots import _Guard, _watch
+    from dualpath.warehouse.snapshots import _Guard, _watch
 
     class Query:
         interrupted = 0

@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flows.complete import complete_night
+from dualpath.flows.complete import complete_night
 from tests.cli_run import run_cli
 from tests.seeded import seed_warehouse
-from warehouse.db import reader, writer
+from dualpath.warehouse.db import reader, writer
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = """import runpy, sys
@@ -105,7 +105,7 @@ def test_the_flow_returns_a_complete_night_as_stored_without_scoring(tmp_path,
     it checks, launches or connects to any server (none runs here: the seed started none)."""
     import asyncio
 
-    from flows.nightly import nightly_local
+    from dualpath.flows.nightly import nightly_local
 
     cfg_path, cfg, nights = _complete_seeded(tmp_path)
     before = _stored(cfg)

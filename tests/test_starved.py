@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from tests.helpers import make_project
-from warehouse.db import reader, writer
-from warehouse.disturbed import DISTURBED
+from dualpath.warehouse.db import reader, writer
+from dualpath.warehouse.disturbed import DISTURBED
 
 T0 = 1.8e9
 

@@ -10,14 +10,14 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import DescrStatsW
 
-from evals.agreement import grade_distribution
-from evals.compare import compare_paths, paired_delta_ic, unpaired_counts
-from evals.inference import (MIN_INDEPENDENT, holm, independent_nights, mean_test,
+from dualpath.evals.agreement import grade_distribution
+from dualpath.evals.compare import compare_paths, paired_delta_ic, unpaired_counts
+from dualpath.evals.inference import (MIN_INDEPENDENT, holm, independent_nights, mean_test,
                              nights_needed, noninferiority)
-from evals.rankic import grouped_spearman, nightly_rank_ic
-from evals.report import compute_metrics
-from evals.returns import forward_returns
-from evals.signal import by_grade, draws_analysis, rank_autocorrelation, signal_shape
+from dualpath.evals.rankic import grouped_spearman, nightly_rank_ic
+from dualpath.evals.report import compute_metrics
+from dualpath.evals.returns import forward_returns
+from dualpath.evals.signal import by_grade, draws_analysis, rank_autocorrelation, signal_shape
 
 
 def day(s):
@@ -251,7 +251,7 @@ def draw_units(nights=20, draws=3, seed=0, fail=0.0):
 
 
 def test_draws_all_draws_equals_the_nightly_ic_and_projection_is_spearman_brown():
-    from evals.scores import ticker_scores
+    from dualpath.evals.scores import ticker_scores
     prices, nights, units = draw_units(fail=0.05)
     returns = forward_returns(prices, nights, [1])
     out = draws_analysis(units, returns, project_to=6).set_index("k")
@@ -301,7 +301,7 @@ def test_compute_metrics_labels_insufficient_nights_and_names_methods():
 
 
 def test_metrics_carry_the_paired_nightly_delta_and_the_plot_draws_it(tmp_path):
-    from evals.plots import plot_comparison
+    from dualpath.evals.plots import plot_comparison
     prices, nights, units = draw_units(nights=12)
     units = pd.concat([units, units.assign(path="backup")]).assign(run_status="complete",
                                                                     clean=True)

@@ -18,7 +18,7 @@ from dualpath.errors import UserError
 from dualpath.replay import dag_stages, replay_hash
 from dualpath.errors import SweepSpecError
 from dualpath.sweep_spec import load_spec, points, set_flag
-from evals.sweep import ablation, chosen, point_metrics, verdicts
+from dualpath.evals.sweep import ablation, chosen, point_metrics, verdicts
 from tests.cli_run import run_cli
 from tests.helpers import ingest, make_project, score_night_plain
 
@@ -214,9 +214,9 @@ def sim_spec(path: Path, replay: Path, slots: list[int], **extra) -> Path:
 
 
 def test_freeze_writes_a_hashed_set_of_the_recorded_requests(sim_night, tmp_path):
-    from flows.retune import freeze
-    from warehouse.db import reader
-    from warehouse.sweeps import read_replay_set
+    from dualpath.flows.retune import freeze
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.sweeps import read_replay_set
 
     _, cfg, night = sim_night
     f = freeze(cfg, night, 3, "backup", tmp_path / "set.parquet")
@@ -251,7 +251,7 @@ def test_freeze_writes_a_hashed_set_of_the_recorded_requests(sim_night, tmp_path
 
 def test_freeze_names_an_unknown_night_and_path(sim_night):
     from datetime import date
-    from flows.retune import freeze
+    from dualpath.flows.retune import freeze
 
     _, cfg, night = sim_night
     with pytest.raises(UserError, match="recent nights of that path"):
@@ -263,9 +263,9 @@ def test_freeze_names_an_unknown_night_and_path(sim_night):
 
 
 def test_a_slot_sweep_over_simulated_servers_finds_their_knee(sim_night, tmp_path):
-    from flows.retune import freeze
-    from flows.sweep import run_sweep, sweep_context
-    from warehouse.db import reader
+    from dualpath.flows.retune import freeze
+    from dualpath.flows.sweep import run_sweep, sweep_context
+    from dualpath.warehouse.db import reader
 
     cfg_path, cfg, night = sim_night
     f = freeze(cfg, night, 6, "backup", tmp_path / "six.parquet")
@@ -297,7 +297,7 @@ def test_a_slot_sweep_over_simulated_servers_finds_their_knee(sim_night, tmp_pat
     again = asyncio.run(run_sweep(sweep_context(cfg_path, spec)))
     assert (again.measured_now, again.kept, again.chosen) == (0, 8, out.chosen)   # 4 × 2 kept
     # the weekly report shows the sweep: its verdicts, the choice and the figure
-    from flows.weekly import write_report
+    from dualpath.flows.weekly import write_report
     html, md, _ = write_report(cfg, tmp_path / "report")
     text = md.read_text()
     assert "Retuning: recorded sweeps" in text and "sweep sim-knee of path backup" in text
@@ -310,8 +310,8 @@ def test_a_slot_sweep_over_simulated_servers_finds_their_knee(sim_night, tmp_pat
 
 
 def test_stopped_and_failed_points_are_labelled_and_never_chosen(sim_night, tmp_path):
-    from flows.retune import freeze
-    from flows.sweep import run_sweep, sweep_context
+    from dualpath.flows.retune import freeze
+    from dualpath.flows.sweep import run_sweep, sweep_context
 
     cfg_path, cfg, night = sim_night
     f = freeze(cfg, night, 3, "backup", tmp_path / "three.parquet")
@@ -387,7 +387,7 @@ def test_verify_exits_1_with_both_numbers_when_speed_regressed(sim_server, tmp_p
 
 
 def test_plan_uses_a_measured_block_when_no_night_is_recorded(tmp_path):
-    from flows.planning import estimates
+    from dualpath.flows.planning import estimates
 
     cfg_path = make_project(tmp_path, tickers=2, draws=1, nights=1)[0]
     text = cfg_path.read_text().replace("[paths.backup.sim]", "[paths.backup.measured]\n"
@@ -418,8 +418,8 @@ def test_a_lead_within_the_repeats_noise_does_not_buy_more_slots():
 
 
 def test_a_replay_set_named_by_the_hash_freeze_printed_is_found(sim_night, tmp_path):
-    from flows.retune import freeze
-    from flows.sweep import sweep_context
+    from dualpath.flows.retune import freeze
+    from dualpath.flows.sweep import sweep_context
 
     cfg_path, cfg, night = sim_night
     f = freeze(cfg, night, 2, "backup", tmp_path / "by-hash.parquet")

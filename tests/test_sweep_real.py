@@ -21,7 +21,7 @@ pytestmark = pytest.mark.real_server
 def frozen(tmp_path_factory):
     """A 3-ticker replay set frozen from a small simulated night: short prompts (5 days of
     prices), 8 tokens per call, so a replay on a CPU takes seconds."""
-    from flows.retune import freeze
+    from dualpath.flows.retune import freeze
 
     root = tmp_path_factory.mktemp("real-sweep")
     cfg_path, _, nights = make_project(root, tickers=3, draws=1, nights=1,
@@ -50,8 +50,8 @@ def spec(path, replay, model_path: str, **sweep) -> str:
 @needs_server
 def test_np_sweep_of_the_real_server_finds_a_knee_with_every_point_ready(
         frozen, gemma, tmp_path, prefect_harness):
-    from flows.sweep import sweep_flow
-    from warehouse.db import reader
+    from dualpath.flows.sweep import sweep_flow
+    from dualpath.warehouse.db import reader
 
     cfg_path, f = frozen
     s = spec(tmp_path / "np.toml", f.file, gemma, axes=[("-np", [1, 2, 4])])
@@ -81,7 +81,7 @@ def test_np_sweep_of_the_real_server_finds_a_knee_with_every_point_ready(
 
 @needs_server
 def test_a_failed_launch_and_a_point_stopped_mid_replay_are_never_chosen(frozen, gemma, tmp_path):
-    from flows.sweep import run_sweep, sweep_context
+    from dualpath.flows.sweep import run_sweep, sweep_context
 
     cfg_path, f = frozen
     s = spec(tmp_path / "bad.toml", f.file, gemma, mode="one-at-a-time", point_timeout_s=1.5,
@@ -93,7 +93,7 @@ def test_a_failed_launch_and_a_point_stopped_mid_replay_are_never_chosen(frozen,
         ("failed to start", "failed")
     assert out.chosen is None and not t["is_best"].any() and out.proposal is None
     cfg = load_config(cfg_path)
-    from warehouse.db import reader
+    from dualpath.warehouse.db import reader
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
         kind, tail, detail = con.execute(
             "SELECT failure_kind, log_tail, (SELECT detail FROM sweep_points WHERE sweep_id = ? "

@@ -5,7 +5,7 @@ ends, on the seeded warehouse (whole lines)."""
 import numpy as np
 import pytest
 
-from evals.rankic import summarize_ic
+from dualpath.evals.rankic import summarize_ic
 from tests.cli_run import run_cli
 from tests.seeded import seed_warehouse
 

@@ -160,7 +160,7 @@ def _attached(**gpu):
 def _doctor_gpu(sp, root):
     from types import SimpleNamespace
 
-    from flows.doctor import gpu_checks
+    from dualpath.flows.doctor import gpu_checks
     return [(c.name, c.ok, c.note, c.detail) for c in
             gpu_checks(SimpleNamespace(paths={"backup": sp}), "backup", drm_root=root)]
 

@@ -153,7 +153,7 @@ async def test_first_token_time_is_the_first_thinking_token_in_both_dialects(fie
 def test_thinking_share_per_path_counts_what_the_engine_reports():
     import pandas as pd
 
-    from evals.thinking import thinking_share
+    from dualpath.evals.thinking import thinking_share
 
     calls = pd.DataFrame({
         "path": ["main", "main", "backup", "backup", "backup"],
@@ -172,9 +172,9 @@ def test_the_report_shows_each_paths_thinking_share(tmp_path):
     weekly report: the thinking is stored apart (texts, by reasoning_hash) and the report's
     hygiene section shows its share per path."""
     from dualpath.config import load_config
-    from flows.weekly import write_report
+    from dualpath.flows.weekly import write_report
     from tests.helpers import SimFleet, ingest, make_project, score_night_plain
-    from warehouse.db import reader
+    from dualpath.warehouse.db import reader
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
     text = cfg_path.read_text().replace("[sampling]\n", '[sampling]\nthinking = "on"\n')

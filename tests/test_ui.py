@@ -20,8 +20,8 @@ from dualpath.config import load_config
 from dualpath.pipeline import AGENTS
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
 from tests.ui_hostile import AGENT, SCRIPT
-from viewer.app import CSP, create_app
-from viewer.links import night_url, ticker_url
+from dualpath.viewer.app import CSP, create_app
+from dualpath.viewer.links import night_url, ticker_url
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -113,13 +113,13 @@ def browse(url: str, tmp_path: Path, shot: Path | None = None) -> Dom:
 
 def test_the_overview_shows_the_verdict_and_every_night(project, ui, tmp_path):
     cfg_path, cfg, nights = project
-    from viewer.headline import headline
+    from dualpath.viewer.headline import headline
     h = headline(cfg)       # glance's headline where it exists, else the metric tables'
     dom = browse(ui + "/", tmp_path)
     assert dom.texts("verdict") == [h.verdict] and h.verdict
     assert dom.texts("interchange") == ([h.interchange] if h.interchange else [])
     assert dom.texts("lines")[0].splitlines() == list(h.lines)
-    from flows.prereg import study
+    from dualpath.flows.prereg import study
     assert h.verdict == study(cfg).verdict.verdict          # prereg's primary verdict
     for night in nights:
         assert any(tag == "a" and text == str(night) for tag, _, text in dom.elements)
@@ -224,7 +224,7 @@ def test_a_page_waits_out_an_ingest_holding_the_warehouse(client, project):
     _, cfg, nights = project
     db = cfg.resolve(cfg.warehouse.path)
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from warehouse.db import writer\n"
+        "import sys, time; from pathlib import Path; from dualpath.warehouse.db import writer\n"
         f"with writer(Path({str(db)!r})):\n"
         "    print('locked', flush=True); time.sleep(1.5)\n"
         "print('released', flush=True)\n")], stdout=subprocess.PIPE, text=True)
@@ -243,7 +243,7 @@ def test_the_report_and_runs_link_each_night_to_its_page(project, client, tmp_pa
     base = "http://viewer.example:8765"
     linked = cfg_path.with_name("linked.toml")       # beside it: the same warehouse
     linked.write_text(cfg_path.read_text() + f'\n[ui]\nbase_url = "{base}/"\n')
-    from flows.weekly import write_report
+    from dualpath.flows.weekly import write_report
     html, md, _ = write_report(load_config(linked), tmp_path / "report")
     html, md = html.read_text(), md.read_text()
     for night in nights:
@@ -312,10 +312,10 @@ def test_prompts_rebuilt_from_answers_already_read_are_the_prompts_as_sent(tmp_p
     """A ticker page reads the unit's answers once and hands them to `prompt_texts`, which
     rebuilds the prompts quoting them from those (quotes, backslashes, é included)."""
     from tests.test_prompt_parts import write_quoting_unit
-    from warehouse.ingest import ingest_journal
-    from warehouse.migrations import migrate
-    from warehouse.prompts import prompt_texts
-    from warehouse.viewer import texts
+    from dualpath.warehouse.ingest import ingest_journal
+    from dualpath.warehouse.migrations import migrate
+    from dualpath.warehouse.prompts import prompt_texts
+    from dualpath.warehouse.viewer import texts
 
     prompts, answers = write_quoting_unit(tmp_path / "j.jsonl")
     with duckdb.connect() as con:
@@ -361,7 +361,7 @@ def test_a_rescored_unit_shows_its_earlier_attempt_and_its_calls(tmp_path):
 
 def test_call_marks_say_why():
     from types import SimpleNamespace
-    from viewer.pages import call_marks
+    from dualpath.viewer.pages import call_marks
     call = SimpleNamespace(finish_reason="length", contaminated="model 'x' != 'y'", attempts=3,
                            attempt_errors='[{"kind": "reset"}, {"kind": "http_503"}]',
                            error_kind=None, error_detail=None)

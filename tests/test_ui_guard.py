@@ -8,9 +8,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
-from viewer.app import create_app
-from viewer.hosts import host_of, served_names
-from viewer.links import ticker_url
+from dualpath.viewer.app import create_app
+from dualpath.viewer.hosts import host_of, served_names
+from dualpath.viewer.links import ticker_url
 
 
 @pytest.fixture(scope="module")

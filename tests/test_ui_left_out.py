@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from dualpath.config import load_config
 from tests.test_starved import _seeded_with_a_starved_night
-from viewer.app import create_app
+from dualpath.viewer.app import create_app
 
 
 def test_the_overview_marks_a_starved_run_and_keeps_its_seconds_out(tmp_path):
@@ -63,7 +63,7 @@ def test_a_night_page_gives_a_partial_runs_counts_once(tmp_path):
 
 
 def test_a_runs_detail_beyond_its_counts_is_kept():
-    from viewer.app import _beyond_counts
+    from dualpath.viewer.app import _beyond_counts
 
     assert _beyond_counts("3 of 40 units measured; 37 failed; last segment interrupted "
                           "(no end record)") == "37 failed; last segment interrupted (no end record)"

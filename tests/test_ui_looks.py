@@ -14,9 +14,9 @@ from bench.browser import Browser
 from dualpath.config import load_config
 from tests.test_ui import chromium
 from tests.ui_hostile import plant_final
-from viewer.links import history_url, night_url, search_url, ticker_url
-from warehouse.db import writer
-from warehouse.search_index import build_search_index
+from dualpath.viewer.links import history_url, night_url, search_url, ticker_url
+from dualpath.warehouse.db import writer
+from dualpath.warehouse.search_index import build_search_index
 
 # a final answer of each path's, in Korean and English, long words included: the diff's lines
 # must wrap inside the page

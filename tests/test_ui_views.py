@@ -15,9 +15,9 @@ from dualpath.config import load_config
 from tests.seeded import POWER, SPEED, seed_warehouse
 from tests.test_ui import Dom, browse, project, rows, ui  # noqa: F401  (fixtures)
 from tests.ui_hostile import FINAL, SCRIPT, plant_final
-from viewer.app import create_app
-from viewer.diff import word_diff
-from viewer.links import history_url, night_url, search_url, ticker_url
+from dualpath.viewer.app import create_app
+from dualpath.viewer.diff import word_diff
+from dualpath.viewer.links import history_url, night_url, search_url, ticker_url
 
 
 def client(cfg, db=None):
@@ -248,7 +248,7 @@ def test_a_night_without_power_samples_says_why_and_draws_no_empty_chart(tmp_pat
 
 def test_occupancy_is_the_calls_in_flight_over_the_slots():
     import pandas as pd
-    from viewer.plots import occupancy, power
+    from dualpath.viewer.plots import occupancy, power
 
     spans = pd.DataFrame({"start_wall": [100.0, 105.0], "end_wall": [110.0, 110.0],
                           "service_s": [10.0, 10.0]})
@@ -271,8 +271,8 @@ def test_occupancy_is_the_calls_in_flight_over_the_slots():
 
 def test_a_figure_is_drawn_once_for_the_same_data():
     import numpy as np
-    from viewer import plots
-    from viewer.plots import Series
+    from dualpath.viewer import plots
+    from dualpath.viewer.plots import Series
 
     occ = Series(np.array([0.0, 60.0, 120.0]), np.array([0.5, 1.0]))
     first = plots.figure("main", occ, None)

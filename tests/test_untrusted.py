@@ -14,10 +14,10 @@ import pytest
 from dualpath.server_numbers import MAX_TOKENS
 from tests.helpers import SimFleet, make_project, score_night_plain
 from tests.test_client import LLAMA_REPLY, llama_stream_events, make_client, req
-from warehouse.disturbed import DISTURBED
-from warehouse.ingest import ingest_journals
-from warehouse.journal import iter_lines
-from warehouse.migrations import migrate
+from dualpath.warehouse.disturbed import DISTURBED
+from dualpath.warehouse.ingest import ingest_journals
+from dualpath.warehouse.journal import iter_lines
+from dualpath.warehouse.migrations import migrate
 
 
 def _reply(**usage):

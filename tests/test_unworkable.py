@@ -8,7 +8,7 @@ import pytest
 from dualpath.config import load_config
 from dualpath.config_checks import launch_model_problems, unanalysable
 from dualpath.errors import UserError
-from flows.prereg import freeze_plan
+from dualpath.flows.prereg import freeze_plan
 from tests.cli_run import run_cli
 from tests.helpers import make_project
 

@@ -42,7 +42,7 @@ def _verify(cfg_path) -> subprocess.CompletedProcess:
 
 @needs_server
 def test_verify_three_times_on_an_unchanged_real_server_exits_0_each_time(gemma, tmp_path):
-    from flows.retune import _probe_repeats
+    from dualpath.flows.retune import _probe_repeats
 
     cfg_path = make_project(tmp_path, tickers=2, draws=1, nights=1)[0]
     base = cfg_path.read_text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from viewer.headline import _interchange_word, _rankic_word
+from dualpath.viewer.headline import _interchange_word, _rankic_word
 
 Q = "Quality — are backup's grades interchangeable with main's?  "
 

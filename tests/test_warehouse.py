@@ -7,10 +7,10 @@ import time
 import duckdb
 
 from dualpath.sim.fleet import SimFleet
-from flows import runner
+from dualpath.flows import runner
 from tests.helpers import ingest, make_project, score_night_plain
-from warehouse.db import reader, writer
-from warehouse.migrations import MIGRATIONS, migrate
+from dualpath.warehouse.db import reader, writer
+from dualpath.warehouse.migrations import MIGRATIONS, migrate
 
 
 def counts(cfg):
@@ -97,7 +97,7 @@ def test_a_changed_config_does_not_mix_into_a_started_night(tmp_path):
 HOLD_WRITER = """
 import sys, time
 from pathlib import Path
-from warehouse.db import writer
+from dualpath.warehouse.db import writer
 with writer(Path(sys.argv[1])) as con:
     print("locked", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -132,7 +132,7 @@ def test_writer_waits_out_readers(tmp_path):
 
     cfg_path, cfg, nights = make_project(tmp_path, tickers=2, draws=1, nights=1)
     db = cfg.resolve(cfg.warehouse.path)
-    hold = ("import sys; from pathlib import Path; from warehouse.db import reader\n"
+    hold = ("import sys; from pathlib import Path; from dualpath.warehouse.db import reader\n"
             "with reader(Path(sys.argv[1])) as con:\n"
             "    print(con.execute('SELECT count(*) FROM prices').fetchone()[0], flush=True)\n"
             "    sys.stdin.readline()\n")

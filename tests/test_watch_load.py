@@ -9,7 +9,7 @@ import asyncio
 
 import httpx
 
-from flows.watch import _State, _watch_load
+from dualpath.flows.watch import _State, _watch_load
 
 
 class _Client:

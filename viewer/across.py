@@ -13,9 +13,9 @@ from datetime import date
 from pathlib import Path
 
 from dualpath.config import Config
-from viewer import pages
-from viewer.data import path_order, with_speed, question
-from warehouse import viewer as wv
+from dualpath.viewer import pages
+from dualpath.viewer.data import path_order, with_speed, question
+from dualpath.warehouse import viewer as wv
 
 SEARCH_LIMIT = 50       # matches shown (the page says when there are more)
 SNIPPET = 90            # characters of context each side of the match

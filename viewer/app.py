@@ -36,11 +36,11 @@ from starlette.staticfiles import StaticFiles
 
 from dualpath.config import Config
 from dualpath.errors import DualpathError, WarehouseBusy
-from viewer import across, data
-from viewer.headline import Headline, headline
-from viewer.hosts import HostGuard, served_names
-from viewer.links import history_url, night_url, search_url, ticker_url
-from viewer.pages import FLAGS, SORTS
+from dualpath.viewer import across, data
+from dualpath.viewer.headline import Headline, headline
+from dualpath.viewer.hosts import HostGuard, served_names
+from dualpath.viewer.links import history_url, night_url, search_url, ticker_url
+from dualpath.viewer.pages import FLAGS, SORTS
 
 HERE = Path(__file__).parent
 # no script from anywhere, styles and images from this server only, no framing, forms to here

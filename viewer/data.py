@@ -11,15 +11,15 @@ import pandas as pd
 
 from dualpath.config import Config
 from dualpath.errors import UserError
-from evals.returns import forward_returns
-from evals.speed import seconds
-from viewer import pages
-from warehouse import viewer as wv
+from dualpath.evals.returns import forward_returns
+from dualpath.evals.speed import seconds
+from dualpath.viewer import pages
+from dualpath.warehouse import viewer as wv
 
 
 def question(cfg: Config) -> tuple[str | None, str | None, int]:
     """(baseline, candidate, primary horizon), as the metrics ask it from the config."""
-    from flows.metrics import question as q
+    from dualpath.flows.metrics import question as q
 
     qq = q(cfg)
     return qq.baseline, qq.candidate, qq.primary_horizon
@@ -81,7 +81,7 @@ class NightPlot:
 
 
 def _plots(con, runs: pd.DataFrame) -> dict[str, NightPlot]:
-    from viewer import plots
+    from dualpath.viewer import plots
 
     ids = list(runs["run_id"])
     spans = wv.call_spans(con, ids)
@@ -247,7 +247,7 @@ def ticker(cfg: Config, warehouse: Path, night: date, ticker: str,
 def final_diff(sides: list[PathSide], draw: int, baseline: str | None,
                candidate: str | None):
     """(word diff of the draw's final answers, baseline → candidate, or None; why none)."""
-    from viewer.diff import word_diff
+    from dualpath.viewer.diff import word_diff
 
     answers = {s.path: next((d.final_answer for d in s.draws if d.draw == draw), None)
                for s in sides}
@@ -263,7 +263,7 @@ def with_speed(runs: pd.DataFrame) -> pd.DataFrame:
     """Throughput-basis real-scale seconds per ticker (evals.speed.seconds, the one
     definition), only for complete one-segment undisturbed runs: a resumed run's clock spans
     its gap, a disturbed one's measures something else (`left_out` says what, in short)."""
-    from evals.format import short_reason
+    from dualpath.evals.format import short_reason
 
     disturbed = runs["disturbed"] if "disturbed" in runs else pd.Series(None, index=runs.index)
     ok = (runs["status"] == "complete") & (runs["segments"] == 1) & disturbed.isna()

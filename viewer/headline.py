@@ -30,7 +30,7 @@ def headline(cfg: Config) -> Headline:
     """The headline of the experiment (reads the warehouse; seconds at six weeks); before
     the first night, what is missing, in words."""
     try:
-        from flows.glance import metrics_and_headline
+        from dualpath.flows.glance import metrics_and_headline
     except ImportError:
         metrics_and_headline = None
     try:
@@ -63,7 +63,7 @@ def serving_block(m) -> tuple | None:
     """The serving table's brief columns, formatted rows and footnotes, as `dualpath
     metrics` prints them, and the line of each path without a run to give it figures, in
     place of its row (None when there is neither)."""
-    from evals.registry import registered
+    from dualpath.evals.registry import registered
 
     frame = getattr(m, "serving", None)
     missing = tuple(getattr(m, "serving_missing", None) or ()) + \
@@ -79,7 +79,7 @@ def serving_block(m) -> tuple | None:
 def _from_study(cfg: Config) -> Headline:
     """prereg's primary verdict (`flows.prereg.study`: the plan's nights, its label) in its
     own words, and the slowdown from the same metrics."""
-    from flows.prereg import study
+    from dualpath.flows.prereg import study
 
     st = study(cfg)
     v = st.verdict

@@ -10,11 +10,11 @@ import duckdb
 import pandas as pd
 
 from dualpath.errors import UserError
-from warehouse.db import bounded_query, reader, table_names
-from warehouse.dictionary import dictionary
-from warehouse.migrations import migrate
-from warehouse.queries import sql
-from warehouse.quoting import ident, literal
+from dualpath.warehouse.db import bounded_query, reader, table_names
+from dualpath.warehouse.dictionary import dictionary
+from dualpath.warehouse.migrations import migrate
+from dualpath.warehouse.queries import sql
+from dualpath.warehouse.quoting import ident, literal
 
 
 def user_sql(path: Path, query: str, timeout_s: float = 60.0) -> pd.DataFrame:

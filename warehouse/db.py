@@ -86,7 +86,7 @@ def _open(path: Path, read_only: bool, wait_s: float,
 @contextlib.contextmanager
 def writer(path: Path, wait_s: float = 120.0) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-write connection, migrated, closed on exit (release the lock quickly)."""
-    from warehouse.migrations import migrate
+    from dualpath.warehouse.migrations import migrate
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with diagnosed(path):
@@ -101,7 +101,7 @@ def writer(path: Path, wait_s: float = 120.0) -> Iterator[duckdb.DuckDBPyConnect
 def _bring_up_to_date(path: Path) -> None:
     """Apply migrations a warehouse written by an older dualpath lacks, so read-only commands
     see today's views; skipped (the old schema is read as it is) while a writer holds it."""
-    from warehouse.migrations import MIGRATIONS, applied
+    from dualpath.warehouse.migrations import MIGRATIONS, applied
 
     con = _open(path, read_only=True, wait_s=10.0)
     try:
@@ -230,7 +230,7 @@ def bounded_query(path: Path, run, timeout_s: float, lock_s: float = LOCK_BUDGET
     night's ingest (a writer, which waits 120 s for readers) is never kept out. A read lock
     held by a long `dualpath sql` made a night fail. Where no snapshot can be written (a
     read-only folder, which no writer can use either) the query runs on under its lock."""
-    from warehouse.snapshots import querying, snapshot_folder, sweep
+    from dualpath.warehouse.snapshots import querying, snapshot_folder, sweep
 
     began = time.monotonic()
     with contextlib.suppress(OSError):

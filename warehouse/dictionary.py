@@ -7,8 +7,8 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from warehouse.energy import DICTIONARY as ENERGY_TABLES
-from warehouse.search_index import DICTIONARY as SEARCH_TABLES
+from dualpath.warehouse.energy import DICTIONARY as ENERGY_TABLES
+from dualpath.warehouse.search_index import DICTIONARY as SEARCH_TABLES
 
 WALL = "epoch s (Unix time, comparable across machines)"
 MONO = "s on the harness's monotonic clock (differences only, one boot)"

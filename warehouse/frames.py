@@ -6,8 +6,8 @@ from datetime import date
 
 import pandas as pd
 
-from warehouse.disturbed import DISTURBED
-from warehouse.energy import ENERGY_BY_RUN
+from dualpath.warehouse.disturbed import DISTURBED
+from dualpath.warehouse.energy import ENERGY_BY_RUN
 
 
 def _where(experiment: str, since: date | None, paths: list[str] | None, alias: str = "") -> tuple[str, list]:

@@ -22,7 +22,7 @@ import duckdb
 import pandas as pd
 
 from dualpath.calendar import SYNTHETIC, MarketCalendar
-from warehouse.db import has_table
+from dualpath.warehouse.db import has_table
 
 SHOWN = 5
 

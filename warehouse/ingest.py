@@ -31,11 +31,11 @@ import pandas as pd
 
 from dualpath.errors import DataError
 from dualpath.records import MEASURED
-from warehouse.db import transaction
-from warehouse.energy import store_telemetry
-from warehouse.ingest_stage import check_quotes, insert_texts, stage_calls, stage_prompts
-from warehouse.journal import JournalContents, read_journal, repair_hint, snapshot
-from warehouse.search_index import index_new_answers
+from dualpath.warehouse.db import transaction
+from dualpath.warehouse.energy import store_telemetry
+from dualpath.warehouse.ingest_stage import check_quotes, insert_texts, stage_calls, stage_prompts
+from dualpath.warehouse.journal import JournalContents, read_journal, repair_hint, snapshot
+from dualpath.warehouse.search_index import index_new_answers
 
 _UNIT_COLUMNS = ("run_id", "path", "night", "ticker", "draw", "unit_attempt", "start_wall",
                  "end_wall", "seconds", "n_calls", "outcome", "grade", "failure_detail",

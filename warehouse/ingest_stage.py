@@ -12,9 +12,9 @@ import duckdb
 
 from dualpath.errors import DataError
 from dualpath.records import CallRecord
-from warehouse.ingest_numbers import CHECKED, checked_columns
-from warehouse.journal import JournalContents, repair_hint
-from warehouse.line_limit import DEFAULT_OBJECT_BYTES, READ_OBJECT_BYTES
+from dualpath.warehouse.ingest_numbers import CHECKED, checked_columns
+from dualpath.warehouse.journal import JournalContents, repair_hint
+from dualpath.warehouse.line_limit import DEFAULT_OBJECT_BYTES, READ_OBJECT_BYTES
 
 _SQL_TYPE = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE"}
 CALL_COLUMNS = {"k": "VARCHAR", **{

@@ -52,10 +52,10 @@ import orjson
 from dualpath.records import (CallRecord, RunBegin, RunEnd, ServerSession, SessionEnd,
                               UnitResult, UnitStart)
 # reading lives in journal_read; its names stay importable from here
-from warehouse.journal_read import (JournalContents, iter_lines, read_journal,  # noqa: F401
+from dualpath.warehouse.journal_read import (JournalContents, iter_lines, read_journal,  # noqa: F401
                                     repair_hint, unit_outcome)
-from warehouse.line_limit import bound_call, bound_unit
-from warehouse.prompts import QUOTE_MIN_BYTES, cut_quoted, part_key, prompt_parts
+from dualpath.warehouse.line_limit import bound_call, bound_unit
+from dualpath.warehouse.prompts import QUOTE_MIN_BYTES, cut_quoted, part_key, prompt_parts
 
 __all__ = ["JournalWriter", "read_journal", "snapshot", "prompt_parts", "part_key"]
 

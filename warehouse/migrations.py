@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import duckdb
 
-from warehouse.db import transaction
-from warehouse.energy import M026_ENERGY as ENERGY_TABLES
-from warehouse.search_index import build_search_index
+from dualpath.warehouse.db import transaction
+from dualpath.warehouse.energy import M026_ENERGY as ENERGY_TABLES
+from dualpath.warehouse.search_index import build_search_index
 
 M001_INITIAL = """
 CREATE TABLE runs (

@@ -13,7 +13,7 @@ import pandas as pd
 
 from dualpath.errors import UserError
 from dualpath.prereg import Plan
-from warehouse.db import has_column, has_table
+from dualpath.warehouse.db import has_column, has_table
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,10 @@ import pandas as pd
 from dualpath.calendar import MarketCalendar
 from dualpath.config import MarketSettings
 from dualpath.errors import DataError, DualpathError
-from warehouse.db import has_table
-from warehouse.price_checks import file_conflicts
-from warehouse.freshness import Freshness, freshness
-from warehouse.prices import (TARGETS, import_prices, move_warnings, new_rows,
+from dualpath.warehouse.db import has_table
+from dualpath.warehouse.price_checks import file_conflicts
+from dualpath.warehouse.freshness import Freshness, freshness
+from dualpath.warehouse.prices import (TARGETS, import_prices, move_warnings, new_rows,
                               prior_prices, read_prices_file, validate_prices)
 
 SUFFIXES = (".csv", ".parquet", ".pq")
@@ -388,7 +388,7 @@ def import_file(con: duckdb.DuckDBPyConnection, path: Path, settings: MarketSett
                         + "\n".join(f"  - {w}" for w in warnings))
     new, revised = new_rows(con, frame)
     import_prices(con, frame)
-    from warehouse.freshness import coverage
+    from dualpath.warehouse.freshness import coverage
     dates = frame["date"]
     return FileImport(len(frame), len(new), len(revised), frame["ticker"].nunique(),
                       dates.min().date() if len(frame) else None,

@@ -28,14 +28,14 @@ import pandas as pd
 
 from dualpath.calendar import MarketCalendar
 from dualpath.errors import DataError, UserError
-from warehouse.price_problems import (REQUIRED, Problems, missing_columns,  # noqa: F401
+from dualpath.warehouse.price_problems import (REQUIRED, Problems, missing_columns,  # noqa: F401
                                      year_first_format)
-from warehouse.price_text import as_utf8, check_text, is_utf8
-from warehouse.db import has_table, transaction
-from warehouse.freshness import Freshness, coverage, freshness  # noqa: F401  (re-exported)
-from warehouse.price_checks import (MAX_ABS_LOG_RETURN, TARGETS, gaps, move_warnings,  # noqa: F401
+from dualpath.warehouse.price_text import as_utf8, check_text, is_utf8
+from dualpath.warehouse.db import has_table, transaction
+from dualpath.warehouse.freshness import Freshness, coverage, freshness  # noqa: F401  (re-exported)
+from dualpath.warehouse.price_checks import (MAX_ABS_LOG_RETURN, TARGETS, gaps, move_warnings,  # noqa: F401
                                     moves, off_session)
-from warehouse.quoting import ident
+from dualpath.warehouse.quoting import ident
 
 SHOWN = 5                                        # examples per message
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[ T]00:00(?::00(?:\.0+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$")

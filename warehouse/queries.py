@@ -6,9 +6,9 @@ import duckdb
 import pandas as pd
 
 from dualpath.engines import cached_counter_names, counter_names
-from warehouse.disturbed import DISTURBED
-from warehouse.energy import ENERGY_BY_RUN
-from warehouse.quoting import ident, literal
+from dualpath.warehouse.disturbed import DISTURBED
+from dualpath.warehouse.energy import ENERGY_BY_RUN
+from dualpath.warehouse.quoting import ident, literal
 
 RUN_SUMMARY = """
 WITH u AS (

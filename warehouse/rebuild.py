@@ -24,11 +24,11 @@ import duckdb
 import orjson
 
 from dualpath.errors import DataError
-from warehouse.ingest import IngestStats, ingest_journals
-from warehouse.journal import iter_lines
-from warehouse.plans import freeze_log, restore_freezes
-from warehouse.quoting import ident, literal
-from warehouse.search_index import TABLES as SEARCH_TABLES
+from dualpath.warehouse.ingest import IngestStats, ingest_journals
+from dualpath.warehouse.journal import iter_lines
+from dualpath.warehouse.plans import freeze_log, restore_freezes
+from dualpath.warehouse.quoting import ident, literal
+from dualpath.warehouse.search_index import TABLES as SEARCH_TABLES
 
 # rows that come from journals: replaced by a repair, rebuilt by a rebuild
 FROM_JOURNALS = ("runs", "run_segments", "server_sessions", "calls", "units", "texts",
@@ -216,7 +216,7 @@ def _copy_from_old(con: duckdb.DuckDBPyConnection, old: Path) -> tuple[list[str]
 def rebuild_warehouse(path: Path, runs_dir: Path) -> RebuildReport:
     """A new warehouse at `path` from the journals under `runs_dir`; the old file (if any)
     is kept as `<name>.damaged-<time>`. Callers hold every night's lock (none may run)."""
-    from warehouse.db import writer
+    from dualpath.warehouse.db import writer
 
     new = path.with_name(path.name + ".rebuilding")
     for f in (new, new.with_name(new.name + ".wal")):

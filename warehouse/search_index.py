@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import duckdb
 
-from warehouse.prompts import _texts
-from warehouse.quoting import literal
+from dualpath.warehouse.prompts import _texts
+from dualpath.warehouse.quoting import literal
 
 WORD = r"\p{L}\p{M}\p{N}_"
 SEPARATOR = f"[^{WORD}]+"
@@ -119,7 +119,7 @@ def build_search_index(con: duckdb.DuckDBPyConnection) -> None:
     texts at a time; says how far it is on stderr when there are many. Inside the
     migration's transaction: a build cut short leaves nothing, and the next writer builds
     it again."""
-    from warehouse.ingest import _memory_capped
+    from dualpath.warehouse.ingest import _memory_capped
 
     con.execute(M023_SEARCH)
     con.execute("CREATE OR REPLACE TEMP TABLE stage_answer_hashes AS SELECT DISTINCT "

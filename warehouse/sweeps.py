@@ -19,9 +19,9 @@ import pandas as pd
 
 from dualpath.errors import DataError, UserError
 from dualpath.replay import REPLAY_COLUMNS, check_replay_set, dag_stages, replay_hash
-from warehouse.db import transaction
-from warehouse.prompts import prompt_texts
-from warehouse.quoting import literal
+from dualpath.warehouse.db import transaction
+from dualpath.warehouse.prompts import prompt_texts
+from dualpath.warehouse.quoting import literal
 
 FINAL_STATUSES = ("ready", "failed to start")
 

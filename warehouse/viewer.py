@@ -23,10 +23,10 @@ import duckdb
 import pandas as pd
 
 from dualpath.errors import UserError
-from warehouse import search_index
-from warehouse.db import SANDBOX, _open, has_table
-from warehouse.disturbed import DISTURBED
-from warehouse.prompts import _texts, prompt_texts
+from dualpath.warehouse import search_index
+from dualpath.warehouse.db import SANDBOX, _open, has_table
+from dualpath.warehouse.disturbed import DISTURBED
+from dualpath.warehouse.prompts import _texts, prompt_texts
 
 
 @contextlib.contextmanager

@@ -101,7 +101,7 @@ def prefect_env(home: Path, quiet: bool = False, lean: bool = False) -> None:
     if quiet:
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     if lean and not os.environ.get("PREFECT_API_URL"):
-        from flows.prefect_api import database_current
+        from dualpath.flows.prefect_api import database_current
 
         # measured on the demo (3 nights x 10 tickers, --clock 2.5, load ~9 on 2 cores): the
         # temporary server's CPU fell from 10.1 s to 4.5 s. Triggers and actions serve
@@ -215,7 +215,7 @@ def print_frame(frame: pd.DataFrame, fmt: str, title: str | None = None,
     elif fmt == "json":
         emit_json(records(frame))
     elif fmt == "table":
-        from evals.format import cell
+        from dualpath.evals.format import cell
 
         t = Table(title=escape(title) if title else None)
         kinds = kinds or {}
@@ -258,7 +258,7 @@ def emit_json(doc) -> None:
 
 def _cell(v, kind: str | None = None) -> str:
     """Kept for callers of the package API: the one formatter is `evals.format.cell`."""
-    from evals.format import cell
+    from dualpath.evals.format import cell
 
     return cell(v, kind)
 

@@ -26,7 +26,7 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
     keeps its ingest out: a query still running after a few seconds continues on a
     snapshot). It reads the warehouse and nothing else: no files, no COPY TO / EXPORT, no
     extensions."""
-    from warehouse.adhoc import user_sql
+    from dualpath.warehouse.adhoc import user_sql
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format {fmt!r}: use table, csv or json")
@@ -44,8 +44,8 @@ def sql_cmd(query: str = typer.Argument(..., help="A read-only SQL query."),
 def schema(config: Path = CONFIG_OPT, fmt: str = FORMAT_OPT,
            table: Optional[str] = typer.Option(None, "--table", help="Only this table or view.")) -> None:
     """Every table and view of the warehouse, each column with its type, unit and meaning."""
-    from warehouse.adhoc import schema_frame
-    from warehouse.dictionary import TABLES
+    from dualpath.warehouse.adhoc import schema_frame
+    from dualpath.warehouse.dictionary import TABLES
 
     cfg = load_config(config)
     frame = schema_frame(cfg.resolve(cfg.warehouse.path))
@@ -65,7 +65,7 @@ def export(config: Path = CONFIG_OPT,
            fmt: str = typer.Option("parquet", "--format", "-f", help="parquet | csv")) -> None:
     """Write every table and view of the warehouse to files (the way to get data out:
     `dualpath sql` cannot write files)."""
-    from warehouse.adhoc import export_tables
+    from dualpath.warehouse.adhoc import export_tables
 
     if fmt not in ("parquet", "csv"):
         raise UserError(f"--format {fmt!r}: use parquet or csv")
@@ -96,9 +96,9 @@ def prices_import(file: Path, config: Path = CONFIG_OPT,
     from rich.markup import escape
 
     from dualpath.calendar import MarketCalendar
-    from warehouse.db import writer
-    from warehouse.price_sources import import_file
-    from warehouse.prices import parse_map
+    from dualpath.warehouse.db import writer
+    from dualpath.warehouse.price_sources import import_file
+    from dualpath.warehouse.prices import parse_map
 
     if date_format is not None and (problem := date_format_problem(date_format)):
         raise UserError(f"--date-format {date_format!r}: {problem}")
@@ -139,8 +139,8 @@ def prices_update(config: Path = CONFIG_OPT,
     from rich.markup import escape
 
     from dualpath.calendar import MarketCalendar
-    from warehouse.db import writer
-    from warehouse.price_sources import update_prices
+    from dualpath.warehouse.db import writer
+    from dualpath.warehouse.price_sources import update_prices
 
     cfg = load_config(config)
     calendar = MarketCalendar.from_settings(cfg.market)
@@ -165,8 +165,8 @@ def prices_status(config: Path = CONFIG_OPT,
     from rich.markup import escape
 
     from dualpath.calendar import MarketCalendar
-    from warehouse.db import reader
-    from warehouse.freshness import freshness
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.freshness import freshness
 
     cfg = load_config(config)
     calendar = MarketCalendar.from_settings(cfg.market)
@@ -190,9 +190,9 @@ def repair_cmd(journal: Path = typer.Argument(..., help="The damaged journal "
     from datetime import date
 
     from dualpath.night import run_id_for
-    from flows.runner import hold_night
-    from warehouse.db import writer
-    from warehouse.rebuild import repair_journal
+    from dualpath.flows.runner import hold_night
+    from dualpath.warehouse.db import writer
+    from dualpath.warehouse.rebuild import repair_journal
 
     cfg = load_config(config)
     journal = journal.resolve()
@@ -223,7 +223,7 @@ def rebuild_cmd(config: Path = CONFIG_OPT) -> None:
     """Make the warehouse again from the journals under runs_dir (a damaged or lost file);
     prices, plans and sweeps are copied from the old file when it can still be read."""
     from dualpath.locks import night_holder
-    from warehouse.rebuild import rebuild_warehouse
+    from dualpath.warehouse.rebuild import rebuild_warehouse
 
     cfg = load_config(config)
     path = cfg.resolve(cfg.warehouse.path)

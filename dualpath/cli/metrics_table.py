@@ -19,7 +19,7 @@ import pandas as pd
 from rich.cells import cell_len
 
 from dualpath.cli._common import console
-from evals.wrap import hang
+from dualpath.evals.wrap import hang
 
 GAP = 2                       # spaces between columns
 MAX_LINES = 3                 # a text cell taller than this reads better beneath its row

@@ -114,7 +114,7 @@ def nightly(config: Path = CONFIG_OPT,
     # passed in the market's time zone (never the machine's local date)
     when = (cal.require_session(_parse_date(night)) if night
             else cal.default_night(datetime.now(timezone.utc)))
-    from flows.complete import complete_night
+    from dualpath.flows.complete import complete_night
 
     if (done := complete_night(cfg, when)) is not None:    # before Prefect and any server
         console.print(f"night {when} is already complete on every path ({', '.join(done)}): "
@@ -123,13 +123,13 @@ def nightly(config: Path = CONFIG_OPT,
     preflight(cfg)       # one clean error for what every path would fail on, before Prefect
     prefect_env(cfg.resolve(Path(".dualpath/prefect")))
     start_reaper()
-    from flows.nightly import run_nightly
-    from flows.runner import claim_night, hold_night, plan_night
+    from dualpath.flows.nightly import run_nightly
+    from dualpath.flows.runner import claim_night, hold_night, plan_night
 
     from prefect.exceptions import TerminationSignal
 
-    from flows.nightly import ingest_night
-    from flows.prefect_api import temporary_api
+    from dualpath.flows.nightly import ingest_night
+    from dualpath.flows.prefect_api import temporary_api
 
     # refused here, in one line, before Prefect starts: another process scores this night,
     # or the experiment belongs to another runs folder (the flow checks both again)
@@ -183,7 +183,7 @@ def sigterm_as_interrupt():
 def _print_night(result: dict) -> None:
     import pandas as pd
 
-    from evals.speed import SPEED_LABELS
+    from dualpath.evals.speed import SPEED_LABELS
 
     frame = pd.DataFrame(result["runs"])
     cols = ["path", "status", "units_planned", "graded", "parse_failed", "failed", "calls",
@@ -192,7 +192,7 @@ def _print_night(result: dict) -> None:
     for col in ("throughput_s", "slot_latency_s"):
         console.print(f"[dim]{col}: {SPEED_LABELS[col]}[/dim]")
     if result.get("missing_inputs"):
-        from flows.inputs import describe_missing
+        from dualpath.flows.inputs import describe_missing
         err_console.print(f"[yellow]warning:[/yellow] "
                           f"{describe_missing(result['missing_inputs'], result['night'])}")
 
@@ -231,9 +231,9 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
         console.print(f"clock: --clock {clock:g} (this machine can give the demo {share:.0%} "
                       "of a core by its load as it starts; a busier machine gets a slower "
                       "clock)")
-    from flows.prefect_api import EarlyAPI
+    from dualpath.flows.prefect_api import EarlyAPI
     api = EarlyAPI()        # Prefect's server starts while the demo imports and sets up
-    from flows.demo import run_demo
+    from dualpath.flows.demo import run_demo
     try:
         with api as ready, sigterm_as_interrupt(), progress_bars() as bars:
             result = run_demo(root, nights, tickers, draws, clock, bars, PathBars(bars), ready)
@@ -260,7 +260,7 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
     # the tables without the headline: the answer is printed once, last, where the eye lands
     # (it was at the top of the metrics, mid-output, and the primary verdict printed twice)
     print_metrics(m, "table", only=["rank_ic", "comparison", "self_agreement", "speed"])
-    from evals.plots import plot_comparison
+    from dualpath.evals.plots import plot_comparison
     console.print(f"\nplot: {plot_comparison(m, result.config.parent / 'comparison.png')}")
     console.print(f"weekly report (preregistered demo plan): {result.report}")
     db = result.warehouse
@@ -345,10 +345,10 @@ def doctor(config: Path = CONFIG_OPT,
                                        "a grade call, stop what was launched; exit 0 only if "
                                        "every path would score.")) -> None:
     """Check everything a night depends on (servers, warehouse, Prefect); exit 1 if any fails."""
-    from flows.doctor import doctor as run_checks
+    from dualpath.flows.doctor import doctor as run_checks
 
     if launch:
-        from flows.dryrun import rehearse
+        from dualpath.flows.dryrun import rehearse
         start_reaper()        # a launched server must not outlive an interrupted doctor
         checks = rehearse(load_config(config))
     else:
@@ -406,7 +406,7 @@ def deploy_cmd(config: Path = CONFIG_OPT,
     _prefect_api_or_explain()
     cfg = load_config(config)
     _warn_unscheduled_prices(cfg)
-    from flows.deploy import run_deploy
+    from dualpath.flows.deploy import run_deploy
 
     shares = []
     for name in run_deploy(cfg, config, pool, nightly_cron, weekly_cron, replace=replace):
@@ -434,7 +434,7 @@ def serve_cmd(config: Path = CONFIG_OPT,
     _prefect_api_or_explain()
     cfg = load_config(config)
     _warn_unscheduled_prices(cfg)
-    from flows.deploy import prepare_serve, serve
+    from dualpath.flows.deploy import prepare_serve, serve
 
     for name in prepare_serve(cfg, config, replace):
         err_console.print(f"[yellow]warning:[/yellow] {escape(name)} (dualpath deploy) also "

@@ -21,7 +21,7 @@ def say(text: str, spans: tuple = (), keep: tuple[str, ...] = ()) -> None:
     where it fits (`evals.wrap.hang`)."""
     from rich.text import Text
 
-    from evals.wrap import hang
+    from dualpath.evals.wrap import hang
 
     at = 0
     lines = hang(text, max(40, console.width), keep=keep)
@@ -73,8 +73,8 @@ def print_sizing(sizing, alpha: float, chosen: float) -> None:
     import pandas as pd
 
     from dualpath.cli.metrics_table import print_plain
-    from evals.format import cell
-    from evals.wrap import parentheticals
+    from dualpath.evals.format import cell
+    from dualpath.evals.wrap import parentheticals
 
     rows = pd.DataFrame(sizing.rows)[SIZING]
     est = sorted(int(h) for h in sizing.design.sd_df)
@@ -122,9 +122,9 @@ def print_decision_design(p) -> None:
 def _noise(cfg, sd_delta: str | None, need_pilot: bool) -> tuple:
     """(sd per horizon, its source, the pilot, the pilot sds' degrees of freedom): given by
     --sd-delta, else from pilot nights horizon by horizon (None: assumed)."""
-    from evals.power import null_sd_delta
-    from evals.power import sd_df as df_of
-    from flows.prereg import pilot as read_pilot
+    from dualpath.evals.power import null_sd_delta
+    from dualpath.evals.power import sd_df as df_of
+    from dualpath.flows.prereg import pilot as read_pilot
 
     sd, source, got, sd_df = None, None, None, None
     if sd_delta:
@@ -219,7 +219,7 @@ def prereg_freeze(plan: Path = typer.Argument(..., help="The plan file."),
                                                        "with --force; quoted in reports).")) -> None:
     """Validate the plan and record its canonical SHA-256 and freeze time in the warehouse."""
     from dualpath.prereg import load_plan, planned_power
-    from flows.prereg import freeze_plan
+    from dualpath.flows.prereg import freeze_plan
 
     frozen = freeze_plan(load_config(config), input_file(plan, "plan file"), force, reason)
     if frozen.already_frozen:
@@ -256,7 +256,7 @@ def prereg_status(config: Path = CONFIG_OPT) -> None:
     and the label, with every failed condition."""
     import pandas as pd
 
-    from flows.prereg import plan_file_state, plan_status, window_nights
+    from dualpath.flows.prereg import plan_file_state, plan_status, window_nights
 
     cfg = load_config(config)
     status = plan_status(cfg)

@@ -14,7 +14,7 @@ from dualpath.cli._common import (CONFIG_OPT, FORMAT_OPT, _parse_date, app, cons
                                   records)
 from dualpath.cli._common import load_config
 from dualpath.errors import UserError
-from evals.wrap import hang
+from dualpath.evals.wrap import hang
 
 
 def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None,
@@ -25,8 +25,8 @@ def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | Non
     (headline, tables, notes and `meta`). csv and json carry every column."""
     import pandas as pd
 
-    from evals.headline import headline_table
-    from evals.registry import registered
+    from dualpath.evals.headline import headline_table
+    from dualpath.evals.registry import registered
 
     frames = {}
     for key, spec in registered().items():
@@ -125,18 +125,18 @@ def metrics(config: Path = CONFIG_OPT,
         output_file(plot, "--plot")
     if out is not None:
         output_dir(out, "--out", create=False)
-    from flows.glance import metrics_and_headline
+    from dualpath.flows.glance import metrics_and_headline
 
     m, head = metrics_and_headline(cfg, path, start)
     meta = None
     if fmt == "json":
-        from flows.metrics import metadata
+        from dualpath.flows.metrics import metadata
         meta = metadata(cfg, start)
     print_metrics(m, fmt, horizon, meta=meta,
                   out_dir=output_dir(out, "--out") if out is not None else None,
                   headline=head, wide=wide)
     if plot is not None:
-        from evals.plots import plot_comparison
+        from dualpath.evals.plots import plot_comparison
         err_console.print(f"wrote {plot_comparison(m, plot, horizon or cfg.experiment.horizons[0])}")
 
 
@@ -148,7 +148,7 @@ def report(config: Path = CONFIG_OPT,
            until: Optional[str] = typer.Option(None, help="Last night (YYYY-MM-DD)."),
            out: Path = typer.Option(Path("reports"), help="Folder for the HTML and Markdown.")) -> None:
     """The weekly comparison report: one self-contained HTML file and one Markdown file."""
-    from flows.weekly import week_range, write_report
+    from dualpath.flows.weekly import week_range, write_report
 
     cfg = load_config(config)
     lo = _parse_date(since, "--since") if since else None
@@ -164,7 +164,7 @@ def report(config: Path = CONFIG_OPT,
 
 def _listings():
     """The `dualpath runs` tables, declared once in `evals.listings`."""
-    from evals.registry import listings
+    from dualpath.evals.registry import listings
 
     return listings()
 
@@ -172,13 +172,13 @@ def _listings():
 def print_runs(cfg, fmt: str, evidence: bool, wide: bool) -> None:
     """`dualpath runs`: every run, and with `evidence` the servers' counters and hosts; one
     JSON document with -f json."""
-    from evals.listings import gpu_frame
-    from evals.speed import with_speed
-    from flows.report import run_warnings
-    from flows.runner import label_interrupted
-    from warehouse.db import reader
-    from warehouse.energy import gpu_evidence
-    from warehouse.queries import run_hosts, run_summaries, server_evidence
+    from dualpath.evals.listings import gpu_frame
+    from dualpath.evals.speed import with_speed
+    from dualpath.flows.report import run_warnings
+    from dualpath.flows.runner import label_interrupted
+    from dualpath.warehouse.db import reader
+    from dualpath.warehouse.energy import gpu_evidence
+    from dualpath.warehouse.queries import run_hosts, run_summaries, server_evidence
 
     if fmt not in ("table", "csv", "json"):
         raise UserError(f"--format {fmt!r}: use table, csv or json")
@@ -226,8 +226,8 @@ def print_plan(cfg, tickers: int | None, draws: int | None, paths: list[str] | N
     is measured, and whether it fits the configured window (or the one given)."""
     import pandas as pd
 
-    from evals.format import cell
-    from flows.planning import NIGHT_START, estimates, window_hours
+    from dualpath.evals.format import cell
+    from dualpath.flows.planning import NIGHT_START, estimates, window_hours
 
     n_t = tickers or len(cfg.tickers())
     own = {n: draws or cfg.draws_for(n) for n in (paths or list(cfg.paths)) if n in cfg.paths}

@@ -12,8 +12,8 @@ import pandas as pd
 from rich.table import Table
 
 from dualpath.cli._common import console
-from evals.format import cell, short_reason
-from evals.wrap import hang
+from dualpath.evals.format import cell, short_reason
+from dualpath.evals.wrap import hang
 
 # header, source column, kind; the seconds keep their basis in the footnote
 COLUMNS = [("night", "night", None), ("path", "path", None), ("status", "status", None),

@@ -30,7 +30,7 @@ def freeze_cmd(night: str = typer.Option(..., "--night", help="Night recorded (Y
                config: Path = CONFIG_OPT) -> None:
     """Write N tickers' recorded requests (bodies, order, DAG stage, sampling, seeds,
     max_tokens) as one content-hashed replay set."""
-    from flows.retune import freeze
+    from dualpath.flows.retune import freeze
 
     cfg = load_config(config)
     f = freeze(cfg, _parse_date(night, "--night"), tickers, path,
@@ -60,7 +60,7 @@ def sweep_cmd(spec: str = typer.Argument(..., help="SPEC.toml, or 'show' to show
                         "spec; `dualpath sweep show [SWEEP]` shows one")
     prefect_env(cfg.resolve(Path(".dualpath/prefect")), quiet=True)
     from dualpath.procs import start_reaper
-    from flows.sweep import run_sweep_flow
+    from dualpath.flows.sweep import run_sweep_flow
 
     start_reaper()
     outcome = run_sweep_flow(config, str(input_file(Path(spec), "sweep spec")))
@@ -74,8 +74,8 @@ def sweep_cmd(spec: str = typer.Argument(..., help="SPEC.toml, or 'show' to show
 
 
 def _show(cfg, which: str | None, plot: Path | None, fmt: str) -> None:
-    from evals.sweep import BASIS, chosen
-    from flows.sweep import sweep_report
+    from dualpath.evals.sweep import BASIS, chosen
+    from dualpath.flows.sweep import sweep_report
 
     sweep, table, abl = sweep_report(cfg, which)
     print_frame(table[[c for c in SHOW_COLUMNS if c in table]], fmt,
@@ -97,7 +97,7 @@ def _show(cfg, which: str | None, plot: Path | None, fmt: str) -> None:
                       f"{knee['decode_tps']:,.1f} tok/s, within {sweep['knee_share']:.0%} of "
                       f"the best ready point; proposal: {sweep['proposal_path']}")
     if plot is not None:
-        from evals.sweep_plot import plot_sweep
+        from dualpath.evals.sweep_plot import plot_sweep
 
         title = f"sweep {sweep['name']} ({sweep['sweep_id']})"
         console.print(f"figure: {plot_sweep(table, plot, title)}")
@@ -118,7 +118,7 @@ def verify_cmd(path: str = typer.Argument(..., help="The path to verify."),
     the tolerance below its \\[paths.X.measured] block and every repeat did."""
     import asyncio
 
-    from flows.retune import verify
+    from dualpath.flows.retune import verify
 
     cfg = load_config(config)
     verdicts, _ = asyncio.run(verify(cfg, path, tolerance, long_tokens, repeats))

@@ -26,14 +26,14 @@ def ui_cmd(config: Path = CONFIG_OPT,
 
     import uvicorn
 
-    from viewer.app import create_app
+    from dualpath.viewer.app import create_app
 
     cfg = load_config(config)
     # a file given with --db is checked as `dualpath sql --db` checks it, before listening
     path = warehouse_file(db, "--db") if db is not None else cfg.resolve(cfg.warehouse.path)
     if not path.exists():
         raise UserError(f"no warehouse at {path}; run `dualpath nightly` or `dualpath demo` first")
-    from warehouse.db import holds_runs
+    from dualpath.warehouse.db import holds_runs
 
     if db is not None and not holds_runs(path):
         raise UserError(f"--db {path} is a DuckDB file but no dualpath warehouse (it has no "
@@ -58,7 +58,7 @@ def ui_cmd(config: Path = CONFIG_OPT,
 def night_links(cfg, frame, cols: list[str], fmt: str):
     """`dualpath runs` with `[ui] base_url` set: a `ui_url` column per run (csv, json), or one
     line naming the latest night's page (table). Returns (frame, columns, line or None)."""
-    from viewer.links import night_url
+    from dualpath.viewer.links import night_url
 
     base = cfg.ui.base_url
     if not base or not len(frame):

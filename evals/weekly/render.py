@@ -13,13 +13,13 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from evals.format import cell
-from evals.registry import every_table
-from evals.weekly import ReportData, figures, nights_line, tearsheet
-from evals.weekly import sections as sections_mod
-from evals.weekly.sections import sections
+from dualpath.evals.format import cell
+from dualpath.evals.registry import every_table
+from dualpath.evals.weekly import ReportData, figures, nights_line, tearsheet
+from dualpath.evals.weekly import sections as sections_mod
+from dualpath.evals.weekly.sections import sections
 
-_ENV = jinja2.Environment(loader=jinja2.PackageLoader("evals.weekly", "templates"),
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("dualpath.evals.weekly", "templates"),
                           # the templates are named *.html.j2: select_autoescape matches a
                           # name's ending, and ["html"] alone left every HTML template raw
                           # (a freeze reason, a server's error text or alias ran as script)
@@ -47,7 +47,7 @@ def table(frame: pd.DataFrame | None, cols: list[str] | None = None,
 def sweeps(d: ReportData) -> list[dict]:
     """Each recorded sweep: title, its choice and figure (its points: the registered
     `sweep` table beneath them)."""
-    from evals.sweep_plot import sweep_figure
+    from dualpath.evals.sweep_plot import sweep_figure
 
     out = []
     for s in d.sweeps:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evals.listings import left_out, marked
-from evals.registry import Table, every_table
-from evals.report_tables import frames as report_frames
-from evals.weekly.tearsheet import MISSING
+from dualpath.evals.listings import left_out, marked
+from dualpath.evals.registry import Table, every_table
+from dualpath.evals.report_tables import frames as report_frames
+from dualpath.evals.weekly.tearsheet import MISSING
 
 SECTIONS = {
     "plan": ("deviations",),

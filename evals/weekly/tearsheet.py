@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from evals.inference import delta_test  # noqa: E402
+from dualpath.evals.inference import delta_test  # noqa: E402
 
 MISSING = {
     "ic_histogram": "no IC histogram: no night's forward return has matured yet",
