@@ -38,6 +38,13 @@ def test_the_readme_is_short_and_its_quick_start_is_the_two_commands():
                                                                           "make test"]
 
 
+def test_every_page_the_readme_links_to_exists():
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#]+)", readme)
+    assert len(links) >= 10           # the pages of "Where to go next" and the screenshot
+    assert [link for link in links if not (ROOT / link).is_file()] == []
+
+
 def test_the_readme_names_every_real_engine():
     # every registered engine a config can name, but the simulated one: llama.cpp, vllm,
     # sglang, openai today (the README writes them as vLLM, SGLang, OpenAI-compatible)
