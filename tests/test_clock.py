@@ -8,6 +8,7 @@ import time
 
 from tests.helpers import SimFleet, ingest, make_project, score_night_plain
 from dualpath.warehouse.db import reader
+from dualpath.warehouse.disturbed import DISTURBED
 from dualpath.warehouse.journal_read import JournalContents
 
 
@@ -33,6 +34,12 @@ def test_a_wall_clock_stepped_during_a_night_changes_no_duration(tmp_path, monke
         rows = con.execute("SELECT path, status, wall_s FROM runs ORDER BY path").fetchall()
     assert [(p, s) for p, s, _ in rows] == [("backup", "complete"), ("main", "complete")]
     assert all(0 < wall_s <= took for _, _, wall_s in rows), (rows, took)
+    # nor a label: the starvation judge's window and the calls' service share are on the
+    # monotonic clock too (a +2 h step inside the window read as slots idle 99% of it)
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        labels = con.execute(f"SELECT r.path, d.disturbed FROM runs r LEFT JOIN ({DISTURBED})"
+                             " d USING (run_id) ORDER BY r.path").fetchall()
+    assert labels == [("backup", None), ("main", None)]
 
 
 def test_the_contamination_window_is_on_the_monotonic_clock():

@@ -71,21 +71,32 @@ _PROMPT = (f"({_counter('metrics_after_json', 'prompt_tokens_total', 'prompt_tok
 # Per run, over the window in which units waited to start (first call to last unit start):
 # `busy` = the calls' server time there ÷ (slots × window), `in_flight` = the calls' client
 # time there ÷ the same. NULL where the run cannot be judged (see the module docstring).
+# Times are on the harness's monotonic clock (t0, t1) where every call of the run has it,
+# else (journals from before monotonic stamps) the wall clock: a wall clock stepped during
+# the night (NTP, an operator) put hours of nothing inside the window and read as starved.
+# A unit's start is its first call's.
 QUEUED = f"""
+WITH c AS (
+    SELECT *, CASE WHEN mono THEN start_mono ELSE start_wall END AS t0,
+              CASE WHEN mono THEN end_mono ELSE end_wall END AS t1
+    FROM (SELECT *, bool_and(start_mono IS NOT NULL AND end_mono IS NOT NULL)
+                    OVER (PARTITION BY run_id) AS mono FROM calls)),
+a AS (SELECT run_id, min(t0) AS w0 FROM c GROUP BY run_id),
+b AS (SELECT run_id, max(u0) AS w1
+      FROM (SELECT run_id, min(t0) AS u0 FROM c GROUP BY run_id, ticker, draw, unit_attempt)
+      GROUP BY run_id)
 SELECT run_id,
        sum(service * share) / nullif(any_value(slots) * any_value(w1 - w0), 0) AS busy,
        sum(inside) / nullif(any_value(slots) * any_value(w1 - w0), 0) AS in_flight
 FROM (
     SELECT c.run_id, r.slots, a.w0, b.w1,
            (c.prompt_ms + c.predicted_ms) / 1e3 * r.time_scale AS service,
-           greatest(0, least(c.end_wall, b.w1) - greatest(c.start_wall, a.w0)) AS inside,
-           CASE WHEN c.end_wall > c.start_wall THEN inside / (c.end_wall - c.start_wall)
-                ELSE (c.start_wall BETWEEN a.w0 AND b.w1)::INTEGER END AS share,
+           greatest(0, least(c.t1, b.w1) - greatest(c.t0, a.w0)) AS inside,
+           CASE WHEN c.t1 > c.t0 THEN inside / (c.t1 - c.t0)
+                ELSE (c.t0 BETWEEN a.w0 AND b.w1)::INTEGER END AS share,
            c.error_kind IS NULL AND (c.prompt_ms IS NULL OR c.predicted_ms IS NULL) AS untimed,
            r.wall_s
-    FROM calls c JOIN runs r USING (run_id)
-    JOIN (SELECT run_id, min(start_wall) AS w0 FROM calls GROUP BY run_id) a USING (run_id)
-    JOIN (SELECT run_id, max(start_wall) AS w1 FROM units GROUP BY run_id) b USING (run_id)
+    FROM c JOIN runs r USING (run_id) JOIN a USING (run_id) JOIN b USING (run_id)
     WHERE r.slots > 0 AND r.time_scale > 0)
 GROUP BY run_id
 HAVING NOT bool_or(untimed) AND any_value(w1 - w0) >= {STARVED_MIN_WINDOW} * any_value(wall_s)
