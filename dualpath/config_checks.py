@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from datetime import date
 from pathlib import Path
 
@@ -50,6 +51,26 @@ def _file_above(path: Path) -> Path | None:
         if p.exists():
             return None if p.is_dir() else p
     return None
+
+
+def _cannot_create(loc: str, p: Path) -> list[tuple[str, str]]:
+    """A missing file or folder whose first existing folder above takes no new file (a
+    read-only mount, /proc): `check` once passed `/proc/wh.duckdb` and `nightly` then ended in
+    an internal error. Tried by creating (and removing) a file there; an existing place is
+    left to its reader, so a read-only warehouse can still be read."""
+    if p.exists():
+        return []
+    above = next((a for a in p.parents if a.exists()), None)
+    if above is None or not above.is_dir():
+        return []
+    try:
+        fd, probe = tempfile.mkstemp(dir=above, prefix=".dualpath-probe-")
+    except OSError as e:
+        return [(loc, f"{p} cannot be created: {above} takes no new file "
+                      f"({e.strerror or e}); give a place in a folder you can write")]
+    os.close(fd)
+    os.unlink(probe)
+    return []
 
 
 def _kind(p: Path) -> str:
@@ -91,6 +112,9 @@ def places(cfg) -> list[tuple[str, str]]:
            + _file("market.prices_file", opt(m.prices_file), "a CSV or Parquet file")
            + _folder("market.prices_dir", opt(m.prices_dir))
            + _folder("pipeline.documents_dir", opt(cfg.pipeline.documents_dir)))
+    if not out:     # where dualpath writes: a place that cannot be created
+        out = (_cannot_create("warehouse.path", r(cfg.warehouse.path))
+               + _cannot_create("warehouse.runs_dir", r(cfg.warehouse.runs_dir)))
     if r(cfg.warehouse.path) == r(cfg.warehouse.runs_dir):
         out.append(("warehouse.runs_dir", "is the warehouse file's own name; give each "
                     "its own place"))
