@@ -200,13 +200,30 @@ class QueryTimeout(UserError):
 
 
 def _within(con: duckdb.DuckDBPyConnection, run, seconds: float):
-    """run(con) stopped by `con.interrupt()` after `seconds`; raises InterruptException."""
+    """run(con) stopped by `con.interrupt()` after `seconds`; raises InterruptException.
+
+    DuckDB answers Ctrl-C with the same interruption as the timer's (InterruptException while
+    the query runs, `RuntimeError: Query interrupted` while its rows are fetched): one the
+    timer did not cause is the person's, raised as KeyboardInterrupt (exit 130), never taken
+    for a timeout or an internal error."""
     import threading
 
-    timer = threading.Timer(max(seconds, 0.0), con.interrupt)
+    fired = threading.Event()
+
+    def stop() -> None:
+        fired.set()
+        con.interrupt()
+
+    timer = threading.Timer(max(seconds, 0.0), stop)
     timer.start()
     try:
         return run(con)
+    except (duckdb.InterruptException, RuntimeError) as e:
+        if isinstance(e, RuntimeError) and "interrupted" not in str(e).lower():
+            raise
+        if fired.is_set():
+            raise duckdb.InterruptException(str(e)) from None
+        raise KeyboardInterrupt from None
     finally:
         timer.cancel()
 

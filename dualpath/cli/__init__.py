@@ -22,6 +22,13 @@ from dualpath.cli._common import quiet_prefect_for_own_errors, unwritable_line
 from dualpath.errors import DualpathError, UserError
 
 INTERRUPTED = "interrupted; rerun the night to resume"
+# commands whose interruption leaves a night to resume; any other just stops
+RESUMABLE = {"nightly", "demo"}
+
+
+def _interrupted() -> str:
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+    return INTERRUPTED if command in RESUMABLE else "interrupted"
 
 
 def _click_classes() -> tuple[tuple, tuple, tuple, tuple]:
@@ -91,7 +98,7 @@ def main() -> None:
         err_console.print(f"[red]failed:[/red] {escape(str(e))}")
         sys.exit(1)
     except (KeyboardInterrupt, *abort):
-        err_console.print(INTERRUPTED)
+        err_console.print(_interrupted())
         sys.exit(130)
     except no_args as e:       # `dualpath` alone: the help, as click shows it
         e.show()
@@ -119,5 +126,5 @@ def main() -> None:
     # without standalone mode typer returns an exit code instead of raising: 130 is its
     # answer to a KeyboardInterrupt inside a command
     if code == 130:
-        err_console.print(INTERRUPTED)
+        err_console.print(_interrupted())
     sys.exit(code if isinstance(code, int) else 0)
