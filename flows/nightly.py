@@ -268,6 +268,7 @@ async def _score_held_night(cfg: Config, night: date, calendar, tickers: list[st
             log.error("path %s: %s: %s", o.path, o.status, o.reason)
     stats = ingest(cfg, [w.journal for w in works])
     summary = night_summary(cfg, [s.run_id for s in stats])
+    summary += unrecorded_runs(works, outcomes, summary)
     await create_markdown_artifact(
         key=f"night-{cfg.experiment.name}".lower().replace("_", "-").replace(".", "-"),
         markdown=summary_markdown(night, summary), description=f"dualpath night {night}")
@@ -279,6 +280,20 @@ async def _score_held_night(cfg: Config, night: date, calendar, tickers: list[st
         why = "; ".join(f"{r['path']} {r['status']}: {r['status_detail']}" for r in bad)
         return Failed(message=f"not complete: {why}", data=result)
     return result
+
+
+def unrecorded_runs(works, outcomes, summary: list[dict]) -> list[dict]:
+    """A row for each path that recorded nothing the warehouse could hold (its journal could
+    not be written: a full disk, a folder that takes no file), so that the night still reads
+    not complete, names the path and why, and the flow ends Failed. With no rows a night
+    where every path failed read Completed, and the CLI's table of no runs crashed."""
+    seen = {r["run_id"] for r in summary}
+    return [{"path": w.path, "run_id": w.run_id, "status": "failed",
+             "status_detail": o.reason or "nothing was recorded",
+             "units_planned": w.units_planned, "graded": 0, "parse_failed": 0,
+             "failed": w.units_planned, "calls": 0, "runaway": 0, "retries": 0,
+             "contaminated": 0, "throughput_s": None, "slot_latency_s": None}
+            for w, o in zip(works, outcomes) if w.run_id not in seen and w.units]
 
 
 def run_nightly(config_path: Path, night: date | None = None,

@@ -47,13 +47,16 @@ def test_ctrl_c_on_sql_exits_130_without_an_internal_error(tmp_path, query):
     with writer(tmp_path / "wh.duckdb"):
         pass
     cmd = [DUALPATH, "sql", "--db", str(tmp_path / "wh.duckdb"), "-f", "csv"]
-    t0 = time.monotonic()
-    subprocess.run([*cmd, "SELECT 1"], check=True, capture_output=True)
-    start_s = time.monotonic() - t0            # the CLI's start on this machine, now
-    after_s = start_s + 6.5
     proc = subprocess.Popen([*cmd, query], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
-    time.sleep(after_s)
+    # past the read lock: the query's snapshot copy is there (its folder beside the
+    # warehouse), so the CLI has started and DuckDB is running the query again on it
+    from dualpath.warehouse.snapshots import PREFIX
+    deadline = time.monotonic() + 120
+    while not any(d.is_dir() and any(d.iterdir()) for d in tmp_path.glob(PREFIX + "*")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.2)
+    time.sleep(1.5)
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)

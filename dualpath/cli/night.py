@@ -185,10 +185,11 @@ def _print_night(result: dict) -> None:
 
     from dualpath.evals.speed import SPEED_LABELS
 
-    frame = pd.DataFrame(result["runs"])
     cols = ["path", "status", "units_planned", "graded", "parse_failed", "failed", "calls",
             "runaway", "retries", "contaminated", "throughput_s", "slot_latency_s"]
-    print_frame(frame[cols], "table", f"night {result['night']}")
+    # a path that recorded nothing (its journal could not be written) has only its status
+    frame = pd.DataFrame(result["runs"]).reindex(columns=cols)
+    print_frame(frame, "table", f"night {result['night']}")
     for col in ("throughput_s", "slot_latency_s"):
         console.print(f"[dim]{col}: {SPEED_LABELS[col]}[/dim]")
     if result.get("missing_inputs"):
