@@ -152,8 +152,18 @@ JOIN (
            -- a failed attempt (all of a failed call's) may have generated up to twice the
            -- call's answer, or the run's longest answer where the call never got one
            coalesce(sum((attempts - (error_kind IS NULL)::INTEGER)
-                        * (2 * coalesce(completion_tokens, longest) + 64)), 0) AS allowance
+                        * (2 * coalesce(completion_tokens, longest) + 64)), 0)
+           -- a segment cut mid-flight (Ctrl-C, SIGTERM, a cancel) abandoned the requests
+           -- it had in flight, which the server may have generated and no call received:
+           -- up to two per slot (one served, one queued), each up to twice the longest
+           -- answer. Without it an interrupted run read `shared`.
+           + coalesce(any_value(cut.segments) * 2 * any_value(r.slots)
+                      * (2 * coalesce(any_value(longest), 0) + 64), 0) AS allowance
     FROM (SELECT *, max(completion_tokens) OVER (PARTITION BY run_id) AS longest FROM calls)
+    JOIN runs r USING (run_id)
+    LEFT JOIN (SELECT run_id, count(*) AS segments FROM run_segments
+               WHERE status = 'interrupted' OR detail = 'interrupted'
+               GROUP BY run_id) cut USING (run_id)
     GROUP BY run_id) c USING (run_id)) s
 LEFT JOIN ({QUEUED}) q USING (run_id)
 -- the GPU changed under the run (warehouse.energy): its power limit, its link, or another
