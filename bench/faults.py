@@ -21,7 +21,9 @@ trials of the night and the warehouse (two writers, an aliased server, a second 
 journals, a full disk, a damaged warehouse, SIGTERM, a Prefect cancel, a long `sql`) are in
 `bench/faults_night.py`; those of places and inputs (a warehouse named through a symlink,
 another `TMPDIR` on the same servers, conflicting price files, a killed long `sql` on its
-snapshot copy) in `bench/faults_places.py`.
+snapshot copy) in `bench/faults_places.py`; those of labels and exits (a wall clock stepped
+mid-night, Ctrl-C on a long `sql`, a warehouse where no file can be made) in
+`bench/faults_labels.py`.
 With --real, the trials a real llama-server can take are run again with one on the backup
 path (Gemma 3 270M, as `make test` builds it; several minutes on a CPU).
 """
@@ -41,6 +43,7 @@ if __package__ in (None, ""):      # run as a script: make the repository import
 
 from bench.faultlab import ROOT, Lab, check_night, score_night, swap_detected  # noqa: E402
 from bench.faults_cli import CLI_TRIALS  # noqa: E402
+from bench.faults_labels import LABEL_TRIALS  # noqa: E402
 from bench.faults_night import NIGHT_TRIALS, REAL_TRIALS, mislabelled, tracebacks  # noqa: E402
 from bench.faults_places import PLACE_TRIALS  # noqa: E402
 from dualpath.sim.proxy import THINK_CUTS, THINKING_MARK, TRANSIENT, wait_until  # noqa: E402
@@ -57,9 +60,10 @@ SWAPS = {"swap_alias": {"model_alias": "another-model"},
          "swap_slots": {"slots": 8}}
 PROCESS_FAULTS = ("server_kill_x3", "server_restart_same_port", "harness_kill_scoring",
                   "harness_kill_ingest", "sigint")
-TRIALS = {**NIGHT_TRIALS, **PLACE_TRIALS, **CLI_TRIALS, **REAL_TRIALS}   # kind -> (lab, night, trial)
+TRIALS = {**NIGHT_TRIALS, **PLACE_TRIALS, **CLI_TRIALS, **LABEL_TRIALS, **REAL_TRIALS}   # kind -> (lab, night, trial)
 # the simulated paths' trials
-ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *NIGHT_TRIALS, *PLACE_TRIALS, *CLI_TRIALS)
+ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *NIGHT_TRIALS, *PLACE_TRIALS, *CLI_TRIALS,
+       *LABEL_TRIALS)
 
 
 @dataclass
