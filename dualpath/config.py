@@ -25,7 +25,7 @@ from dualpath.config_files import (MAX_TEXT_BYTES, MAX_TICKER_LEN, MAX_UNIVERSE,
                                    _toml_value, dump_toml, read_universe)
 from dualpath.config_market import MarketSettings
 # a path's settings live in config_paths; every name stays importable from here
-from dualpath.config_paths import (Engine, ExpectedIdentity,  # noqa: F401
+from dualpath.config_paths import (Draws, Engine, ExpectedIdentity,  # noqa: F401
                                    MeasuredSpeed, ServingPath, SimProfile, _Model,
                                    unreportable_pins)
 from dualpath.errors import ConfigError
@@ -44,7 +44,7 @@ class Experiment(_Model):
     universe_file: Path | None = Field(
         None, description="A text file with one ticker per line ('#' comments allowed); "
         "relative paths are relative to the config file.")
-    draws: int = Field(3, ge=1, le=50, description="Independent scorings of each ticker per "
+    draws: Draws = Field(3, ge=1, le=50, description="Independent scorings of each ticker per "
                        "night (each path's default; paths.<name>.draws overrides).")
     prefix_affinity: bool = Field(True, description="Send a unit's calls to the slot whose "
                                   "prompt cache holds their shared prefix (llama-server "

@@ -7,14 +7,27 @@ a sweep measured. Read as part of `dualpath.config.Config`, which re-exports eve
 from __future__ import annotations
 
 from datetime import date
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (BaseModel, ConfigDict, Field, field_validator, model_serializer,
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, Strict, field_validator, model_serializer,
                       model_validator)
 
 from dualpath import engines
 from dualpath.telemetry.settings import SimPower
+
+
+def _whole_draws(v: object) -> object:
+    """A bool is an int to Python, so `draws = true` would read as 1 draw: refuse it by name
+    (`Strict` then refuses strings and decimals)."""
+    if isinstance(v, bool):
+        raise ValueError("draws is a whole number of scorings from 1 to 50 (e.g. draws = 2), "
+                         "not true or false")
+    return v
+
+
+# a count of draws in the config: a whole number, never a bool, a string or a decimal
+Draws = Annotated[int, BeforeValidator(_whole_draws), Strict()]
 
 # The registered engines (`dualpath.engines.registry`), and those the simulated server speaks.
 Engine = Literal[engines.names()]
@@ -226,7 +239,7 @@ class ServingPath(_Model):
         None, description="http://host:port of the server; for 'sim' leave unset to start one.")
     model: str = Field(description="Model name sent in requests (llama.cpp ignores it; vLLM checks).")
     slots: int = Field(4, ge=1, le=256, description="Requests kept in flight by dualpath.")
-    draws: int | None = Field(None, ge=1, le=50, description="Draws of each ticker per night "
+    draws: Draws | None = Field(None, ge=1, le=50, description="Draws of each ticker per night "
                               "on this path (default: experiment.draws); e.g. 3 on a fast "
                               "main path and 2 on the backup decide interchangeability "
                               "sooner.")

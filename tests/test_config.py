@@ -47,6 +47,14 @@ def test_shipped_configs_validate():
 @pytest.mark.parametrize("data,needle", [
     (minimal(experiment={"universe": ["AAA"], "draws": 0}), "experiment.draws = 0"),
     (minimal(experiment={"universe": ["AAA"], "drawz": 2}), "experiment.drawz: unknown setting"),
+    # a bool is an int to Python: `draws = true` once read as 1 draw
+    (minimal(experiment={"universe": ["AAA"], "draws": True}),
+     "experiment.draws = True: draws is a whole number of scorings from 1 to 50 (e.g. "
+     "draws = 2), not true or false"),
+    (minimal(experiment={"universe": ["AAA"], "draws": "2"}),
+     "experiment.draws = '2': Input should be a valid integer"),
+    (minimal(paths={"main": {"engine": "sim", "model": "m", "draws": False}}),
+     "paths.main.draws = False: draws is a whole number of scorings from 1 to 50"),
     (minimal(experiment={"universe": []}), "universe is empty"),
     (minimal(experiment={"universe": ["A", "A"]}), "duplicate ticker"),
     (minimal(experiment={}), "exactly one of 'universe'"),
