@@ -90,26 +90,28 @@ def seconds(runs: pd.DataFrame, basis: Basis = "throughput", per: Per = "ticker"
 def drift_df(nights: int) -> int:
     """The cosine terms (the interval's degrees of freedom) for `nights` nightly log ratios:
     Lazarus, Lewis, Stock & Watson's (2018) rule for the EWC test, floor(0.4 n^(2/3)), at
-    least 2 and at most n - 1 (so 2-3 nights give the t interval). The rule gives 1 below
-    12 nights; the floor of 2 keeps the interval usable there: under the drift below, at 5
-    nights t on 1 df covered 0.940 with a median hi/lo of 2.25, 2 df 0.921 with 1.37."""
-    return int(min(nights - 1, max(2, math.floor(0.4 * nights ** (2 / 3)))))
+    least 4 and at most n - 1. With the drift-robust critical value (`evals.drift`) more
+    terms make a narrower interval that covers more: at 5 nights 4 terms gave a median hi/lo
+    of 2.08 and coverage 0.998 under AR(1) φ 0.5 drift where 2 terms gave 2.32 and 0.987
+    (`bench/calibration_speed.py`)."""
+    return int(min(nights - 1, max(4, math.floor(0.4 * nights ** (2 / 3)))))
 
 
 def slowdown_interval(logs: np.ndarray, level: float = 0.95) -> tuple[float, float, int]:
-    """(lo, hi, df) of the mean nightly log ratio, robust to night-to-night drift: an
-    equal-weighted cosine (EWC) HAC variance with Student-t critical values on its df, the
-    fixed-b reference (Lazarus, Lewis, Stock & Watson 2018). A backup whose speed wanders from
-    night to night makes neighbouring nights' ratios alike: under AR(1) drift (φ 0.5) the
-    plain t interval covered 0.84-0.89 at 5-30 nights, Newey-West with fixed-b critical values
-    0.86-0.92; this one 0.921 at 5 nights (400,000 windows), 0.924-0.945 at 6-30, 0.94-0.95
-    with runaways clustered by night and 0.95 under independent nights, where it is exactly
-    t (`bench/calibration_speed.py`). The variance is the mean square of the series' first
-    df DCT-II coefficients, i.e. the long-run variance at the lowest frequencies. Needs 2 or
-    more nights."""
+    """(lo, hi, df) of the mean nightly log ratio, robust to slow night-to-night drift: an
+    equal-weighted cosine (EWC) HAC variance (Lazarus, Lewis, Stock & Watson 2018) with the
+    critical value that holds the level when the nights are a Gaussian AR(1) at φ 0.8, the
+    slowest drift allowed (Müller 2014; `evals.drift`), never below Student t on its df.
+    A backup that warms up or fills a cache over a week makes neighbouring nights' ratios
+    alike: under AR(1) drift at φ 0.8 (sd 0.07-0.10) the t critical value covered 0.83-0.86
+    at 5 nights; this one covers at least 0.95 for any φ <= 0.8 and drift of any size, with
+    Gaussian or t3 innovations (`bench/calibration_speed.py`). The price is width: at 5 nights
+    a median hi/lo of about 2.1 under φ 0.5 drift, 1.55 at 10. The variance is the mean
+    square of the series' first df DCT-II coefficients, i.e. the long-run variance at the
+    lowest frequencies. Needs 2 or more nights."""
     from scipy import fft   # `dualpath runs` imports this module, never this
 
-    from dualpath.evals import dist
+    from dualpath.evals.drift import critical
 
     x = np.asarray(logs, dtype=float)
     n = len(x)
@@ -117,7 +119,7 @@ def slowdown_interval(logs: np.ndarray, level: float = 0.95) -> tuple[float, flo
         raise ValueError("a slowdown interval needs 2 or more paired nights")
     nu = drift_df(n)
     lam = fft.dct(x, type=2, norm="ortho")[1:nu + 1]
-    half = dist.t_ppf(0.5 + level / 2, nu) * math.sqrt(float(np.mean(lam ** 2)) / n)
+    half = critical(n, nu, level) * math.sqrt(float(np.mean(lam ** 2)) / n)
     return float(x.mean() - half), float(x.mean() + half), nu
 
 

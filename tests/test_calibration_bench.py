@@ -50,9 +50,12 @@ def test_slowdown_bench_runs_the_projects_interval_on_every_cell():
     speed = bench().icr_bench("calibration_speed")
     t = speed.run(50, 4)
     assert set(zip(t["scenario"], t["nights"])) == {
-        (s, n) for s in ("independent", "drift", "runaways") for n in (5, 10, 20, 30)}
-    assert t["coverage"].between(0, 1).all() and t["df"].tolist()[:4] == [2, 2, 2, 3]
+        (s, n) for s in ("independent", "drift", "drift08", "drift08_t3", "runaways")
+        for n in (5, 10, 20, 30)}
+    assert t["coverage"].between(0, 1).all() and t["df"].tolist()[:4] == [4, 4, 4, 4]
     assert 0 <= speed.drift_coverage(t) <= 1
+    assert 0 <= speed.drift_coverage(0.8, 5, 0.07, reps=200, seed=1, heavy=True) <= 1
+    assert speed.report(t, 50, drift08=0.5)[-1].split()[1] == "slowdown_drift08_coverage=0.500"
 
 
 def test_pilot_bench_drafts_with_the_projects_power_and_prints_both_kinds():

@@ -191,7 +191,7 @@ STARVED_WARNING = (
     "pace; its speed is not a measurement (shown, kept out of every speed median)\n")
 
 STARVED_HEADLINE_SPEED = """\
-Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.7×, 8 paired nights)
+Speed — how much slower is backup?  5.7× slower than main (95% CI 5.4×–6.0×, 8 paired nights)
   throughput basis (run wall clock ÷ tickers): backup 347 s/ticker, main 61 s/ticker (medians)
   a night of 8 tickers × 2 draws (this experiment's): backup 46 min, main 8 min
   projected to 100 tickers × 2 draws: backup 9.6 h, main 1.7 h
