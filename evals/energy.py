@@ -9,8 +9,10 @@ result count (complete, one segment, undisturbed — a GPU whose power limit, li
 changed mid-night disturbs its run).
 
 The ratio is the geometric mean of nightly ratios (candidate ÷ baseline J/ticker, both runs
-results on the same night) with a t interval on their logs, as the slowdown's
-(`evals.headline.slowdown`); the interval's coverage is checked by simulation in the tests.
+results on the same night; per unit, each run at its own draws, where the paired runs' draws
+differ: `evals.draws`) with a t interval on their logs; the interval's coverage is checked by
+simulation in the tests (independent nights: unlike the slowdown's it is not widened for
+slow drift).
 The basis is stated every time: board energy (the GPU's own counter or sampled power), the
 scoring window only (not the server's start-up or the ingest), idle floor included.
 """
@@ -24,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from dualpath.evals import dist
+from dualpath.evals import draws as rd
 from dualpath.evals.format import draws_words
 
 BASIS = "board energy, scoring only, idle floor included"
@@ -32,15 +35,18 @@ BASIS = "board energy, scoring only, idle floor included"
 def run_energy(runs: pd.DataFrame, speed_runs: pd.DataFrame) -> pd.DataFrame:
     """Per run: path, night, is_result, J per ticker (all of its draws), J per ticker above
     the idle floor, mean and idle watts, and why its energy is unknown."""
-    cols = ["run_id", "path", "night", "is_result", "j_per_ticker", "j_above_idle_per_ticker",
-            "mean_w", "idle_w", "energy_unknown"]
+    cols = ["run_id", "path", "night", "is_result", "draws", "j_per_ticker", "j_per_unit",
+            "j_above_idle_per_ticker", "mean_w", "idle_w", "energy_unknown"]
     if not len(speed_runs) or "joules" not in runs:
         return pd.DataFrame(columns=cols)
     e = runs.set_index("run_id")[["joules", "energy_s", "idle_w", "energy_unknown"]]
-    s = speed_runs.set_index("run_id")[["path", "night", "is_result", "tickers"]].join(e)
+    s = speed_runs.set_index("run_id")
+    s = s.assign(draws=s["draws"] if "draws" in s else np.nan)[
+        ["path", "night", "is_result", "tickers", "draws"]].join(e)
     t = s["tickers"].astype(float)
     j = s["joules"].astype(float)
-    out = s.assign(j_per_ticker=j / t,
+    # per unit: the run's joules over its own tickers x draws (`evals.draws`)
+    out = s.assign(j_per_ticker=j / t, j_per_unit=j / (t * s["draws"].astype(float)),
                    j_above_idle_per_ticker=(j - s["idle_w"].astype(float)
                                             * s["energy_s"].astype(float)) / t,
                    mean_w=j / s["energy_s"].astype(float))
@@ -63,17 +69,21 @@ class EnergyCompare:
     level: float
     nights: int
     tickers: int
-    draws: int | dict               # one count, or path -> its own
+    draws: int | dict               # each path's draws now (its latest run's), or one count
     price: float | None = None
     currency: str = ""
     kwh: dict = field(default_factory=dict)      # path: kWh of a `tickers` night
+    per: str = "ticker"             # the ratio's unit: "unit" where paired runs' draws differ
+    draws_changed: dict = field(default_factory=dict)   # `evals.draws.changes`
 
 
 def compare(energy: pd.DataFrame, baseline: str | None, candidate: str | None,
             draws: int | dict,
             tickers: int = 100, level: float = 0.95, price: float | None = None,
             currency: str = "") -> EnergyCompare | None:
-    """The candidate's J/ticker over the baseline's, or None without both paths' runs."""
+    """The candidate's J/ticker over the baseline's, or None without both paths' runs. Each
+    night's runs are read at their own draws (`evals.draws`); `draws` (the config's) only
+    where no run recorded them."""
     if not (baseline and candidate) or not len(energy):
         return None
     ok = energy[energy["is_result"].astype(bool)]
@@ -87,18 +97,20 @@ def compare(energy: pd.DataFrame, baseline: str | None, candidate: str | None,
         if not (known["path"] == p).any():
             why = ok[ok["path"] == p]["energy_unknown"].dropna()
             unknown[p] = why.iloc[-1] if len(why) else "no GPU reading stored"
-    wide = known.pivot_table(index="night", columns="path", values="j_per_ticker")
-    logs = np.log(wide[candidate] / wide[baseline]).dropna().to_numpy(dtype=float) \
-        if {baseline, candidate} <= set(wide) else np.array([])
-    if isinstance(draws, dict) and draws.get(baseline) != draws.get(candidate) and len(logs):
-        # the ratio compares the same work, one ticker x one draw, where the draws differ
-        logs = logs - math.log(draws[candidate] / draws[baseline])
+    # the ratio compares the same work, one ticker x one draw, where the draws differ
+    logs, per = rd.paired_logs(known, baseline, candidate, "j_per_ticker", "j_per_unit", draws)
     n = len(logs)
     ratio, lo, hi = paired_ratio(logs, level)
-    per = med("j_per_ticker")
-    return EnergyCompare(baseline, candidate, per, med("j_above_idle_per_ticker"),
-                         med("idle_w"), unknown, ratio, lo, hi, level, n, tickers, draws, price,
-                         currency, {p: v * tickers / 3.6e6 for p, v in per.items()})
+    pair = (candidate, baseline)
+    steps, now = rd.changes(energy, pair), rd.now_draws(energy, pair, draws)
+    per_ticker = med("j_per_ticker")
+    # a night now: a path whose draws changed is costed per unit at its draws now
+    night_j = {p: (med("j_per_unit")[p] * now[p] if p in steps else per_ticker[p])
+               for p in pair}
+    return EnergyCompare(baseline, candidate, per_ticker, med("j_above_idle_per_ticker"),
+                         med("idle_w"), unknown, ratio, lo, hi, level, n, tickers, now, price,
+                         currency, {p: v * tickers / 3.6e6 for p, v in night_j.items()},
+                         per, steps)
 
 
 def paired_ratio(logs: np.ndarray, level: float = 0.95) -> tuple[float | None, float, float]:
@@ -133,7 +145,7 @@ def energy_lines(e: EnergyCompare | None, candidate: str | None) -> list[str]:
         ci = (f"{e.level:.0%} CI {e.lo:.2f}×–{e.hi:.2f}×, {e.nights} paired nights"
               if e.nights >= 2 else f"no interval: {e.nights} paired night(s)")
         first = f"{head}  {c} {e.ratio:.2f}× {b} ({ci})"
-        if isinstance(e.draws, dict) and e.draws.get(c) != e.draws.get(b):
+        if e.per == "unit":
             first += " per unit"
     kwh = lambda p: f"{e.kwh[p]:.2f} kWh" + (
         f" ({e.kwh[p] * e.price:.2f}{(' ' + e.currency) if e.currency else ''})"

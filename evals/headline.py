@@ -11,9 +11,10 @@ report's first screen and its Prefect artifact print `Headline.lines` as they ar
 fits 100 columns, so the verdict and the ratio are never cut.
 
 The slowdown is the geometric mean of nightly ratios (candidate ÷ baseline s/ticker, both runs
-results on the same night) with an interval on their logs that holds under night-to-night
-drift (`evals.speed.slowdown_interval`: an EWC HAC variance, t on its df; the plain t interval
-at 2-3 nights): the paths share each night's
+results on the same night; per unit, each run at its own draws, where the paired runs' draws
+differ: `evals.draws`) with an interval on their logs that holds under slow night-to-night
+drift (`evals.speed.slowdown_interval`: an EWC HAC variance with a critical value robust to
+AR(1) drift up to φ 0.8, `evals.drift`): the paths share each night's
 tickers, so the pairing removes what a night's prompts do to both; below 2 paired nights no
 interval is given, and with none the slowdown is unknown (never the ratio of two medians
 taken on different nights: that mixes what the nights' prompts did into the ratio).
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from dualpath.evals import draws as rd
 from dualpath.evals import energy
 from dualpath.evals.format import cell, draws_words
 from dualpath.evals.wrap import hang
@@ -56,13 +58,14 @@ class Slowdown:
     nights: int
     baseline_s: float
     candidate_s: float
-    draws: int | dict               # one count, or path -> its own (`evals.format.draws_words`)
+    draws: int | dict               # path -> its draws now (its latest run's; else the config's)
     hours_at: dict = field(default_factory=dict)
     tickers: int = TICKERS          # the night projected to
     own_tickers: int | None = None  # the tickers this experiment's runs scored (None: unrecorded)
     own_hours_at: dict = field(default_factory=dict)
     result_runs: dict = field(default_factory=dict)     # path: its runs whose speed is a result
-    per: str = "ticker"             # the ratio's unit: "unit" where the paths' draws differ
+    per: str = "ticker"             # the ratio's unit: "unit" where paired runs' draws differ
+    draws_changed: dict = field(default_factory=dict)   # `evals.draws.changes` of the pair
 
 
 def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None,
@@ -79,25 +82,28 @@ def slowdown(speed_runs: pd.DataFrame, speed: pd.DataFrame, baseline: str | None
         return None
     ok = speed_runs[speed_runs["is_result"]]
     # a ticker is 3 units on a path that scores 3 draws and 2 on one that scores 2: the ratio
-    # then compares the same work, one ticker x one draw
-    per = "unit" if (isinstance(draws, dict) and draws.get(baseline) != draws.get(candidate)
-                     and "throughput_s_per_unit" in ok) else "ticker"
-    wide = ok.pivot_table(index="night", columns="path", values=f"throughput_s_per_{per}")
-    pairs = wide[[baseline, candidate]].dropna() if {baseline, candidate} <= set(wide) else wide[[]]
-    logs = np.log(pairs[candidate] / pairs[baseline]).to_numpy(dtype=float)
+    # then compares the same work, one ticker x one draw, each run at its own draws
+    logs, per = rd.paired_logs(ok, baseline, candidate, "throughput_s_per_ticker",
+                               "throughput_s_per_unit", draws)
     n = len(logs)
     ratio = float(np.exp(logs.mean())) if n else None
     lo = hi = math.nan
     if n >= 2:
         lo, hi = (float(np.exp(b)) for b in slowdown_interval(logs, level)[:2])
-    hours = {p: float(med[p]) * tickers / 3600 for p in (candidate, baseline)}
+    pair = (candidate, baseline)
+    steps, now = rd.changes(speed_runs, pair), rd.now_draws(speed_runs, pair, draws)
+    # a night now: a path whose draws changed mid-study is timed per unit at its draws now
+    unit = ok.groupby("path")["throughput_s_per_unit"].median() \
+        if "throughput_s_per_unit" in ok else pd.Series(dtype=float)
+    night_s = {p: float(unit[p]) * now[p] if p in steps else float(med[p]) for p in pair}
+    hours = {p: night_s[p] * tickers / 3600 for p in pair}
     own = _own_tickers(ok[ok["path"].isin([baseline, candidate])])
-    own_hours = {p: float(med[p]) * own / 3600 for p in (candidate, baseline)} if own else {}
+    own_hours = {p: night_s[p] * own / 3600 for p in pair} if own else {}
     counts = ok["path"].value_counts()
     return Slowdown(baseline, candidate, "throughput", LABELS[("throughput", "ticker")],
                     ratio, lo, hi, level, n, float(med[baseline]), float(med[candidate]),
-                    draws, hours, tickers, own, own_hours,
-                    {p: int(counts.get(p, 0)) for p in (candidate, baseline)}, per)
+                    now, hours, tickers, own, own_hours,
+                    {p: int(counts.get(p, 0)) for p in pair}, per, steps)
 
 
 def _own_tickers(runs: pd.DataFrame) -> int | None:
@@ -134,8 +140,9 @@ class Headline:
 def headline(metrics, verdict, draws: int | dict, tickers: int = TICKERS,
              price: float | None = None, currency: str = "") -> Headline:
     """The headline of a `evals.report.Metrics` and its `evals.verdict.PrimaryVerdict`
-    (rendered from its fields, never recomputed); `price` per kWh adds money. `draws`: one
-    count, or each path's (only the compared pair's are said)."""
+    (rendered from its fields, never recomputed); `price` per kWh adds money. `draws`: the
+    config's, one count or each path's, read only where no run recorded its own (each night
+    is divided by the draws it was scored with, `evals.draws`)."""
     if isinstance(draws, dict):
         pair = {p: draws[p] for p in (verdict.candidate, verdict.baseline) if p in draws}
         draws = pair or draws
@@ -278,12 +285,17 @@ def speed_lines(s: Slowdown | None, v, disturbed: dict[str, int] | None = None,
               if s.nights >= 2 else f"no interval: {s.nights} paired night(s)")
         first = [f"Speed — how much slower is {s.candidate}?  {r:.1f}× {word} than "
                  f"{s.baseline} ({ci})"]
-        if s.per == "unit":
+        if s.per == "unit" and s.draws_changed:
+            first.append("  per unit (run wall clock ÷ ticker-draws), each night at the draws "
+                         "it was scored with")
+        elif s.per == "unit":
             first.append(f"  per unit (run wall clock ÷ ticker-draws): {s.candidate} scores "
                          f"{s.draws[s.candidate]} draws a ticker, {s.baseline} "
                          f"{s.draws[s.baseline]}")
+    changed = rd.change_line(s.draws_changed)
     return [part for x in (
         *first,
+        *([changed] if changed else []),
         f"  throughput basis (run wall clock ÷ tickers): {s.candidate} "
         f"{cell(s.candidate_s)} s/ticker, {s.baseline} {cell(s.baseline_s)} s/ticker (medians)",
         *flags,

@@ -7,6 +7,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from dualpath.evals.draws import changes, described, run_draws
 from dualpath.evals.energy import run_energy
 
 from dualpath.evals.agreement import grade_distribution, self_agreement
@@ -96,8 +97,9 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
     # study on the seeded warehouse) and read by nothing
     agree = pd.DataFrame([{"path": p, **self_agreement(g)} for p, g in usable.groupby("path")])
     grades = grade_distribution(usable) if len(usable) else pd.DataFrame()
-    draws = draws_analysis(usable, returns, nightly_ic=nightly) if len(returns) \
-        else pd.DataFrame()
+    own = pd.Series(run_draws(runs).to_numpy(), index=runs["run_id"]) if len(runs) else None
+    draws = draws_analysis(usable, returns, nightly_ic=nightly, run_draws=own) \
+        if len(returns) else pd.DataFrame()
     shape = signal_shape(scores, returns) if len(returns) else pd.DataFrame()
     grade_ret = by_grade(scores, returns) if len(returns) else pd.DataFrame()
     per_run = run_speed(calls, units, runs) if len(runs) and len(calls) else pd.DataFrame()
@@ -106,6 +108,10 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
         if pair and len(usable) else None
     m = Metrics(nightly, summary, comparison, cross, agree, grades, per_run, speed,
                 notes, draws, shape, grade_ret, delta, interchange=inter)
+    steps = changes(per_run, tuple(sorted(per_run["path"].unique()))) if len(per_run) else {}
+    if steps and len(draws):
+        notes.append(f"draws changed mid-study ({described(steps)}): the draws table "
+                     "measures each k on the nights scored with at least k draws")
     m.energy_runs = run_energy(runs, per_run) if len(per_run) else pd.DataFrame()
     m.serving = serving_benchmark(calls, runs, per_run) if len(per_run) else pd.DataFrame()
     m.serving_missing = missing(per_run)

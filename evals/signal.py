@@ -34,20 +34,38 @@ def _ok(returns: pd.DataFrame) -> pd.DataFrame:
     return r.assign(night=pd.to_datetime(r["night"]))[["night", "ticker", "horizon", "fwd_return"]]
 
 
-def subset_ics(units: pd.DataFrame, returns: pd.DataFrame) -> pd.DataFrame:
-    """path, horizon, k, subsets, nights, mean_ic: IC of the mean of k draws, k = 1..draws."""
+def scored_draws(units: pd.DataFrame, run_draws: pd.Series | None = None) -> pd.Series:
+    """The draws each path scored on each night, indexed (path, night): its run's own
+    (`run_draws`, run_id -> draws, from `evals.draws.run_draws`), else the highest draw
+    among its units (failed draws included)."""
+    u = units.assign(night=pd.to_datetime(units["night"]))
+    seen = u.groupby(["path", "night"])["draw"].max().astype(float)
+    if run_draws is None or "run_id" not in u:
+        return seen
+    own = u.assign(d=u["run_id"].map(run_draws)).groupby(["path", "night"])["d"].max()
+    return own.astype(float).fillna(seen)
+
+
+def subset_ics(units: pd.DataFrame, returns: pd.DataFrame,
+               run_draws: pd.Series | None = None) -> pd.DataFrame:
+    """path, horizon, k, subsets, nights, mean_ic: IC of the mean of k draws, k = 1..draws,
+    each subset of draws on the nights whose run scored all of them (`scored_draws`)."""
     g = _graded(units)
     wide = g.pivot_table(index=["path", "night", "ticker"], columns="draw", values="grade",
                          aggfunc="first")
+    scored = scored_draws(units, run_draws)
     frames = []
     for _, pw in wide.groupby(level="path"):
         # each path's own draws (paths.<name>.draws): a draw another path scored is not one
         # of this path's, or a backup at 2 draws would read a "k = 3" that is its k = 2
         draws = [d for d in wide.columns if pw[d].notna().any()]
+        # and each night's own: a night scored with 2 draws is no "k = 3" after a change
+        night_draws = scored.reindex(pw.index.droplevel("ticker")).to_numpy()
         for k in range(1, len(draws) + 1):
             for i, sub in enumerate(itertools.combinations(draws, k)):
                 # a ticker's score from this subset: the mean of its graded draws in it
-                s = pw[list(sub)].mean(axis=1).dropna().rename("score").reset_index()
+                rows = pw[~(night_draws < max(sub))]
+                s = rows[list(sub)].mean(axis=1).dropna().rename("score").reset_index()
                 frames.append(s.assign(k=k, subset=i))
     if not frames:
         return pd.DataFrame(columns=["path", "horizon", "k", "subsets", "nights", "mean_ic"])
@@ -75,7 +93,7 @@ def _half_width(nightly_ic: pd.DataFrame | None, path: str, h: int,
 
 def draws_analysis(units: pd.DataFrame, returns: pd.DataFrame,
                    project_to: int | None = None, nightly_ic: pd.DataFrame | None = None,
-                   alpha: float = 0.05) -> pd.DataFrame:
+                   alpha: float = 0.05, run_draws: pd.Series | None = None) -> pd.DataFrame:
     """path, horizon, k, basis ('measured' | 'projected'), mean_ic, reliability, attenuation,
     projected_ic and its interval: what each extra draw buys, measured for k <= draws and
     projected beyond (to ``project_to`` draws; default twice the draws taken, at least 4).
@@ -85,15 +103,21 @@ def draws_analysis(units: pd.DataFrame, returns: pd.DataFrame,
     at all draws on non-overlapping nights (``nightly_ic``); the reliability r1 is treated as
     known (it is estimated over every ticker-night, the IC over a few nights).
     """
-    measured = subset_ics(units, returns)
+    measured = subset_ics(units, returns, run_draws)
+    scored = scored_draws(units, run_draws)
     rows = []
     for path, g in _graded(units).groupby("path"):
         wide = g.pivot_table(index=["night", "ticker"], columns="draw", values="grade",
-                             aggfunc="first").dropna()
+                             aggfunc="first")
+        # the draws every night of the path scored, so a change of draws keeps every night
+        every = scored.xs(path, level="path").min() if path in scored.index else math.nan
+        wide = wide[[d for d in wide.columns if not d > every]].dropna()
         r1 = icc_oneway(wide.to_numpy())[0] if wide.shape[1] >= 2 else math.nan
         m = measured[measured["path"] == path]
         for h, mh in m.groupby("horizon"):
-            top = mh.loc[mh["k"].idxmax()]
+            # the projection starts from the k measured on the most nights (the largest
+            # such): after a change of draws the top k has only the later nights
+            top = mh.sort_values(["nights", "k"]).iloc[-1]
             rel_top = spearman_brown(r1, int(top["k"]))
             ic_inf = top["mean_ic"] / math.sqrt(rel_top) if rel_top > 0 else math.nan
             half, n_ind = _half_width(nightly_ic, path, int(h), alpha)

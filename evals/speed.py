@@ -32,6 +32,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from dualpath.evals.draws import run_draws
 from dualpath.evals.registry import table
 
 Basis = Literal["throughput", "slot-latency"]
@@ -124,13 +125,14 @@ def slowdown_interval(logs: np.ndarray, level: float = 0.95) -> tuple[float, flo
 
 
 def with_speed(summary: pd.DataFrame) -> pd.DataFrame:
-    """A `warehouse.queries.run_summaries` frame with its speed columns: throughput_s
+    """A `warehouse.queries.run_summaries` frame with each run's draws (`evals.draws`) and
+    its speed columns: throughput_s
     (s/ticker), throughput_s_per_unit, slot_latency_s (s/unit), for complete one-segment
     runs only (NaN otherwise; a disturbed run's are shown, `speed_measured` keeps them out
     of every median)."""
     ok = summary["status"].eq("complete") & summary["segments"].eq(1)
     runs = summary.assign(units=summary["units_planned"])
-    out = summary.copy()
+    out = summary.assign(draws=run_draws(summary))
     for col in ("throughput_s", "throughput_s_per_unit", "slot_latency_s"):
         out[col] = seconds(runs, *COLUMNS[col]).where(ok)
     return out
@@ -183,6 +185,8 @@ def run_speed(calls: pd.DataFrame, units: pd.DataFrame, runs: pd.DataFrame) -> p
         # the tickers the run scored (a headline's night is this experiment's size first)
         "tickers": (r["tickers_planned"] if "tickers_planned" in r
                     else pd.Series(float("nan"), index=r.index)),
+        # the draws this run was scored with (`evals.draws`): every per-unit ratio uses them
+        "draws": run_draws(r),
         "throughput_s_per_ticker": per("throughput", "ticker"),
         "throughput_s_per_unit": per("throughput", "unit"),
         "slot_latency_s_per_unit": per("slot-latency", "unit"),
@@ -234,7 +238,7 @@ def path_speed(per_run: pd.DataFrame) -> pd.DataFrame:
     ok = per_run[per_run["is_result"]]
     cols = [c for c in per_run.columns if c not in ("run_id", "path", "night", "status",
                                                     "resumed", "disturbed", "is_result",
-                                                    "units", "tickers")]
+                                                    "units", "tickers", "draws")]
     paths = sorted(per_run["path"].unique())
     med = ok.groupby("path")[cols].median().reindex(paths)
     count = lambda mask: per_run[mask].groupby("path").size().reindex(paths, fill_value=0)

@@ -59,18 +59,39 @@ def _build(root: Path, tickers: int, nights: int, draws: int) -> list:
             partial = path == "backup" and i == len(dates) - 1
             r, u, c = _run(cfg, path, night, i, tickers, draws, partial, market, rng)
             runs.append(r), units.extend(u), calls.extend(c)
-            s = SPEED[path](i) * tickers
-            energy.append({"run_id": r["run_id"], "segment": 1, "host": "seeded",
-                           "source": "sim", "gpus": "0", "basis": "counter",
-                           "joules": POWER[path] * s, "seconds": s, "mean_w": POWER[path],
-                           "idle_w": IDLE[path], "idle_s": 5.0, "samples": 100})
+            energy.append(_energy(r["run_id"], path, SPEED[path](i) * tickers))
+    _insert(cfg, runs, units, calls, energy)
+    return dates
+
+
+def seed_nights(cfg, nights: list, draws: dict[str, int], first: int = 0,
+                tickers: int = 8) -> None:
+    """Add complete runs of `nights` (night numbers from `first`) on both paths, each path
+    at its `draws`, with the same seconds and watts per ticker as `seed_warehouse`'s."""
+    market = SyntheticMarket(cfg.market.synthetic_seed)
+    rng = np.random.default_rng(11 + first)
+    runs, units, calls, energy = [], [], [], []
+    for i, night in enumerate(nights, start=first):
+        for path in ("backup", "main"):
+            r, u, c = _run(cfg, path, night, i, tickers, draws[path], False, market, rng)
+            runs.append(r), units.extend(u), calls.extend(c)
+            energy.append(_energy(r["run_id"], path, SPEED[path](i) * tickers))
+    _insert(cfg, runs, units, calls, energy)
+
+
+def _energy(run_id: str, path: str, s: float) -> dict:
+    return {"run_id": run_id, "segment": 1, "host": "seeded", "source": "sim", "gpus": "0",
+            "basis": "counter", "joules": POWER[path] * s, "seconds": s, "mean_w": POWER[path],
+            "idle_w": IDLE[path], "idle_s": 5.0, "samples": 100}
+
+
+def _insert(cfg, runs, units, calls, energy) -> None:
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
         for name, rows in (("runs", runs), ("units", units), ("calls", calls),
                            ("energy_runs", energy)):
             frame = pd.DataFrame(rows)  # noqa: F841  (read by DuckDB by name)
             cols = ", ".join(rows[0])
             con.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM frame")
-    return dates
 
 
 def _run(cfg, path, night, i, tickers, draws, partial, market, rng):

@@ -219,6 +219,7 @@ def test_a_night_at_main_3_backup_2_is_scored_recorded_and_analysed(tmp_path):
     from dualpath.flows.glance import metrics_and_headline
     from tests.helpers import SimFleet, ingest, score_night_plain
     from dualpath.warehouse.db import reader
+    from dualpath.evals.speed import with_speed
     from dualpath.warehouse.queries import run_summaries
 
     data = demo_config_data(tmp_path, 8, 2, 0.01)
@@ -228,7 +229,7 @@ def test_a_night_at_main_3_backup_2_is_scored_recorded_and_analysed(tmp_path):
         for night in market.nights(2):
             ingest(cfg, score_night_plain(cfg, night, fleet.urls))
     with reader(cfg.resolve(cfg.warehouse.path)) as con:
-        runs = run_summaries(con)
+        runs = with_speed(run_summaries(con))     # each run's draws: `evals.draws`
         drawn = con.execute("SELECT path, max(draw), count(*) FROM units GROUP BY 1 "
                             "ORDER BY 1").fetchall()
     assert drawn == [("backup", 2, 2 * 8 * 2), ("main", 3, 2 * 8 * 3)]

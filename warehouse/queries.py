@@ -28,8 +28,8 @@ c AS (
     FROM calls GROUP BY run_id)
 SELECT r.run_id, r.night, r.path, r.status, r.status_detail, r.units_planned, r.units_done,
        r.tickers_planned,
-       -- units are tickers x draws, each path at its own draws (paths.<name>.draws)
-       CASE WHEN r.tickers_planned > 0 THEN r.units_planned // r.tickers_planned END AS draws,
+       -- units are tickers x draws, each run at its own draws: `evals.draws.run_draws`
+       -- (through `evals.speed.with_speed`) divides them, the one place that does
        coalesce(u.graded, 0) AS graded, coalesce(u.parse_failed, 0) AS parse_failed,
        coalesce(u.not_measured, 0) AS failed,
        coalesce(c.calls, 0) AS calls, coalesce(c.runaway, 0) AS runaway,
