@@ -155,3 +155,11 @@ def test_nights_scored_at_2_backup_draws_read_the_same_after_the_config_moves_to
         "own draws"]
     at = next(i for i, x in enumerate(lines) if x.startswith("Energy —"))
     assert lines[at].endswith(", 3 paired nights) per") and lines[at + 1] == "  unit"
+    # the weekly report and the viewer's overview say it beside the same figures
+    from dualpath.viewer.headline import headline as overview
+
+    named = next(x for x in lines if "draws changed" in x)
+    assert named in overview(load_config(cfg_path)).lines
+    r = run_cli("report", "-c", cfg_path, "--out", tmp_path / "reports")
+    assert r.returncode == 0, r.stderr
+    assert named.strip() in next((tmp_path / "reports").glob("*.md")).read_text()
