@@ -133,7 +133,7 @@ def load_spec(path: Path | str) -> tuple[SweepSpec, Path]:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise SweepSpecError(f"sweep spec {path} not found; write one (see `dualpath sweep "
-                             "--help` and README 'Retuning a path')") from None
+                             "--help` and docs/retuning.md)") from None
     except (OSError, UnicodeDecodeError) as e:
         raise SweepSpecError(f"cannot read sweep spec {path}: {e}") from None
     except tomllib.TOMLDecodeError as e:
