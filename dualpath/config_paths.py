@@ -93,15 +93,25 @@ class ExpectedIdentity(_Model):
                                      "the server loaded (llama-server on this host; files "
                                      "over 1 GiB are hashed by size, head and tail, marked "
                                      "'sampled:').")
+    backend: str | None = Field(None, description="Backend the server runs the model on, "
+                                "as its start log names its devices: 'Vulkan', 'CUDA', "
+                                "'ROCm'; 'CPU' when no device is used (llama-server on this "
+                                "host, its log a file; `dualpath doctor` shows it).")
+    device_contains: str | None = Field(None, description="Substring of the devices the "
+                                        "server uses, each 'NAME (DESCRIPTION)' as its start "
+                                        "log says, e.g. 'Vulkan0 (AMD Radeon AI PRO R9700 "
+                                        "(RADV GFX1201))': pin 'Vulkan0' or 'R9700'.")
     gpu: ExpectedGpu | None = Field(None, description="What the path's GPUs must be (read "
                                     "from the GPUs, not the server; `[paths.X.expect.gpu]`).")
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):
-        # no GPU pin dumps as before it existed (a preregistration's hash stays the same)
+        # no GPU or backend pin dumps as before they existed (a preregistration's hash
+        # stays the same)
         out = handler(self)
-        if out.get("gpu") is None:
-            out.pop("gpu", None)
+        for name in ("gpu", "backend", "device_contains"):
+            if out.get(name) is None:
+                out.pop(name, None)
         return out
 
 

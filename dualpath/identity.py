@@ -29,7 +29,7 @@ async def read_identity(http: httpx.AsyncClient, base_url: str, dialect: str) ->
 
 
 _IDENTITY_KEYS = ("model", "model_path", "slots", "n_ctx_per_slot", "build", "speculative",
-                  "binary_sha256", "model_sha256")
+                  "binary_sha256", "model_sha256", "backend", "device")
 
 
 def identity_drift(before: ServerIdentity, now: ServerIdentity) -> str | None:
@@ -82,6 +82,27 @@ def differences(seen: ServerIdentity, expected: ExpectedIdentity) -> list[str]:
                        "(not on this host, or not readable): remove the pin or score here")
         else:
             check(name, want, got)
+    out += _backend_differences(seen, expected)
+    return out
+
+
+def _backend_differences(seen: ServerIdentity, expected: ExpectedIdentity) -> list[str]:
+    """The backend and device pins against what the server's process showed
+    (`dualpath.llama_backend`)."""
+    if expected.backend is None and expected.device_contains is None:
+        return []
+    if seen.backend is None:
+        return ["backend: pinned, but the server's backend cannot be read from here (not on "
+                "this host, or its process is not readable): remove the pin or score here"]
+    out = []
+    if expected.backend is not None and expected.backend.lower() != seen.backend.lower():
+        out.append(f"backend: expected {expected.backend!r}, server reports {seen.backend!r} "
+                   f"on {seen.device}; if this server is the one meant, write backend = "
+                   f"{_toml(seen.backend)}")
+    want = expected.device_contains
+    if want is not None and want not in (seen.device or ""):
+        out.append(f"device: expected to contain {want!r}, server reports "
+                   f"{seen.device!r}")
     return out
 
 

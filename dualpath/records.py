@@ -169,6 +169,8 @@ class ServerIdentity:
     raw: dict[str, Any] = field(default_factory=dict)
     binary_sha256: str | None = None       # the process behind the port, on this host only
     model_sha256: str | None = None        # the model file it loaded, where readable here
+    backend: str | None = None             # "Vulkan", "CUDA", "CPU": its start log, on this host
+    device: str | None = None              # "Vulkan0 (NVIDIA H200)": likewise
 
 
 @dataclass(slots=True)

@@ -64,7 +64,9 @@ async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> li
                                     f"launches it ({sp.base_url})")]
             return out + [Check(f"{name}: reachable", False, f"{sp.base_url}: {e}",
                                 "start the server, or fix base_url")]
-    out.append(Check(f"{name}: reachable", True, f"{sp.base_url} ({seen.model}, {seen.build})"))
+    runs_on = f", {seen.backend} on {seen.device}" if seen.backend else ""   # read on this host
+    out.append(Check(f"{name}: reachable", True,
+                     f"{sp.base_url} ({seen.model}, {seen.build}{runs_on})"))
     diffs = differences(seen, sp.expect)
     out.append(Check(f"{name}: identity", not diffs, "; ".join(diffs) or "matches expect",
                      f"fix the server or [paths.{name}.expect]"))

@@ -13,7 +13,7 @@ import asyncio
 from typing import Any
 from urllib.parse import urlsplit
 
-from dualpath import binaries
+from dualpath import binaries, llama_backend
 from dualpath.engines.base import Engine
 from dualpath.engines.catalog import EngineFacts
 from dualpath.engines.http import get_json
@@ -30,7 +30,8 @@ SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty",
 FACTS = EngineFacts(
     name="llama.cpp", label="llama-server",
     reports=frozenset({"model", "model_path_contains", "slots", "n_ctx_per_slot", "build",
-                       "speculative", "binary_sha256", "model_sha256"}),
+                       "speculative", "binary_sha256", "model_sha256", "backend",
+                       "device_contains"}),
     sampling_fields=("top_k", "min_p", "repeat_last_n", "repeat_penalty", "samplers",
                      "mirostat", "dynatemp_range", "cache_prompt"),
     # the default chain applies temperature last; each request sends vLLM's order instead
@@ -44,7 +45,7 @@ FACTS = EngineFacts(
               "predicted_seconds": "llamacpp:tokens_predicted_seconds_total"},
     slot_seconds=True,
     overflow_markers=("exceed_context_size_error",),
-    identity_unsure=frozenset({"binary_sha256", "model_sha256"}),
+    identity_unsure=frozenset({"binary_sha256", "model_sha256", "backend", "device"}),
     simulated=True)
 
 
@@ -119,6 +120,11 @@ class LlamaCpp(Engine):
                 env = await asyncio.to_thread(binaries.process_env, pid, {"LLAMA_ARG_CACHE_RAM"})
                 cache = llama_cache_ram(argv, env)
                 ident.raw["cache_ram"] = {"mib": cache.value, "how": cache.how}
+                # nor its backend and devices (`dualpath.llama_backend`)
+                where = await asyncio.to_thread(llama_backend.read, pid, argv)
+                if where is not None:
+                    ident.backend, ident.device = where.backend, where.device
+                    ident.raw["backend"] = where.raw()
             ident.binary_sha256 = await asyncio.to_thread(binaries.binary_sha256, pid)
             ident.model_sha256 = await asyncio.to_thread(binaries.model_sha256,
                                                          ident.model_path, pid)

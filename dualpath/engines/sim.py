@@ -11,7 +11,8 @@ from __future__ import annotations
 from dualpath.engines.base import Engine
 from dualpath.engines.catalog import EngineFacts
 
-FILE_PINS = frozenset({"binary_sha256", "model_sha256"})
+# its binary's files and start log (the backend it runs on): a simulated server has neither
+FILE_PINS = frozenset({"binary_sha256", "model_sha256", "backend", "device_contains"})
 
 FACTS = EngineFacts(name="sim", label="the simulated server", reports=frozenset({"model"}))
 
