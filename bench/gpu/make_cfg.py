@@ -3,13 +3,18 @@
 usage: python bench/gpu/make_cfg.py OUTDIR --url http://127.0.0.1:8080 [--queue-depth N]
        --affinity true|false [--tickers 16] [--max-tokens 192] [--slots 4] [--model dp-moe]
        [--docs-kb 20] [--read-timeout 1800] [--units-per-slot N] [--telemetry on|off]
-Writes OUTDIR/dualpath.toml with its warehouse and runs under OUTDIR, and (--docs-kb > 0) one
+       [--path llama] [--launch "ARGV ..."] [--launch-env K=V ...] [--expect-backend B]
+       [--expect-device TEXT]
+With --launch, dualpath starts the server itself (`[paths.X] launch`, its log in the runs
+folder) and --launch-env sets its environment; --expect-* pin the backend and device its
+start log names (`[paths.X.expect]`). Writes OUTDIR/dualpath.toml with its warehouse and runs under OUTDIR, and (--docs-kb > 0) one
 TICKER.md document per ticker in OUTDIR/docs (`[pipeline] documents_dir`): that many KB of
 filler words, the same bytes for every run (prompts ~4.6k tokens at 20 KB). The path is named
 `llama`, engine llama.cpp, grade_format json (a random-weight model's final answer parses only
 under the schema), on the synthetic market of the demo config (seed 7, from 2027-01-04).
 """
 import argparse
+import json
 import random
 from pathlib import Path
 
@@ -28,6 +33,12 @@ p.add_argument("--model", default="dp-moe")
 p.add_argument("--name", default="gpu")
 p.add_argument("--telemetry", choices=["on", "off"], default="on",
                help="[telemetry] enabled: read the GPU (NVML) during the night")
+p.add_argument("--path", default="llama", help="the path's name")
+p.add_argument("--launch", help="server argv, space-separated: dualpath launches it")
+p.add_argument("--launch-env", nargs="*", default=[], help="K=V for the launched server")
+p.add_argument("--ready-timeout", type=float, default=900.0)
+p.add_argument("--expect-backend")
+p.add_argument("--expect-device")
 a = p.parse_args()
 
 out = Path(a.out).resolve()
@@ -79,7 +90,7 @@ timezone = "Asia/Seoul"
 synthetic_seed = 7
 synthetic_start = 2027-01-04
 
-[paths.llama]
+[paths.{a.path}]
 engine = "llama.cpp"
 base_url = "{a.url}"
 model = "{a.model}"
@@ -91,4 +102,15 @@ grade_format = "json"
 read_timeout_s = {a.read_timeout}
 gpus = [0]
 """)
+with (out / "dualpath.toml").open("a") as f:
+    if a.launch:
+        f.write(f"launch = {json.dumps(a.launch.split())}\nready_timeout_s = {a.ready_timeout}\n")
+        env = dict(kv.split("=", 1) for kv in a.launch_env)
+        if env:
+            f.write("launch_env = {" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())
+                    + "}\n")
+    pins = {"backend": a.expect_backend, "device_contains": a.expect_device}
+    if any(pins.values()):
+        f.write(f"\n[paths.{a.path}.expect]\nslots = {a.slots}\n" + "".join(
+            f"{k} = {json.dumps(v)}\n" for k, v in pins.items() if v))
 print(out / "dualpath.toml")
