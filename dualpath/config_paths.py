@@ -93,14 +93,16 @@ class ExpectedIdentity(_Model):
                                      "the server loaded (llama-server on this host; files "
                                      "over 1 GiB are hashed by size, head and tail, marked "
                                      "'sampled:').")
-    backend: str | None = Field(None, description="Backend the server runs the model on, "
-                                "as its start log names its devices: 'Vulkan', 'CUDA', "
-                                "'ROCm'; 'CPU' when no device is used (llama-server on this "
-                                "host, its log a file; `dualpath doctor` shows it).")
+    backend: str | None = Field(None, description="Backend the server runs the model on: "
+                                "'Vulkan', 'CUDA', 'ROCm', 'CPU' (llama-server on this host: "
+                                "the ggml backend library its process mapped, else its "
+                                "devices' names; `dualpath doctor` shows it).")
     device_contains: str | None = Field(None, description="Substring of the devices the "
-                                        "server uses, each 'NAME (DESCRIPTION)' as its start "
-                                        "log says, e.g. 'Vulkan0 (AMD Radeon AI PRO R9700 "
-                                        "(RADV GFX1201))': pin 'Vulkan0' or 'R9700'.")
+                                        "server uses, each 'NAME (DESCRIPTION)' as its own "
+                                        "`llama-server --list-devices` says under its "
+                                        "environment, narrowed by `--device`, e.g. 'Vulkan0 "
+                                        "(AMD Radeon AI PRO R9700 (RADV GFX1201))': pin "
+                                        "'Vulkan0' or 'R9700'.")
     gpu: ExpectedGpu | None = Field(None, description="What the path's GPUs must be (read "
                                     "from the GPUs, not the server; `[paths.X.expect.gpu]`).")
 

@@ -150,6 +150,7 @@ def test_a_running_server_process_is_read_with_its_own_environment(tmp_path):
     import os
     import subprocess
     import sys
+    import time
 
     exe = tmp_path / "llama-server"
     listed = str(DATA / "vulkan.list-devices.txt")
@@ -160,6 +161,11 @@ def test_a_running_server_process_is_read_with_its_own_environment(tmp_path):
     with open(tmp_path / "server.log", "w") as log:
         proc = subprocess.Popen(argv, stderr=log, env={**env, "GGML_VK_VISIBLE_DEVICES": "0"})
     try:
+        # read once it runs its own code, as dualpath reads a server that answers /health
+        for _ in range(300):
+            if "initializing" in (tmp_path / "server.log").read_text():
+                break
+            time.sleep(0.1)
         got = llama_backend.read(proc.pid, argv)
         assert (got.backend, got.device, got.how) == (
             "Vulkan", "Vulkan0 (NVIDIA H100 80GB HBM3)", "--list-devices and --device")
