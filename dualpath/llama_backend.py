@@ -135,7 +135,9 @@ def _environ(pid: int) -> dict[str, str]:
 
 def _list_devices(pid: int, argv: list[str], env: dict[str, str]) -> str | None:
     """The server's own binary asked which devices it sees, under the server's environment:
-    the program its argv names (relative to its working directory), else its executable."""
+    the program its argv names (relative to its working directory), else its executable.
+    It initialises the backend once (~1 s; CUDA takes a context on each device for that
+    moment): a GPU too full for that leaves the devices unread (None), not the backend."""
     try:
         prog = os.path.join(os.readlink(f"/proc/{pid}/cwd"), argv[0]) if argv else ""
         if not (os.path.isfile(prog) and os.access(prog, os.X_OK)):
