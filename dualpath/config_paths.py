@@ -60,6 +60,17 @@ class ExpectedGpu(_Model):
                              "trained at now.")
     vram_total_mb: int | None = Field(None, ge=1, description="VRAM total in MiB, matched to "
                                       "within 1 MiB.")
+    pcie_width: Literal[1, 2, 4, 8, 16, 32] | None = Field(
+        None, description="PCIe lanes the link to the slot is trained at now (read past an "
+        "RDNA card's own switch): 16 refuses a night on a card stuck in an x4 slot.")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        # a pin added later dumps only when set (a preregistration's hash stays the same)
+        out = handler(self)
+        if out.get("pcie_width") is None:
+            out.pop("pcie_width", None)
+        return out
 
 
 class ExpectedIdentity(_Model):

@@ -92,7 +92,7 @@ def gpu_checks(cfg: Config, name: str, drm_root=None) -> list[Check]:
     sp = cfg.paths[name]
     pin = sp.expect.gpu
     try:
-        readings = read_gpus(sp, sp.base_url, drm_root=drm_root)
+        readings = read_gpus(sp, sp.base_url, drm_root=drm_root or cfg.telemetry.drm_root())
     except NoCounters as e:
         if pinned_text(pin) is None:
             return [Check(f"{name}: GPU", True, unknown_gpu(str(e)), note=True)]

@@ -227,7 +227,7 @@ async def run_path(cfg: Config, night: date, work: PathWork, history: PriceHisto
                 ident = await check_identity(cfg, work.path, http, ep.base_url)
                 # the GPU is part of the identity: a pin it reads otherwise refuses the path
                 await asyncio.to_thread(require_gpu_pins, cfg.paths[work.path], work.path,
-                                        ep.base_url)
+                                        ep.base_url, cfg.telemetry.drm_root())
                 async with chat_transport(cfg, work.path, headers) as chat:
                     return await score_into_journal(cfg, night, work, ep, ident, history, missing,
                                             http, progress, deadline_mono, max_draw, chat=chat)

@@ -49,7 +49,8 @@ async def path_telemetry(cfg: Config, work, base_url: str, client) -> AsyncItera
     sampler = None
     try:
         src = await asyncio.to_thread(source_for, sp, base_url,
-                                      lambda: getattr(client, "in_flight", 0))
+                                      lambda: getattr(client, "in_flight", 0),
+                                      ts.drm_root())
         # a simulated GPU integrates its busy slots between reads: at a compressed clock a
         # night lasts seconds, so it is read more often (its reads cost next to nothing)
         sim = sp.engine == "sim"

@@ -51,7 +51,7 @@ def check(config: Path = CONFIG_OPT,
                       f"({how})")
         for line in identity_plan(p):
             console.print(f"    {escape(line)}", highlight=False)
-        for line, warn in gpu_pin_lines(name, p):      # the GPU's own counters, if here
+        for line, warn in gpu_pin_lines(name, p, cfg.telemetry.drm_root()):      # the GPU's own counters, if here
             console.print(f"    {'[yellow]warning[/yellow]: ' if warn else ''}{escape(line)}",
                           highlight=False)
         for line in launch_warnings(p, cfg.experiment.prefix_affinity):

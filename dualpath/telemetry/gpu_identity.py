@@ -1,9 +1,11 @@
 """A path's GPUs as part of its identity: what they are (model, driver, power limit, PCIe
 link, VRAM), read through the telemetry readers, compared with `[paths.X.expect.gpu]`.
 
-The PCIe generation is judged at its maximum (a link drops to a lower generation at idle
-to save power, so the current generation says nothing about the slot); the width is judged
-as trained now (a card in an x4 slot, or a link retrained narrower, stays narrow).
+The PCIe link is the one between the card and its slot (`telemetry.pci`: an RDNA card's own
+switch is looked past). Its generation is judged at its maximum, the smaller of the card's
+and the slot's (a link drops to a lower generation at idle to save power, so the current
+generation says nothing about the slot); the width is judged as trained now (a card in an
+x4 slot, or a link retrained narrower, stays narrow).
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ class GpuReading:
             else self.info.pcie_width_max
         return link_text(gen, width) if gen is not None and width is not None else None
 
+    @property
+    def pcie_width(self) -> int | None:
+        """The link's width as trained now (its maximum where it cannot be read now)."""
+        return self.state.pcie_width if self.state.pcie_width is not None \
+            else self.info.pcie_width_max
+
 
 def read_gpus(sp, base_url: str | None, drm_root=None) -> list[GpuReading]:
     """The GPUs path `sp` uses, read now (raises `NoCounters` with the reason)."""
@@ -58,22 +66,39 @@ def _w(v: float | None) -> str:
 
 
 def gpu_line(r: GpuReading) -> str:
-    """'NAME, driver D, power limit 210 W, link Gen4 x16 (max Gen4 x16), VRAM 32768 MiB'."""
+    """'NAME, driver D, power limit 210 W, link Gen4 x16 (max Gen4 x16), VRAM 32768 MiB'; a
+    card whose own maximum the slot does not reach, or whose link is read past its own
+    switch, says so in the brackets."""
     i, s = r.info, r.state
     now = link_text(s.pcie_gen, s.pcie_width) or "?"
     most = link_text(i.pcie_gen_max, i.pcie_width_max) or "?"
+    card = link_text(i.card_pcie_gen_max, i.card_pcie_width_max)
+    if card and card != most:
+        most += f"; the card {card}"
+    if i.link_read_at:
+        most += f", read at {i.link_read_at}"
     vram = "?" if i.vram_total_mb is None else f"{i.vram_total_mb:.0f} MiB"
     return (f"{i.name}, driver {i.driver}, power limit {_w(r.power_limit_w)}, "
             f"link {now} (max {most}), VRAM {vram}")
 
 
 def narrow_links(readings: list[GpuReading]) -> list[str]:
-    """Each GPU whose link runs narrower than its maximum width."""
-    return [f"GPU {r.info.index}: PCIe link runs x{r.state.pcie_width} of its maximum "
-            f"x{r.info.pcie_width_max} (width is judged: the generation drops at idle); "
-            "reseat the card or move it to a full-width slot"
-            for r in readings if r.state.pcie_width is not None
-            and r.info.pcie_width_max is not None and r.state.pcie_width < r.info.pcie_width_max]
+    """Each GPU whose link runs narrower than its maximum width, or whose slot gives it
+    fewer lanes than the card has (the seed's lesson: a GPU stuck in a Gen3 x4 slot)."""
+    out = []
+    for r in readings:
+        i, w = r.info, r.state.pcie_width
+        if w is not None and i.pcie_width_max is not None and w < i.pcie_width_max:
+            out.append(f"GPU {i.index}: PCIe link runs x{w} of its maximum x{i.pcie_width_max} "
+                       "(width is judged: the generation drops at idle); reseat the card or "
+                       "move it to a full-width slot")
+        elif i.card_pcie_width_max and i.pcie_width_max and \
+                i.pcie_width_max < i.card_pcie_width_max:
+            out.append(f"GPU {i.index}: the slot gives the card "
+                       f"{link_text(i.pcie_gen_max, i.pcie_width_max)} of its "
+                       f"{link_text(i.card_pcie_gen_max, i.card_pcie_width_max)}; move it to "
+                       f"a slot of x{i.card_pcie_width_max}")
+    return out
 
 
 def _same(name: str, want, got) -> bool:
@@ -99,6 +124,7 @@ def gpu_differences(readings: list[GpuReading], pin, path: str) -> list[str]:
     for r in readings:
         got_of = {"model": r.info.name, "driver": r.info.driver,
                   "power_limit_w": r.power_limit_w, "pcie": r.pcie,
+                  "pcie_width": r.pcie_width,
                   "vram_total_mb": r.info.vram_total_mb}
         for name, got in got_of.items():
             want = getattr(pin, name)

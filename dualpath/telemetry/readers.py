@@ -11,15 +11,17 @@ NVML through `nvidia-ml-py` (NVIDIA's own bindings, kept in step with the driver
 the same calls but adds a torch-centred monitor and its own daemon that a nightly harness
 does not need). amdgpu through its sysfs files, so no ROCm install is needed on the host: the
 files and units are the kernel's (`power1_average` µW, `energy1_input` µJ where the kernel
-exposes it, `power1_cap` µW, the PCI device's `current_link_speed` "16.0 GT/s PCIe").
+exposes it, `power1_cap` µW, the PCI device's `current_link_speed` "16.0 GT/s PCIe"), the
+link read where the slot sees it (`telemetry.pci`: past an RDNA card's own PCIe switch).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dualpath.telemetry.pci import link_at, slot_link
 
 
 class NoCounters(Exception):
@@ -35,9 +37,12 @@ class GpuInfo:
     driver: str
     vram_total_mb: float | None
     power_limit_w: float | None
-    pcie_gen_max: int | None
+    pcie_gen_max: int | None          # the most the link reaches: card and slot together
     pcie_width_max: int | None
     uuid: str | None = None
+    card_pcie_gen_max: int | None = None      # the card alone (None: not read apart)
+    card_pcie_width_max: int | None = None
+    link_read_at: str | None = None   # where the link was read, where not the GPU function
 
 
 @dataclass(frozen=True)
@@ -158,15 +163,6 @@ def _text(v) -> str | None:
     return v.decode() if isinstance(v, bytes) else v
 
 
-_SPEED_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-
-
-def _gen(speed: str | None) -> int | None:
-    """'16.0 GT/s PCIe' -> 4 (the generation whose per-lane rate that is)."""
-    m = re.match(r"\s*([\d.]+)\s*GT/s", speed or "")
-    return _SPEED_GEN.get(float(m.group(1))) if m else None
-
-
 class HwmonSource:
     """AMD GPUs through amdgpu's sysfs: `root` is /sys/class/drm (a test's tmp dir)."""
 
@@ -189,24 +185,36 @@ class HwmonSource:
                    for m in self.mons):
             raise NoCounters(f"amdgpu under {root} exposes no power1_average")
         self.has_energy = all((m / "energy1_input").exists() for m in self.mons)
+        self.card_ends = [slot_link(d).card_end for d in self.devs]
+        self.sysfs = Path(root).parent.parent       # /sys of /sys/class/drm
 
     def info(self) -> list[GpuInfo]:
         out = []
         for i, d, m in zip(self.indices, self.devs, self.mons):
             vram = _num(d / "mem_info_vram_total")
             cap = _num(m / "power1_cap")
+            link = slot_link(d)
             out.append(GpuInfo(i, _read(d / "product_name") or "AMD GPU (amdgpu)",
-                               _read(Path("/sys/module/amdgpu/version")) or "amdgpu",
+                               _read(self.sysfs / "module/amdgpu/version") or "amdgpu",
                                vram / 2**20 if vram is not None else None,
                                cap / 1e6 if cap is not None else None,
-                               _gen(_read(d / "max_link_speed")), _int(d / "max_link_width")))
+                               link.gen_max, link.width_max, None,
+                               link.card.gen_max, link.card.width_max,
+                               f"the card's upstream port {link.card.address}"
+                               if link.switch_ports else None))
         return out
 
     def power(self) -> tuple[float, float | None]:
+        """Board watts summed over the GPUs and their energy counters' sum in J (or None);
+        raises `OSError` when a GPU's power cannot be read (a GPU in reset or gone from the
+        bus): a missing reading is no reading, never 0 W."""
         w = 0.0
         for m in self.mons:
             uw = _num(m / "power1_average")
-            w += (uw if uw is not None else _num(m / "power1_input") or 0) / 1e6
+            uw = uw if uw is not None else _num(m / "power1_input")
+            if uw is None:
+                raise OSError(f"no power reading in {m} (power1_average, power1_input)")
+            w += uw / 1e6
         if not self.has_energy:
             return w, None
         es = [_num(m / "energy1_input") for m in self.mons]
@@ -214,15 +222,14 @@ class HwmonSource:
 
     def state(self) -> list[GpuState]:
         out = []
-        for i, d, m in zip(self.indices, self.devs, self.mons):
+        for i, d, m, top in zip(self.indices, self.devs, self.mons, self.card_ends):
             used, cap = _num(d / "mem_info_vram_used"), _num(m / "power1_cap")
             sclk, mclk, temp = _num(m / "freq1_input"), _num(m / "freq2_input"), _num(m / "temp1_input")
+            link = link_at(top)         # the card's end of its link to the slot
             out.append(GpuState(i, sclk / 1e6 if sclk else None, mclk / 1e6 if mclk else None,
                                 used / 2**20 if used is not None else None,
                                 cap / 1e6 if cap is not None else None,
-                                _gen(_read(d / "current_link_speed")),
-                                _int(d / "current_link_width"),
-                                temp / 1e3 if temp is not None else None))
+                                link.gen, link.width, temp / 1e3 if temp is not None else None))
         return out
 
     def close(self) -> None:

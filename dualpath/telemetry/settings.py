@@ -3,6 +3,8 @@ simulated GPU's power model (`[paths.X.power]`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -23,6 +25,14 @@ class TelemetrySettings(_Model):
                              "path and night: a longer night's samples are merged pairwise "
                              "(each stored sample is a mean over its span), so a night stays "
                              "well under 1 MB in the warehouse.")
+    sysfs: str = Field("/sys", min_length=1, description="Where the kernel's sysfs is "
+                       "mounted: AMD GPUs are read under its class/drm and their PCIe link "
+                       "from its PCI devices. /sys on the GPU's host; a container that "
+                       "mounts the host's elsewhere names that folder.")
+
+    def drm_root(self) -> Path | None:
+        """The DRM class folder to read amdgpu cards from (None: this host's own)."""
+        return None if self.sysfs.rstrip("/") in ("", "/sys") else Path(self.sysfs) / "class" / "drm"
 
 
 class CostSettings(_Model):
