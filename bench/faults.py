@@ -23,7 +23,8 @@ journals, a full disk, a damaged warehouse, SIGTERM, a Prefect cancel, a long `s
 another `TMPDIR` on the same servers, conflicting price files, a killed long `sql` on its
 snapshot copy) in `bench/faults_places.py`; those of labels and exits (a wall clock stepped
 mid-night, Ctrl-C on a long `sql`, a warehouse where no file can be made) in
-`bench/faults_labels.py`.
+`bench/faults_labels.py`; a GPU reader failing mid-night, for good or for a second, in
+`bench/faults_telemetry.py`.
 With --real, the trials a real llama-server can take are run again with one on the backup
 path (Gemma 3 270M, as `make test` builds it; several minutes on a CPU).
 """
@@ -46,6 +47,7 @@ from bench.faults_cli import CLI_TRIALS  # noqa: E402
 from bench.faults_labels import LABEL_TRIALS  # noqa: E402
 from bench.faults_night import NIGHT_TRIALS, REAL_TRIALS, mislabelled, tracebacks  # noqa: E402
 from bench.faults_places import PLACE_TRIALS  # noqa: E402
+from bench.faults_telemetry import TELEMETRY_TRIALS  # noqa: E402
 from dualpath.sim.proxy import THINK_CUTS, THINKING_MARK, TRANSIENT, wait_until  # noqa: E402
 
 PROXY_FAULTS = {  # kind -> path it is tried on (cut JSON needs the unstreamed path)
@@ -60,10 +62,11 @@ SWAPS = {"swap_alias": {"model_alias": "another-model"},
          "swap_slots": {"slots": 8}}
 PROCESS_FAULTS = ("server_kill_x3", "server_restart_same_port", "harness_kill_scoring",
                   "harness_kill_ingest", "sigint")
-TRIALS = {**NIGHT_TRIALS, **PLACE_TRIALS, **CLI_TRIALS, **LABEL_TRIALS, **REAL_TRIALS}   # kind -> (lab, night, trial)
+TRIALS = {**NIGHT_TRIALS, **PLACE_TRIALS, **CLI_TRIALS, **LABEL_TRIALS, **REAL_TRIALS,
+          **TELEMETRY_TRIALS}   # kind -> (lab, night, trial)
 # the simulated paths' trials
 ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *NIGHT_TRIALS, *PLACE_TRIALS, *CLI_TRIALS,
-       *LABEL_TRIALS)
+       *LABEL_TRIALS, *TELEMETRY_TRIALS)
 
 
 @dataclass

@@ -26,7 +26,9 @@ Every function documents which of these frames it takes (extra columns are ignor
     resumed; only one-segment runs are speed results), tickers_planned int (optional:
     per-ticker seconds divide by it, else by the unit count), disturbed str|None (optional:
     why a run's server was not its own — restarted, stalled, shared — or the harness,
-    not the server, set its pace — starved; such a run is no speed result)
+    not the server, set its pace — starved; such a run is no speed result); energy
+    (optional, `evals.energy`): joules, energy_s, idle_w, energy_unknown, energy_basis
+    ('counter' | 'sampled'), energy_hz, energy_error_j
 
 ``prices`` one row per ticker x trading day
     ticker str, date datetime64[ns], adj_close float > 0

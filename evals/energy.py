@@ -3,7 +3,9 @@ paired nights, and the night it implies in kWh (and money, with a price).
 
 Input: the ``runs`` frame (`evals` contract) with the energy columns `joules` (J over the
 run's scoring window, NULL when unknown), `energy_s`, `idle_w` (the idle floor read before
-the night) and `energy_unknown` (why not), and the ``speed_runs`` frame of
+the night), `energy_unknown` (why not) and, where stored, the basis: `energy_basis`
+(counter | sampled), `energy_hz` (samples a second) and `energy_error_j` (the integral's
+error bound), and the ``speed_runs`` frame of
 `evals.speed.run_speed` (run_id, path, night, is_result, tickers). Only runs whose speed is a
 result count (complete, one segment, undisturbed — a GPU whose power limit, link or tenants
 changed mid-night disturbs its run).
@@ -13,8 +15,10 @@ results on the same night; per unit, each run at its own draws, where the paired
 differ: `evals.draws`) with a t interval on their logs; the interval's coverage is checked by
 simulation in the tests (independent nights: unlike the slowdown's it is not widened for
 slow drift).
-The basis is stated every time: board energy (the GPU's own counter or sampled power), the
-scoring window only (not the server's start-up or the ingest), idle floor included.
+The basis is stated every time: board energy, the scoring window only (not the server's
+start-up or the ingest), idle floor included, and how each path's joules were measured
+(`basis_words`: the GPU's energy counter, or power sampled at N Hz and integrated within a
+bound; amdgpu's hwmon has no energy counter, so an AMD card's joules are integrated).
 """
 
 from __future__ import annotations
@@ -32,14 +36,33 @@ from dualpath.evals.format import draws_words
 BASIS = "board energy, scoring only, idle floor included"
 
 
+def basis_words(basis: str | None, hz: float | None = None,
+                error_pct: float | None = None) -> str:
+    """How joules were measured, in words: 'the GPU's energy counter' or 'power sampled at
+    10 Hz and integrated (error ≤ 0.4%)'."""
+    if basis == "counter":
+        return "the GPU's energy counter"
+    if basis != "sampled":
+        return "basis not stored"
+    rate = f" at {hz:.3g} Hz" if hz is not None and not pd.isna(hz) else ""
+    bound = f" (error ≤ {error_pct:.1%})" if error_pct is not None and not pd.isna(error_pct) \
+        else ""
+    return f"power sampled{rate} and integrated{bound}"
+
+
 def run_energy(runs: pd.DataFrame, speed_runs: pd.DataFrame) -> pd.DataFrame:
     """Per run: path, night, is_result, J per ticker (all of its draws), J per ticker above
-    the idle floor, mean and idle watts, and why its energy is unknown."""
+    the idle floor, mean and idle watts, why its energy is unknown, and its basis (the
+    error bound as a share of the joules)."""
     cols = ["run_id", "path", "night", "is_result", "draws", "j_per_ticker", "j_per_unit",
-            "j_above_idle_per_ticker", "mean_w", "idle_w", "energy_unknown"]
+            "j_above_idle_per_ticker", "mean_w", "idle_w", "energy_unknown", "energy_basis",
+            "energy_hz", "energy_error_pct"]
     if not len(speed_runs) or "joules" not in runs:
         return pd.DataFrame(columns=cols)
-    e = runs.set_index("run_id")[["joules", "energy_s", "idle_w", "energy_unknown"]]
+    runs = runs.assign(**{c: runs[c] if c in runs else None
+                          for c in ("energy_basis", "energy_hz", "energy_error_j")})
+    e = runs.set_index("run_id")[["joules", "energy_s", "idle_w", "energy_unknown",
+                                  "energy_basis", "energy_hz", "energy_error_j"]]
     s = speed_runs.set_index("run_id")
     s = s.assign(draws=s["draws"] if "draws" in s else np.nan)[
         ["path", "night", "is_result", "tickers", "draws"]].join(e)
@@ -49,8 +72,24 @@ def run_energy(runs: pd.DataFrame, speed_runs: pd.DataFrame) -> pd.DataFrame:
     out = s.assign(j_per_ticker=j / t, j_per_unit=j / (t * s["draws"].astype(float)),
                    j_above_idle_per_ticker=(j - s["idle_w"].astype(float)
                                             * s["energy_s"].astype(float)) / t,
-                   mean_w=j / s["energy_s"].astype(float))
+                   mean_w=j / s["energy_s"].astype(float),
+                   energy_error_pct=s["energy_error_j"].astype(float) / j)
     return out.reset_index()[cols]
+
+
+def path_basis(known: pd.DataFrame, path: str) -> str:
+    """A path's basis over its result runs: the counter where every run had one, else the
+    slowest sampling and the widest error bound among them."""
+    p = known[known["path"] == path]
+    if "energy_basis" not in p or not len(p):
+        return basis_words(None)
+    if p["energy_basis"].eq("counter").all():
+        return basis_words("counter")
+    sampled = p[p["energy_basis"].eq("sampled")]
+    if not len(sampled):
+        return basis_words(None)
+    return basis_words("sampled", sampled["energy_hz"].astype(float).min(),
+                       sampled["energy_error_pct"].astype(float).max())
 
 
 @dataclass(frozen=True)
@@ -75,6 +114,7 @@ class EnergyCompare:
     kwh: dict = field(default_factory=dict)      # path: kWh of a `tickers` night
     per: str = "ticker"             # the ratio's unit: "unit" where paired runs' draws differ
     draws_changed: dict = field(default_factory=dict)   # `evals.draws.changes`
+    basis: dict = field(default_factory=dict)    # path: how its joules were measured
 
 
 def compare(energy: pd.DataFrame, baseline: str | None, candidate: str | None,
@@ -110,7 +150,7 @@ def compare(energy: pd.DataFrame, baseline: str | None, candidate: str | None,
     return EnergyCompare(baseline, candidate, per_ticker, med("j_above_idle_per_ticker"),
                          med("idle_w"), unknown, ratio, lo, hi, level, n, tickers, now, price,
                          currency, {p: v * tickers / 3.6e6 for p, v in night_j.items()},
-                         per, steps)
+                         per, steps, {p: path_basis(known, p) for p in pair})
 
 
 def paired_ratio(logs: np.ndarray, level: float = 0.95) -> tuple[float | None, float, float]:
@@ -156,4 +196,5 @@ def energy_lines(e: EnergyCompare | None, candidate: str | None) -> list[str]:
             f"  a night of {e.tickers} tickers × {draws_words(e.draws, (c, b))}: {c} {kwh(c)}, "
             f"{b} {kwh(b)}",
             f"  idle floor: {c} {e.idle_w[c]:.0f} W, {b} {e.idle_w[b]:.0f} W; above it: "
-            f"{c} {_kj(e.above_idle[c])}/ticker, {b} {_kj(e.above_idle[b])}/ticker"]
+            f"{c} {_kj(e.above_idle[c])}/ticker, {b} {_kj(e.above_idle[b])}/ticker"] + \
+        ([f"  measured: {c} by {e.basis[c]}; {b} by {e.basis[b]}"] if e.basis else [])

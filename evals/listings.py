@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dualpath.evals.energy import basis_words
 from dualpath.evals.registry import declare
 from dualpath.evals.speed import SPEED_LABELS
 
@@ -45,11 +46,19 @@ def left_out(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def gpu_frame(gpu: pd.DataFrame) -> pd.DataFrame:
-    """The GPU evidence (`warehouse.energy.gpu_evidence`) with its energy said in words where
-    it is unknown: "energy unknown (why)", never 0."""
-    energy = gpu["energy_unknown"].map(lambda why: None if why is None or pd.isna(why)
-                                       else f"energy unknown ({why})")
-    return gpu.assign(energy=energy)
+    """The GPU evidence (`warehouse.energy.gpu_evidence`) with its energy said in words: its
+    basis where joules are known (`evals.energy.basis_words`, and the reader's failures it
+    rode out), "energy unknown (why)" where not, never 0."""
+    def words(r) -> str:
+        if isinstance(r["energy_unknown"], str):
+            return f"energy unknown ({r['energy_unknown']})"
+        error = r.get("energy_error_j")
+        pct = error / r["joules"] if error is not None and not pd.isna(error) \
+            and r["joules"] else None
+        text = basis_words(r.get("energy_basis"), r.get("energy_hz"), pct)
+        faults = r.get("energy_faults")
+        return text + (f"; {faults}" if isinstance(faults, str) else "")
+    return gpu.assign(energy=[words(r) for _, r in gpu.iterrows()] if len(gpu) else [])
 
 
 def marked(runs: pd.DataFrame) -> pd.DataFrame:
@@ -107,7 +116,9 @@ declare("gpu", "GPU evidence: what each run's GPU read as the night began and th
          "idle_w", "energy"],
         gloss={"link": "PCIe generation x width as trained at the night's start (link_max: "
                        "the most the card and slot reach)",
-               "energy": "'energy unknown (why)' where no joules were stored; never 0"},
+               "energy": "how the joules were measured (the GPU's counter, or power sampled "
+                         "and integrated within a bound); 'energy unknown (why)' where no "
+                         "joules were stored; never 0"},
         kinds={"vram_total_mb": "int", "joules": "int"})
 
 declare("hosts", "where each run was scored: host and Prefect worker per segment (no "

@@ -54,7 +54,8 @@ async def path_telemetry(cfg: Config, work, base_url: str, client) -> AsyncItera
         # a simulated GPU integrates its busy slots between reads: at a compressed clock a
         # night lasts seconds, so it is read more often (its reads cost next to nothing)
         sim = sp.engine == "sim"
-        sampler = Sampler(src, max(ts.hz, 20.0) if sim else ts.hz, ts.max_samples)
+        sampler = Sampler(src, max(ts.hz, 20.0) if sim else ts.hz, ts.max_samples,
+                          name=work.path)
         rec["info"] = [asdict(i) for i in await asyncio.to_thread(src.info)]
         idle_s = min(ts.idle_s, 0.2) if sim else ts.idle_s
         await asyncio.to_thread(sampler.measure_idle, idle_s)
@@ -70,13 +71,25 @@ async def path_telemetry(cfg: Config, work, base_url: str, client) -> AsyncItera
         yield
     finally:
         if sampler is not None and "unknown" not in rec:
-            summary = await asyncio.to_thread(sampler.stop)
-            sampler.src.close()
-            rec["summary"] = asdict(summary)
-            st = sampler.baseline[0] if sampler.baseline else None
-            rec["link"] = link_text(st.pcie_gen, st.pcie_width) if st else None
+            rec.update(await _finish(sampler, work.path))
         rec["ended_wall"] = time.time()
         _append(work.journal.parent / FILE, rec)
+
+
+async def _finish(sampler: Sampler, path: str) -> dict:
+    """The segment's summary (the sampler states a reader's faults itself; anything else
+    that goes wrong here is said once and costs the segment its joules, not its record)."""
+    try:
+        summary = await asyncio.to_thread(sampler.stop)
+    except Exception as e:        # noqa: BLE001 - telemetry never breaks a night's output
+        log.warning("path %s: GPU telemetry could not be summed: %s: %s", path,
+                    type(e).__name__, e)
+        return {"unknown": f"the GPU telemetry could not be summed: {type(e).__name__}: {e}"}
+    with contextlib.suppress(Exception):
+        sampler.src.close()
+    st = sampler.baseline[0] if sampler.baseline else None
+    return {"summary": asdict(summary),
+            "link": link_text(st.pcie_gen, st.pcie_width) if st else None}
 
 
 def _append(file: Path, rec: dict) -> None:

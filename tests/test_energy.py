@@ -121,7 +121,13 @@ def _energy(pairs, price=None):
             rows.append({"run_id": f"e/{night}/{path}", "path": path, "night": night,
                          "is_result": True, "j_per_ticker": j, "j_above_idle_per_ticker": j / 2,
                          "mean_w": 150.0, "idle_w": 30.0 if path == "backup" else 70.0,
-                         "energy_unknown": None})
+                         "energy_unknown": None,
+                         # the AMD card's power integrated (no energy1_input), the other's
+                         # counter; the backup's bound 0.4% one night, 0.9% the other
+                         "energy_basis": "sampled" if path == "backup" else "counter",
+                         "energy_hz": 10.0 - night if path == "backup" else None,
+                         "energy_error_pct": (0.004, 0.009)[night % 2]
+                         if path == "backup" else None})
     return compare(pd.DataFrame(rows), "main", "backup", 2, 100, price=price, currency="USD")
 
 
@@ -136,7 +142,10 @@ def test_the_energy_line_states_ratio_basis_night_and_money():
         # 70 kJ × 100 / 3.6 MJ = 1.94 kWh; × 0.25 = 0.49
         "  a night of 100 tickers × 2 draws: backup 1.94 kWh (0.49 USD), main 0.97 kWh (0.24 USD)",
         "  idle floor: backup 30 W, main 70 W; above it: backup 35.0 kJ/ticker, main "
-        "17.5 kJ/ticker"]
+        "17.5 kJ/ticker",
+        # the slowest sampling (9 Hz the second night) and the widest bound (0.9%)
+        "  measured: backup by power sampled at 9 Hz and integrated (error ≤ 0.9%); main by "
+        "the GPU's energy counter"]
 
 
 def test_the_energy_ratios_interval_covers_at_its_level_and_matches_scipy():

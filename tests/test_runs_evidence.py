@@ -64,13 +64,13 @@ GPU_EVIDENCE = """\
 ┏━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
 ┃ night      ┃ path   ┃ gpu                 ┃ power_limit_w ┃ link    ┃ vram_total_mb ┃  joules ┃ idle_w ┃ energy                                                     ┃
 ┡━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
-│ 2027-04-29 │ backup │ Radeon AI PRO R9700 │           210 │ Gen4 x4 │        32,624 │ 524,400 │     30 │ —                                                          │
+│ 2027-04-29 │ backup │ Radeon AI PRO R9700 │           210 │ Gen4 x4 │        32,624 │ 524,400 │     30 │ the GPU's energy counter                                   │
 │ 2027-04-29 │ main   │ —                   │             — │ —       │             — │       — │     70 │ energy unknown (no GPU counters on host h: NVML not found) │
 │ 2027-04-30 │ backup │ —                   │             — │ —       │             — │       — │      — │ energy unknown (no GPU telemetry stored for this run)      │
-│ 2027-04-30 │ main   │ —                   │             — │ —       │             — │ 253,760 │     70 │ —                                                          │
+│ 2027-04-30 │ main   │ —                   │             — │ —       │             — │ 253,760 │     70 │ the GPU's energy counter                                   │
 └────────────┴────────┴─────────────────────┴───────────────┴─────────┴───────────────┴─────────┴────────┴────────────────────────────────────────────────────────────┘
   link: PCIe generation x width as trained at the night's start (link_max: the most the card and slot reach)
-  energy: 'energy unknown (why)' where no joules were stored; never 0
+  energy: how the joules were measured (the GPU's counter, or power sampled and integrated within a bound); 'energy unknown (why)' where no joules were stored; never 0
 """
 
 

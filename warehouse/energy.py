@@ -3,8 +3,11 @@
 (its power over time, at most `[telemetry] max_samples` rows per segment), and read back.
 
 A segment whose GPUs could not be read has `unknown` set (the reason) and NULL joules:
-never 0. `changes` (the power limit changed, the link trained narrower, another process on
-the GPU) marks the run disturbed (`warehouse.disturbed`).
+never 0; one whose reader stopped answering mid-night has `unknown` = "sampling stopped at
+HH:MM:SS (why)", the joules read until then in `partial_j` and every sample taken. Each
+figure states its basis (m024): the device's counter, or power sampled at `sample_hz` and
+integrated within `error_j`. `changes` (the power limit changed, the link trained narrower,
+another process on the GPU) marks the run disturbed (`warehouse.disturbed`).
 """
 
 from __future__ import annotations
@@ -29,10 +32,20 @@ CREATE TABLE energy_samples (
 );
 """
 
+# The basis of each figure, stated (m024_energy_basis).
+M024_ENERGY_BASIS = """
+ALTER TABLE energy_runs ADD COLUMN IF NOT EXISTS sample_hz DOUBLE;
+ALTER TABLE energy_runs ADD COLUMN IF NOT EXISTS error_j DOUBLE;
+ALTER TABLE energy_runs ADD COLUMN IF NOT EXISTS gap_s DOUBLE;
+ALTER TABLE energy_runs ADD COLUMN IF NOT EXISTS faults VARCHAR;
+ALTER TABLE energy_runs ADD COLUMN IF NOT EXISTS partial_j DOUBLE;
+"""
+
 RUN_COLUMNS = ["run_id", "segment", "host", "source", "gpus", "gpu_name", "driver",
                "vram_total_mb", "power_limit_w", "link", "link_max", "basis", "joules",
                "seconds", "mean_w", "peak_w", "idle_w", "idle_s", "samples", "changes",
-               "shared_with", "unknown", "started_wall", "ended_wall"]
+               "shared_with", "unknown", "started_wall", "ended_wall", "sample_hz",
+               "error_j", "gap_s", "faults", "partial_j"]
 SAMPLE_COLUMNS = ["run_id", "segment", "t_s", "width_s", "power_w", "max_w", "mem_used_mb",
                   "sm_mhz", "temp_c"]
 
@@ -42,6 +55,8 @@ def _row(rec: dict) -> tuple[dict, list[list]]:
     s = rec.get("summary") or {}
     first = info[0] if info else {}
     gpus = rec.get("gpus")
+    stopped = s.get("stopped")      # the part read is no night's energy: kept apart
+    joules = None if stopped else s.get("joules")
     row = {"run_id": rec["run_id"], "segment": rec["segment"], "host": rec.get("host"),
            "source": s.get("source"),
            "gpus": "all" if gpus is None else ",".join(map(str, gpus)),
@@ -52,14 +67,18 @@ def _row(rec: dict) -> tuple[dict, list[list]]:
            "link": rec.get("link"),
            "link_max": f"Gen{first['pcie_gen_max']} x{first['pcie_width_max']}"
            if first.get("pcie_width_max") else None,
-           "basis": s.get("basis"), "joules": s.get("joules"), "seconds": s.get("seconds"),
-           "mean_w": s["joules"] / s["seconds"] if s.get("seconds") else None,
+           "basis": s.get("basis"), "joules": joules, "seconds": s.get("seconds"),
+           "mean_w": joules / s["seconds"] if joules is not None and s.get("seconds")
+           else None,
            "peak_w": s.get("peak_w"), "idle_w": s.get("idle_w"), "idle_s": s.get("idle_s"),
            "samples": s.get("samples"),
            "changes": "; ".join(s.get("changes") or []) or None,
            "shared_with": ",".join(rec.get("shared_with") or []) or None,
-           "unknown": rec.get("unknown") if not s else None,
-           "started_wall": rec.get("started_wall"), "ended_wall": rec.get("ended_wall")}
+           "unknown": stopped if s else rec.get("unknown"),
+           "started_wall": rec.get("started_wall"), "ended_wall": rec.get("ended_wall"),
+           "sample_hz": s.get("hz"), "error_j": None if stopped else s.get("error_j"),
+           "gap_s": s.get("gap_s"), "faults": s.get("faults"),
+           "partial_j": s.get("joules") if stopped else None}
     samples = [[rec["run_id"], rec["segment"], *b] for b in s.get("buckets") or []]
     return row, samples
 
@@ -111,7 +130,12 @@ SELECT run_id,
            AS mean_w,
        CASE WHEN bool_and(unknown IS NULL) THEN sum(seconds) END AS energy_s,
        any_value(idle_w ORDER BY segment) AS idle_w,
-       any_value(basis ORDER BY segment) AS energy_basis,
+       CASE WHEN bool_and(basis = 'counter') THEN 'counter' ELSE 'sampled' END
+           AS energy_basis,
+       min(sample_hz) AS energy_hz,
+       CASE WHEN bool_and(unknown IS NULL) THEN sum(coalesce(error_j, 0)) END
+           AS energy_error_j,
+       string_agg(faults, '; ') AS energy_faults,
        string_agg(DISTINCT unknown, '; ') AS energy_unknown,
        any_value(host ORDER BY segment) AS gpu_host,
        any_value(gpu_name ORDER BY segment) AS gpu_name,
@@ -150,7 +174,8 @@ DICTIONARY = {
         "link": "PCIe link at the start, 'GenN xW' (idle GPUs may train a lower generation)",
         "link_max": "PCIe link the GPU and slot can reach",
         "basis": "counter (the device's energy counter) | sampled (power × time)",
-        "joules": "J — board energy over the scoring window (NULL: unknown, never 0)",
+        "joules": "J — board energy over the scoring window (NULL: unknown, never 0; "
+                  "partial_j holds what was read before sampling stopped)",
         "seconds": "s — the scoring window (modelled seconds for simulated paths)",
         "mean_w": "W — joules ÷ seconds", "peak_w": "W — highest power sample",
         "idle_w": "W — idle floor read before the first unit (server loaded, nothing in flight)",
@@ -159,7 +184,15 @@ DICTIONARY = {
         "changes": "what changed on the GPU during the run (power limit, link width, another "
                    "process); set: the run is disturbed",
         "shared_with": "other paths whose server uses one of these GPUs on this host",
-        "unknown": "why the energy is unknown (no GPU counters on the host, telemetry off)",
+        "unknown": "why the energy is unknown (no GPU counters on the host, telemetry off, "
+                   "'sampling stopped at HH:MM:SS (why)')",
+        "sample_hz": "Hz — power samples per second taken",
+        "error_j": "J — bound on the joules' error: Σ|Δpower|×Δt between samples plus the "
+                   "seconds without samples × peak watts (sampled basis; NULL on a counter)",
+        "gap_s": "s — time the reader failed and came back (retried; the last value held, "
+                 "or the counter spanned it)",
+        "faults": "the reader's failures in words (count, the first error, seconds lost)",
+        "partial_j": "J — read before sampling stopped (the segment's joules are then NULL)",
         "started_wall": f"{_W} — telemetry start", "ended_wall": f"{_W} — telemetry end"}),
     "energy_samples": ("a run segment's power over time, at most [telemetry] max_samples rows "
                        "(neighbours merged as a night grows)", {
@@ -177,7 +210,7 @@ def gpu_evidence(con) -> pd.DataFrame:
     return con.execute(f"""
         SELECT r.night, r.run_id, r.path, e.gpu_host AS host, e.gpu_name AS gpu,
                e.power_limit_w, e.link, e.link_max, v.vram_total_mb, e.joules, e.mean_w,
-               e.idle_w,
+               e.idle_w, e.energy_basis, e.energy_hz, e.energy_error_j, e.energy_faults,
                CASE WHEN e.joules IS NOT NULL THEN NULL
                     WHEN e.run_id IS NULL THEN 'no GPU telemetry stored for this run'
                     ELSE coalesce(e.energy_unknown, 'no energy reading') END AS energy_unknown

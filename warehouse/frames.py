@@ -54,7 +54,8 @@ def runs_frame(con, experiment: str, since: date | None = None,
     where, params = _where(experiment, since, paths)
     df = con.execute(f"""SELECT run_id, path, night, status, wall_s, units_done AS units,
                                 units_planned, tickers_planned, slots, time_scale, segments,
-                                d.disturbed, e.joules, e.energy_s, e.idle_w, e.energy_unknown
+                                d.disturbed, e.joules, e.energy_s, e.idle_w, e.energy_unknown,
+                                e.energy_basis, e.energy_hz, e.energy_error_j
                          FROM runs LEFT JOIN ({DISTURBED}) d USING (run_id)
                          LEFT JOIN ({ENERGY_BY_RUN}) e USING (run_id)
                          WHERE {where}""", params).df()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import duckdb
 
 from dualpath.warehouse.db import transaction
+from dualpath.warehouse.energy import M024_ENERGY_BASIS
 from dualpath.warehouse.energy import M026_ENERGY as ENERGY_TABLES
 from dualpath.warehouse.search_index import build_search_index
 
@@ -417,6 +418,7 @@ MIGRATIONS: list[tuple] = [
     ("m021_energy", ENERGY_TABLES),
     ("m022_session_mono", M022_SESSION_MONO),
     ("m023_search_index", build_search_index),      # SQL that fills tables: a function
+    ("m024_energy_basis", M024_ENERGY_BASIS),
 ]
 
 # Former names of MIGRATIONS[14:22], in order: numbered when written, on branches that landed
