@@ -6,7 +6,8 @@ stall, take ~4 min together here; each has its own test of the same behaviour, s
 left to the bench: twin_nights (test_night_lock), partial_journal and answer_50mb
 (test_ingest_shapes), sigterm and prefect_cancel (test_interrupts), speed_stalled
 (test_disturbed), usage_errors (test_usage_errors), killed_sql (test_sql_sigterm,
-test_odd_places), read_only_warehouse (test_odd_places)."""
+test_odd_places), read_only_warehouse (test_odd_places), telemetry_fails_midnight and
+telemetry_blip (test_telemetry_faults)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from bench.faults import ALL, PROXY_FAULTS, SWAPS, run_trials, summary, table
 from dualpath.sim.proxy import TRANSIENT
 
 BENCH_ONLY = {"twin_nights", "partial_journal", "answer_50mb", "sigterm", "prefect_cancel",
-              "speed_stalled", "usage_errors", "killed_sql", "read_only_warehouse"}
+              "speed_stalled", "usage_errors", "killed_sql", "read_only_warehouse",
+              "telemetry_fails_midnight", "telemetry_blip"}
 KINDS = tuple(k for k in ALL if k not in BENCH_ONLY)
 
 
