@@ -363,7 +363,9 @@ def headline_table(h: Headline) -> pd.DataFrame:
                                 if known else "unknown: " + "; ".join(
                                     f"{p}: {w}" for p, w in e.unknown.items())),
                      "estimate": e.ratio if known else math.nan, "ci_low": e.lo,
-                     "ci_high": e.hi, "ci_level": e.level, "basis": energy.BASIS,
+                     "ci_high": e.hi, "ci_level": e.level,
+                     "basis": "; ".join([energy.BASIS] + [f"{p} by {w}"
+                                                          for p, w in e.basis.items()]),
                      "detail": "; ".join(f"{p} {e.per_ticker[p]:.0f} J/ticker, "
                                          f"{e.kwh[p]:.3f} kWh per {e.tickers}-ticker night"
                                          for p in (e.candidate, e.baseline))})

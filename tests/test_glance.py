@@ -34,6 +34,7 @@ Energy — how much energy per ticker?  backup 2.08× main (95% CI 2.06×–2.11
   board energy, scoring only, idle floor included: backup 65.9 kJ, main 31.7 kJ per ticker (medians)
   a night of 100 tickers × 2 draws: backup 1.83 kWh, main 0.88 kWh
   idle floor: backup 30 W, main 70 W; above it: backup 55.5 kJ/ticker, main 27.4 kJ/ticker
+  measured: backup by the GPU's energy counter; main by the GPU's energy counter
 """
 
 RUNS = """\
@@ -117,6 +118,7 @@ Energy — how much energy per ticker?  unknown ratio: no night with both paths'
   board energy, scoring only, idle floor included: backup 66.3 kJ, main 31.7 kJ per ticker (medians)
   a night of 100 tickers × 2 draws: backup 1.84 kWh, main 0.88 kWh
   idle floor: backup 30 W, main 70 W; above it: backup 55.8 kJ/ticker, main 27.4 kJ/ticker
+  measured: backup by the GPU's energy counter; main by the GPU's energy counter
 
 """
 
