@@ -139,3 +139,25 @@ def test_a_night_whose_reader_fails_scores_complete_and_stores_why(tmp_path, mon
                         r"device\)", unknown)
     assert changes is None and samples > 0
     assert rows[f"demo/{nights[0]}/main"][0] is None
+
+
+def test_the_viewer_states_the_basis_beside_a_plot_or_why_there_are_no_joules():
+    import pandas as pd
+
+    from dualpath.viewer.plots import energy_note
+
+    seg = dict(segment=1, basis="sampled", joules=10_000.0, sample_hz=9.8, error_j=50.0,
+               faults=None, unknown=None)
+    # 50 J of 10,000 J: the bound is 0.5%
+    assert energy_note(pd.DataFrame([seg])) == (
+        "board energy 10.0 kJ, by power sampled at 9.8 Hz and integrated (error ≤ 0.5%)")
+    stopped = {**seg, "joules": None, "error_j": None,
+               "unknown": "sampling stopped at 03:12:09 (OSError: [Errno 19] No such device)"}
+    assert energy_note(pd.DataFrame([stopped])) == (
+        "energy unknown (sampling stopped at 03:12:09 (OSError: [Errno 19] No such device))")
+    counter = {**seg, "basis": "counter", "error_j": None,
+               "faults": "the reader failed 4× (OSError: x); 1.4 s without samples, the "
+                         "counter spans it"}
+    assert energy_note(pd.DataFrame([counter])) == (
+        "board energy 10.0 kJ, by the GPU's energy counter; the reader failed 4× (OSError: "
+        "x); 1.4 s without samples, the counter spans it")

@@ -78,6 +78,7 @@ class NightPlot:
     uri: str | None
     power_note: str | None
     occupancy_note: str | None = None
+    energy_note: str | None = None      # beside a drawn power plot: joules and basis
 
 
 def _plots(con, runs: pd.DataFrame) -> dict[str, NightPlot]:
@@ -104,7 +105,8 @@ def _plots(con, runs: pd.DataFrame) -> dict[str, NightPlot]:
                          server),
             note, None if occ is not None else
             "slot occupancy unknown (" + ("no calls recorded" if not len(sp)
-                                          else "the run records no slot count") + ")")
+                                          else "the run records no slot count") + ")",
+            plots.energy_note(sg) if watts is not None else None)
     return out
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dualpath.evals.energy import basis_words
+
 BINS = 120
 SPARSE = 60          # power rows few enough to mark each one
 
@@ -101,7 +103,32 @@ def power_note(segments: pd.DataFrame, samples: pd.DataFrame,
         return "energy unknown (the telemetry recorded no energy for this run)"
     mean = f", mean {j / secs:,.0f} W" if secs and secs > 0 else ""
     return (f"power over the night unknown (no power samples stored for this run); "
-            f"its board energy: {j / 1000:,.1f} kJ{mean}")
+            f"its board energy: {j / 1000:,.1f} kJ{mean}, by {_basis(segments, j)}")
+
+
+def energy_note(segments: pd.DataFrame) -> str | None:
+    """Beside a drawn power plot: the run's board energy and how it was measured, or why it
+    is unknown (a reader that stopped mid-night leaves its samples drawn and no joules)."""
+    if not len(segments):
+        return None
+    unknown = [u for u in segments["unknown"].dropna().unique() if u]
+    if unknown:
+        return f"energy unknown ({'; '.join(unknown)})"
+    j = segments["joules"].sum(min_count=1)
+    if pd.isna(j):
+        return None
+    return f"board energy {j / 1000:,.1f} kJ, by {_basis(segments, j)}"
+
+
+def _basis(segments: pd.DataFrame, joules: float) -> str:
+    """The segments' basis in words (`evals.energy.basis_words`), with any reader faults."""
+    col = lambda c: segments[c] if c in segments else pd.Series(dtype=float)
+    basis = "counter" if col("basis").eq("counter").all() else "sampled"
+    error = col("error_j").sum(min_count=1)
+    text = basis_words(basis, col("sample_hz").min(),
+                       error / joules if not pd.isna(error) and joules else None)
+    faults = [f for f in col("faults").dropna().unique() if f]
+    return text + "".join(f"; {f}" for f in faults)
 
 
 def _minutes(s: Series) -> tuple[np.ndarray, np.ndarray]:

@@ -149,15 +149,14 @@ def call_spans(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> pd.DataFra
 
 def night_energy(con: duckdb.DuckDBPyConnection, run_ids: list[str]
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(segments, samples) of these runs' GPU telemetry (`warehouse.energy`): per segment its
-    window's wall-clock start, joules, mean and idle watts and why its energy is unknown;
-    the power samples in time order. Both empty before m026."""
+    """(segments, samples) of these runs' GPU telemetry (`warehouse.energy`): per segment
+    every stored column (its window's wall-clock start, joules, their basis, mean and idle
+    watts, why its energy is unknown); the power samples in time order. Both empty before
+    m026."""
     ids = _ids(run_ids)
     try:
         segs = con.execute(f"""
-            SELECT run_id, segment, host, source, basis, joules, seconds, mean_w, idle_w,
-                   power_limit_w, unknown, started_wall
-            FROM energy_runs WHERE run_id IN ({ids}) ORDER BY run_id, segment""").df()
+            SELECT * FROM energy_runs WHERE run_id IN ({ids}) ORDER BY run_id, segment""").df()
         samples = con.execute(f"""
             SELECT run_id, segment, t_s, width_s, power_w FROM energy_samples
             WHERE run_id IN ({ids}) ORDER BY run_id, segment, t_s""").df()
