@@ -1,7 +1,8 @@
 """What GPU telemetry costs the harness: the sampler thread at 10 Hz for 20 s over a source,
-its CPU time as a share of one core (goal < 0.5%). Sources: the amdgpu reader over files
-shaped like its sysfs (a tmp dir: each read opens and parses the files as on a real host),
-the simulated GPU, and NVML where this host has it.
+its CPU time as a share of one core (goal < 0.5%). Sources: the amdgpu reader over a sysfs
+tree shaped like an R9700's (tests/sysfs_trees.py: the GPU behind its card's own PCIe
+switch, its link read at the card's upstream port once a second; each read opens and parses
+the files as on a real host), the simulated GPU, and NVML where this host has it.
 
 usage: python bench/telemetry.py [--seconds 20] [--hz 10]
 """
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dualpath.telemetry import NoCounters, Sampler, SimSource  # noqa: E402
 from dualpath.telemetry.readers import HwmonSource, NvmlSource  # noqa: E402
 from dualpath.telemetry.settings import SimPower  # noqa: E402
-from tests.test_telemetry import amdgpu  # noqa: E402
+from tests.sysfs_trees import amd_card  # noqa: E402
 
 
 def cpu_share(src, seconds: float, hz: float) -> tuple[float, int]:
@@ -39,8 +40,8 @@ def main() -> None:
     a.add_argument("--hz", type=float, default=10.0)
     args = a.parse_args()
     root = Path(tempfile.mkdtemp())
-    amdgpu(root, energy_uj=1_000_000)
-    sources = {"amdgpu hwmon (sysfs files)": HwmonSource(None, root),
+    amd_card(root)                  # amdgpu has no energy1_input: power is integrated
+    sources = {"amdgpu hwmon (sysfs files)": HwmonSource(None, root / "class" / "drm"),
                "simulated GPU": SimSource(SimPower(), 4, lambda: 2)}
     try:
         sources["NVML"] = NvmlSource(None)
