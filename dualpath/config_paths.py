@@ -336,6 +336,12 @@ class ServingPath(_Model):
                                    "the path's server uses, for its energy and GPU state; "
                                    "unset: read from the launch argv and env, else every GPU "
                                    "of the host.")
+    gpu_vendor: Literal["nvidia", "amd"] | None = Field(
+        None, description="Whose driver reads this path's GPUs for energy and GPU state "
+        "('nvidia': NVML, 'amd': amdgpu sysfs); `gpus` count in that vendor's order. Unset: "
+        "from the launch (a CUDA or ROCm --device, CUDA_/HIP_/ROCR_VISIBLE_DEVICES), else "
+        "the host's only kind; on a host with both, energy stays unknown until it is set "
+        "(a Vulkan build runs on either).")
     power: SimPower = Field(default_factory=SimPower, description="engine 'sim': the "
                             "simulated GPU's power model.")
 

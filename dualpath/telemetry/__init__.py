@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 from urllib.parse import urlsplit
 
-from dualpath.telemetry.attribution import path_gpus, shared_gpus
+from dualpath.telemetry.attribution import path_gpus, path_vendor, shared_gpus
 from dualpath.telemetry.readers import GpuInfo, GpuState, NoCounters, link_text, open_source
 from dualpath.telemetry.sampler import Sampler, Summary
 from dualpath.telemetry.sim import SimSource
@@ -37,7 +37,7 @@ def source_for(sp, base_url: str | None, busy=None, drm_root=None):
     if not is_local(base_url):
         raise NoCounters(f"the server at {urlsplit(base_url or '').hostname} is on another "
                          "host; score the path there (a work pool) to read its GPUs")
-    return open_source(path_gpus(sp), drm_root=drm_root)
+    return open_source(path_gpus(sp), path_vendor(sp), drm_root=drm_root)
 
 
 def unknown_text(host: str, reason: str) -> str:

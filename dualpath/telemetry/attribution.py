@@ -65,6 +65,25 @@ def gpus_from_launch(argv: list[str] | None, env: dict[str, str] | None,
     return local
 
 
+# what names a vendor's driver without doubt (Vulkan's names any vendor's card)
+_VENDOR_ENV = {"CUDA_VISIBLE_DEVICES": "nvidia", "HIP_VISIBLE_DEVICES": "amd",
+               "ROCR_VISIBLE_DEVICES": "amd"}
+_VENDOR_DEVICE = {"cuda": "nvidia", "rocm": "amd", "hip": "amd"}
+
+
+def path_vendor(sp) -> str | None:
+    """Whose driver reads a path's GPUs: `[paths.X] gpu_vendor` if set, else what its launch
+    says without doubt (a CUDA or ROCm device, a CUDA/HIP visibility variable); None when
+    nothing does (a Vulkan build runs on any vendor's card)."""
+    if getattr(sp, "gpu_vendor", None):
+        return sp.gpu_vendor
+    dev = _flag(list(sp.launch or []), "--device", "-dev") or ""
+    named = {_VENDOR_DEVICE[m.lower()] for m in re.findall(r"([A-Za-z]+)\d+", dev)
+             if m.lower() in _VENDOR_DEVICE}
+    named |= {v for k, v in _VENDOR_ENV.items() if (sp.launch_env or {}).get(k, "").strip()}
+    return named.pop() if len(named) == 1 else None
+
+
 def path_gpus(sp) -> list[int] | None:
     """A path's GPUs: `[paths.X] gpus` if set, else read from its launch argv and env."""
     if sp.gpus is not None:

@@ -255,21 +255,35 @@ def _int(p: Path) -> int | None:
     return int(v) if v is not None else None
 
 
+KINDS = {"nvidia": "nvml", "amd": "hwmon"}
+
+
 def open_source(indices: list[int] | None, vendor_hint: str | None = None,
                 drm_root: Path | str | None = None):
-    """The first source that can read `indices` on this host (NVML, then amdgpu), or raises
-    `NoCounters` with every source's reason."""
-    reasons = []
-    order = ["hwmon", "nvml"] if vendor_hint == "amd" or drm_root else ["nvml", "hwmon"]
-    for kind in order:
+    """The source that reads `indices` on this host, or raises `NoCounters` with every
+    source's reason. With a vendor (`nvidia`: NVML, `amd`: amdgpu) only that one is asked.
+    Without one, the host's only kind; a host with both (the user's 5090 beside an R9700)
+    is refused rather than guessed: GPU 0 is another card in each driver's numbering, and
+    NVML first read the backup's joules off the main path's card."""
+    kinds = ([KINDS[vendor_hint]] if vendor_hint else
+             ["hwmon", "nvml"] if drm_root else ["nvml", "hwmon"])   # reasons in that order
+    found, reasons = [], []
+    for kind in kinds:
         try:
-            if kind == "nvml":
-                return NvmlSource(indices)
-            return HwmonSource(indices, drm_root or "/sys/class/drm")
+            found.append(NvmlSource(indices) if kind == "nvml"
+                         else HwmonSource(indices, drm_root or "/sys/class/drm"))
         except NoCounters as e:
             reasons.append(str(e))
         except OSError as e:
             reasons.append(f"{kind}: {e}")
+    if len(found) == 1:
+        return found[0]
+    for src in found:
+        src.close()
+    if found:
+        raise NoCounters("this host has NVIDIA and AMD GPUs and nothing says whose this path "
+                         "uses; set [paths.X] gpu_vendor = \"nvidia\" or \"amd\" (and gpus, "
+                         "counted in that vendor's order)")
     raise NoCounters("; ".join(reasons))
 
 
