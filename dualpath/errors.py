@@ -17,7 +17,8 @@
     ├── PathUnavailable        a path could not be scored at all tonight (recorded as failed)
     │   ├── ServerStartError   a launched server exited or did not become ready
     │   ├── ServerUnreachable  a server did not answer its identity endpoints
-    │   └── IdentityError      a server is not the server its path claims (model, slots, ...)
+    │   ├── IdentityError      a server is not the server its path claims (model, slots, ...)
+    │   └── EngineMismatch     a server's own replies show another engine than its path's
     ├── HarnessError           dualpath itself failed while scoring (a sink, the journal):
     │                          the path-run stops loudly and is recorded, never blamed on the
     │                          user's pipeline
@@ -98,6 +99,15 @@ class IdentityError(PathUnavailable):
         self.path = path
         self.differences = differences
         super().__init__("; ".join(differences))
+
+
+class EngineMismatch(PathUnavailable):
+    """A server answers as another engine than its path's `engine` (its /v1/models, /metrics
+    or own endpoints say so); the message names both and the fix."""
+
+    def __init__(self, path: str, line: str):
+        self.path = path
+        super().__init__(line)
 
 
 class HarnessError(DualpathError):

@@ -17,6 +17,7 @@ import httpx
 
 from dualpath.config import Config
 from dualpath.engines import engine
+from dualpath.engines.proof import engine_mismatch
 from dualpath.errors import DualpathError
 from dualpath.identity import auth_headers, differences, read_identity
 from dualpath.records import ServerIdentity
@@ -64,9 +65,13 @@ async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> li
                                     f"launches it ({sp.base_url})")]
             return out + [Check(f"{name}: reachable", False, f"{sp.base_url}: {e}",
                                 "start the server, or fix base_url")]
+        wrong = await engine_mismatch(http, sp.base_url, sp.dialect)
     runs_on = f", {seen.backend} on {seen.device}" if seen.backend else ""   # read on this host
     out.append(Check(f"{name}: reachable", True,
                      f"{sp.base_url} ({seen.model}, {seen.build}{runs_on})"))
+    if wrong is not None:       # its pins were read in the wrong engine's dialect
+        return out + [Check(f"{name}: engine", False, wrong,
+                            f"fix paths.{name}.engine or its base_url")]
     diffs = differences(seen, sp.expect)
     out.append(Check(f"{name}: identity", not diffs, "; ".join(diffs) or "matches expect",
                      f"fix the server or [paths.{name}.expect]"))

@@ -20,6 +20,7 @@ from dualpath.config import Config
 from dualpath.errors import DualpathError
 from dualpath.grades import GRADE_INSTRUCTION, GRADE_SCHEMA, parse_grade
 from dualpath.engines import engine
+from dualpath.engines.proof import engine_mismatch
 from dualpath.identity import auth_headers, differences, read_identity
 from dualpath.launcher import prepare_launches
 from dualpath.records import CallRecord, ServerIdentity
@@ -142,6 +143,10 @@ async def rehearse_path(cfg: Config, name: str, log_dir: Path) -> list[Check]:
             out += gpu_checks(cfg, name)         # the GPUs its server runs on, pins too
             async with path_http(cfg, name, auth_headers(key)) as http:
                 seen = await read_identity(http, ep.base_url, cfg.paths[name].dialect)
+                wrong = await engine_mismatch(http, ep.base_url, cfg.paths[name].dialect)
+                if wrong is not None:    # its pins were read in the wrong engine's dialect
+                    return out + [Check(f"{name}: engine", False, wrong,
+                                        f"fix paths.{name}.engine or its launch/base_url")]
                 out += _identity_checks(cfg, name, seen)
                 if out[-1].ok:
                     out += await _rehearse_calls(cfg, name, http, ep.base_url, seen, key)

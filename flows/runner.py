@@ -27,7 +27,8 @@ import httpx
 import orjson
 
 from dualpath.config import Config
-from dualpath.errors import HarnessError, IdentityError, PathUnavailable, UserError
+from dualpath.engines.proof import engine_mismatch
+from dualpath.errors import EngineMismatch, HarnessError, IdentityError, PathUnavailable, UserError
 from dualpath.identity import auth_headers, differences, read_identity
 from dualpath.locks import night_holder, night_lock
 from dualpath.night import PriceHistory, api_key, run_id_for, units_for
@@ -175,6 +176,9 @@ async def check_identity(cfg: Config, path: str, http: httpx.AsyncClient,
         seen = await read_identity(http, base_url, sp.dialect)
     except PathUnavailable as e:
         raise type(e)(f"server unreachable: {e}; is it running on {base_url}?") from None
+    # the engine first: another engine's server reads its pins in the wrong dialect
+    if (wrong := await engine_mismatch(http, base_url, sp.dialect)) is not None:
+        raise EngineMismatch(path, f"path {path}: {wrong}")
     diffs = differences(seen, sp.expect)
     if diffs:
         raise IdentityError(path, diffs)

@@ -30,6 +30,7 @@ from prefect.cache_policies import NO_CACHE
 
 from dualpath.config import Config, ExpectedIdentity, dump_toml, load_config
 from dualpath.engines import engine
+from dualpath.engines.proof import engine_mismatch
 from dualpath.errors import ServerStartError, UserError
 from dualpath.identity import differences, read_identity, read_metrics
 from dualpath.launcher import LaunchedServer, expand_argv, gpu_state, log_tail, redact_env
@@ -132,6 +133,8 @@ async def _on_server(ctx: SweepContext, point: Point, row: dict,
         expect = ctx.spec.expect.model_copy(update={"slots": point.slots})
         if "slots" not in engine(dialect).facts.reports:     # vLLM: no slot count to check
             expect = ExpectedIdentity(**{**expect.model_dump(), "slots": None})
+        if (wrong := await engine_mismatch(http, url, dialect)) is not None:
+            return _failed(row, "engine mismatch", wrong), pd.DataFrame()
         diffs = differences(ident, expect)
         if diffs:
             return _failed(row, "identity mismatch", "; ".join(diffs)), pd.DataFrame()

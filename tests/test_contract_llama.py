@@ -270,3 +270,17 @@ def test_a_reply_stops_at_the_slots_context_end_with_length_on_both(small, sim_s
         used = r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"]
         assert r["choices"][0]["finish_reason"] == "length", url
         assert used == n_ctx == 1024 and r["usage"]["completion_tokens"] < 5000, (url, used)
+
+
+async def test_both_answer_as_llama_cpp_by_the_same_evidence(real, sim):
+    """What tells llama-server from the other engines (`dualpath.engines.proof`): /props with
+    build_info, /v1/models owned_by "llamacpp", /metrics under llamacpp: — the same on both."""
+    from dualpath.engines.proof import ServerReplies, answers_as
+
+    for url in (real, sim):
+        async with httpx.AsyncClient(timeout=30) as http:
+            replies = ServerReplies(http, url)
+            name, why = await answers_as(replies)
+            assert name == "llama.cpp" and why.startswith("its /props reports build_info "), url
+            assert await replies.owned_by() == "llamacpp"
+            assert any(n.startswith("llamacpp:") for n in await replies.metric_names())

@@ -160,3 +160,18 @@ def test_keep_alive_comments_only_when_asked(vllm):
     quiet = post(vllm(**slow), body(stream=True)).content
     pinged = post(vllm(sse_ping_s=5.0, **slow), body(stream=True)).content
     assert KEEP_ALIVE not in quiet and KEEP_ALIVE in pinged
+
+
+# vllm/entrypoints/serve/engine/protocol.py: ModelCard; serve/instrumentator/basic.py:
+# /version answers {"version": VLLM_VERSION} alone
+MODEL_CARD_KEYS = {"id", "object", "created", "owned_by", "root", "parent", "max_model_len",
+                   "permission"}
+
+
+def test_models_and_version_are_vllms_own(vllm):
+    """What tells vLLM from the other engines (`dualpath.engines.proof`)."""
+    url = vllm()
+    card, = httpx.get(f"{url}/v1/models").json()["data"]
+    assert set(card) == MODEL_CARD_KEYS and card["owned_by"] == "vllm"
+    assert set(httpx.get(f"{url}/version").json()) == {"version"}
+    assert httpx.get(f"{url}/props").status_code == 404

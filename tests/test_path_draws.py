@@ -278,7 +278,7 @@ def test_check_and_prereg_status_show_each_paths_draws(tmp_path):
     r = run_cli("check", "-c", cfg_path, columns=300)      # tmp paths are long
     assert r.returncode == 0 and r.stdout == (
         "offline check: the config alone (no server, warehouse or Prefect is contacted; "
-        "`dualpath doctor` does that)\n"
+        "`--connect` or `dualpath doctor` does that)\n"
         f"ok {cfg_path}: experiment 'demo', 20 tickers x 3 draws on main, 2 on backup, "
         "horizons [1, 5, 20]\n"
         "  path main: sim  model=qwen-27b-dense slots=8 draws=3 (simulated)\n"

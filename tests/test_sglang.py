@@ -244,3 +244,19 @@ def test_doctor_launch_rehearses_a_night_on_a_launched_sglang_path(tmp_path):
     assert "✓ main: sampling applied: sglang does not report the sampling it applied; sent " \
         "temperature=0.7" in r.stdout
     assert "✓ main: grade call: grade" in r.stdout and "10 of 10 checks passed" in r.stdout
+
+
+# entrypoints/openai/protocol.py ModelCard (no permission list, owned_by "sglang");
+# http_server.py available_models: root is the served name, max_model_len the context
+SGLANG_CARD_KEYS = {"id", "object", "created", "owned_by", "root", "parent", "max_model_len"}
+
+
+def test_models_say_sglang_and_there_is_no_version_endpoint(sim_server):
+    """What tells SGLang from vLLM (`dualpath.engines.proof`): the simulated SGLang had
+    answered /v1/models as vLLM does (owned_by "vllm")."""
+    url = sim_server(dialect="sglang", build="sglang-0.5.23", model_alias="qwen3-8b").url
+    card, = httpx.get(f"{url}/v1/models").json()["data"]
+    assert set(card) == SGLANG_CARD_KEYS
+    assert (card["owned_by"], card["root"]) == ("sglang", "qwen3-8b")
+    assert httpx.get(f"{url}/version").status_code == 404
+    assert httpx.get(f"{url}/server_info").json()["version"] == "0.5.23"

@@ -23,7 +23,10 @@ from dualpath.procs import start_reaper
 def check(config: Path = CONFIG_OPT,
           deployed: bool = typer.Option(False, "--deployed", help="The config is (to be) "
                                         "deployed: also check that the schedule's next nights "
-                                        "have a prices source (`deploy` and `serve` warn of it).")
+                                        "have a prices source (`deploy` and `serve` warn of it)."),
+          connect: bool = typer.Option(False, "--connect", help="Also contact each attached "
+                                       "path's server and refuse one whose own replies show "
+                                       "another engine than the path's `engine`.")
           ) -> None:
     """Validate a config file, check that a night could start (universe, pipeline import,
     API key variables), and show what it describes."""
@@ -37,8 +40,13 @@ def check(config: Path = CONFIG_OPT,
     if deployed:
         refuse_unscheduled_prices(cfg)
     tickers = cfg.tickers()
-    console.print("[dim]offline check: the config alone (no server, warehouse or Prefect is "
-                  "contacted; `dualpath doctor` does that)[/dim]")
+    if connect:
+        shown = _refuse_wrong_engines(cfg)
+        console.print(f"[dim]connected: {shown}; the warehouse and Prefect are not contacted "
+                      "(`dualpath doctor` does that)[/dim]")
+    else:
+        console.print("[dim]offline check: the config alone (no server, warehouse or Prefect "
+                      "is contacted; `--connect` or `dualpath doctor` does that)[/dim]")
     console.print(f"[green]ok[/green] {config}: experiment '{cfg.experiment.name}', "
                   f"{len(tickers)} tickers x {cfg.draws_text()}, "
                   f"horizons {cfg.experiment.horizons}")
@@ -59,6 +67,18 @@ def check(config: Path = CONFIG_OPT,
     if (why := baseline_draws_problem(cfg)) is not None:
         console.print(f"  [yellow]warning[/yellow]: {escape(why)}", highlight=False)
     _print_declared(cfg)
+
+
+def _refuse_wrong_engines(cfg) -> str:
+    """Refuse, one line a path, an attached server whose replies show another engine; else
+    say what was contacted."""
+    from dualpath.flows.engine_check import engine_mismatches
+
+    found = engine_mismatches(cfg)
+    if wrong := [w for w in found.values() if w is not None]:
+        raise UserError("\n".join(wrong))
+    return (", ".join(f"path {n}'s server answers as {cfg.paths[n].dialect} or not at all"
+                      for n in found) or "no path attaches to a running server")
 
 
 def _warn_unscheduled_prices(cfg) -> None:
@@ -121,6 +141,7 @@ def nightly(config: Path = CONFIG_OPT,
                       "nothing to score; `dualpath runs` lists its runs", highlight=False)
         return
     preflight(cfg)       # one clean error for what every path would fail on, before Prefect
+    _refuse_wrong_engines(cfg)
     prefect_env(cfg.resolve(Path(".dualpath/prefect")))
     start_reaper()
     from dualpath.flows.nightly import run_nightly

@@ -8,6 +8,7 @@ An engine module subclasses it, overrides what its server does otherwise, and ho
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from dualpath.engines.catalog import EngineFacts
@@ -18,12 +19,17 @@ if TYPE_CHECKING:      # the config imports the registry: its types only, never 
     import httpx
 
     from dualpath.config_paths import ServingPath
+    from dualpath.engines.proof import ServerReplies
 
 Derived = Any          # dualpath.launch_args.Derived: (value, how) of one identity field
 
 
-class Engine:
-    """One serving engine's behaviour; `facts` says what it is."""
+class Engine(ABC):
+    """One serving engine's behaviour; `facts` says what it is.
+
+    Every engine answers the abstract methods itself (how its server is recognised, how
+    thinking is switched, what its own endpoints report): an engine module that forgets one
+    cannot be instantiated, so the registry fails on loading it."""
 
     facts: EngineFacts
 
@@ -33,10 +39,10 @@ class Engine:
 
     # ------------------------------------------------------------------ requests
 
+    @abstractmethod
     def thinking_body(self, thinking: str) -> dict[str, Any]:
-        """The request fields that switch the model's thinking on or off (none: the
+        """The request fields that switch the model's thinking on or off ({}: the
         server's chat template decides)."""
-        return {}
 
     def sampling_body(self, s: Any) -> dict[str, Any]:
         """The engine's own sampling fields for `Sampling` `s`, beyond OpenAI's."""
@@ -73,9 +79,16 @@ class Engine:
         await self.read_details(http, base_url, ident, first)
         return ident
 
+    @abstractmethod
     async def read_details(self, http: httpx.AsyncClient, base_url: str,
                            ident: ServerIdentity, model: dict) -> None:
         """Fill in what the engine's own endpoints report (`model`: /v1/models' first)."""
+
+    @abstractmethod
+    async def recognise(self, replies: ServerReplies) -> str | None:
+        """Evidence, in words ("its /props reports build_info ..."), that the server
+        behind `replies` is this engine's; None when its replies do not show it
+        (`dualpath.engines.proof`)."""
 
     async def busy_slots(self, http: httpx.AsyncClient, base_url: str) -> int | None:
         """Requests the server is processing now (None: it does not say)."""

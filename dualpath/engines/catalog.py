@@ -59,3 +59,9 @@ class EngineFacts:
         "doc": "Identity fields one read may miss (None) without the server having changed."})
     simulated: bool = field(default=False, metadata={
         "doc": "Whether the simulated server speaks this engine's dialect."})
+    recognised_by: str = field(default="", metadata={
+        "doc": "What its server answers that no other engine's does, for a message saying "
+               "a server lacks it (`Engine.recognise` reads it)."})
+    any_server: bool = field(default=False, metadata={
+        "doc": "Whether any OpenAI-compatible server is one (a hosted API, a proxy): "
+               "a path of this engine is never refused for what its server answers as."})

@@ -46,7 +46,9 @@ FACTS = EngineFacts(
     slot_seconds=True,
     overflow_markers=("exceed_context_size_error",),
     identity_unsure=frozenset({"binary_sha256", "model_sha256", "backend", "device"}),
-    simulated=True)
+    simulated=True,
+    recognised_by='/props build_info, owned_by "llamacpp" in /v1/models or llamacpp:* '
+                  'metrics')
 
 
 def ram_cache_off(argv: list[str] | None, env: dict[str, str] | None = None) -> bool:
@@ -85,6 +87,14 @@ class LlamaCpp(Engine):
 
     def schema_body(self, schema: dict[str, Any]) -> dict[str, Any]:
         return {"json_schema": schema}
+
+    async def recognise(self, replies) -> str | None:
+        # /props is llama-server's alone (tools/server/server-context.cpp, get_res_props);
+        # its /v1/models writes owned_by "llamacpp" (get_res_model_info)
+        props = await replies.json("/props")
+        if isinstance(props, dict) and "build_info" in props and "total_slots" in props:
+            return f"its /props reports build_info {props['build_info']!r}"
+        return await replies.named("llamacpp", "llamacpp:")
 
     def slot_body(self, id_slot: int) -> dict[str, Any]:
         return {"id_slot": id_slot}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from dualpath.engines.base import Engine
+
 _MODULES = {             # engine name -> module of dualpath.engines
     "llama.cpp": "llama_cpp",
     "vllm": "vllm",
@@ -20,8 +22,16 @@ def names() -> tuple[str, ...]:
     return tuple(_MODULES)
 
 
-def engine(name: str):
-    """The registered `Engine` called `name` (KeyError: none is)."""
+def engine(name: str) -> Engine:
+    """The registered `Engine` called `name` (KeyError: none is). Loading checks the module:
+    its ENGINE an `Engine` (whose abstract methods it had to answer to exist at all), under
+    its own name."""
     if name not in _LOADED:
-        _LOADED[name] = import_module(f"dualpath.engines.{_MODULES[name]}").ENGINE
+        module = import_module(f"dualpath.engines.{_MODULES[name]}")
+        found = getattr(module, "ENGINE", None)
+        if not isinstance(found, Engine) or getattr(found, "facts", None) is None \
+                or found.facts.name != name:
+            raise TypeError(f"dualpath.engines.{_MODULES[name]}.ENGINE must be an Engine "
+                            f"whose facts.name is {name!r}, not {found!r}")
+        _LOADED[name] = found
     return _LOADED[name]

@@ -47,7 +47,8 @@ FACTS = EngineFacts(
     overflow_markers=("longer than the model's context length",
                       "exceeds the model's maximum context length"),
     identity_unsure=frozenset({"binary_sha256", "model_sha256"}),
-    simulated=True)
+    simulated=True,
+    recognised_by='owned_by "sglang" in /v1/models, /server_info version or sglang:* metrics')
 
 
 class SGLang(SentSampling):
@@ -63,6 +64,18 @@ class SGLang(SentSampling):
 
     def sent_sampling(self, s: Any) -> dict[str, Any] | None:
         return {**super().sent_sampling(s), "samplers": list(SGLANG_ORDER)}
+
+    async def recognise(self, replies) -> str | None:
+        # ModelCard.owned_by = "sglang" (entrypoints/openai/protocol.py); /server_info (or
+        # its /get_ alias) carries "version" (entrypoints/http_server.py); vLLM's own
+        # /server_info (dev mode) carries vllm_config instead
+        if why := await replies.named("sglang", "sglang:"):
+            return why
+        for endpoint in ("/server_info", "/get_server_info"):
+            info = await replies.json(endpoint)
+            if isinstance(info, dict) and "version" in info and "vllm_config" not in info:
+                return f"its {endpoint} reports version {info['version']!r}"
+        return None
 
     async def read_details(self, http, base_url: str, ident: ServerIdentity,
                            model: dict) -> None:

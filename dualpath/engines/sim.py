@@ -8,6 +8,8 @@ model file.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dualpath.engines.base import Engine
 from dualpath.engines.catalog import EngineFacts
 
@@ -19,6 +21,17 @@ FACTS = EngineFacts(name="sim", label="the simulated server", reports=frozenset(
 
 class Sim(Engine):
     facts = FACTS
+
+    # On the wire a simulated path is its dialect's engine (`engine_for`): these answer
+    # only for a path whose dialect is not asked, which none is.
+    def thinking_body(self, thinking: str) -> dict[str, Any]:
+        return {}
+
+    async def read_details(self, http, base_url, ident, model) -> None:
+        """The simulated server is read in its dialect, never as `sim`."""
+
+    async def recognise(self, replies) -> str | None:
+        return None        # it answers as its dialect's engine, which recognises it
 
 
 ENGINE = Sim()

@@ -40,7 +40,8 @@ FACTS = EngineFacts(
     overflow_markers=("maximum context length",),
     # speculative decoding shows only in counters, which a read with stats off lacks
     identity_unsure=frozenset({"binary_sha256", "model_sha256", "speculative"}),
-    simulated=True)
+    simulated=True,
+    recognised_by='owned_by "vllm" in /v1/models, /version or vllm:* metrics')
 
 
 class Vllm(SentSampling):
@@ -49,6 +50,16 @@ class Vllm(SentSampling):
     def thinking_body(self, thinking: str) -> dict[str, Any]:
         return {"chat_template_kwargs": {"enable_thinking": thinking == "on"},
                 "include_reasoning": True}
+
+    async def recognise(self, replies) -> str | None:
+        # ModelCard.owned_by = "vllm" (entrypoints/serve/engine/protocol.py); /version is
+        # {"version": ...} alone (entrypoints/serve/instrumentator/basic.py)
+        if why := await replies.named("vllm", "vllm:"):
+            return why
+        version = await replies.json("/version")
+        if isinstance(version, dict) and set(version) == {"version"}:
+            return f"its /version reports {version['version']!r}"
+        return None
 
     async def read_details(self, http, base_url: str, ident: ServerIdentity,
                            model: dict) -> None:

@@ -3,7 +3,8 @@ sglang/srt/): the vLLM dialect's server (the same batching, /v1/models with `roo
 `max_model_len`, empty-200 /health), said as SGLang says it:
 
 - /model_info and /server_info, and their deprecated /get_ aliases (`entrypoints/
-  http_server.py`); no /version;
+  http_server.py`); no /version; /v1/models' cards owned by "sglang", rooted at the served
+  name (`available_models`);
 - /metrics in `sglang:` names (`observability/metrics_collector.py`): `prompt_tokens_total`
   counts cache hits too, `cached_tokens_total` one series per cache source,
   `num_running_reqs` / `num_queue_reqs` gauges;
@@ -46,6 +47,15 @@ def model_info(profile) -> dict:
     return {"model_path": f"/models/{profile.model_alias}", "served_model_name":
             profile.model_alias, "is_generation": True, "weight_version": "default",
             "reasoning_parser": "qwen3" if profile.reasoning_parser else None}
+
+
+def models(profile, n_ctx: int, created: int) -> dict:
+    """/v1/models as `available_models` writes it: one ModelCard (entrypoints/openai/
+    protocol.py) owned by "sglang", its root the served name, no permission list."""
+    return {"object": "list", "data": [{
+        "id": profile.model_alias, "object": "model", "created": created,
+        "owned_by": "sglang", "root": profile.model_alias, "parent": None,
+        "max_model_len": n_ctx}]}
 
 
 def server_info(profile, slots: int) -> dict:
@@ -107,6 +117,9 @@ class SGLangApp:
                             media_type="application/json")
         if path == "/metrics":
             return PlainTextResponse(metrics_text(self.sim.counters, p))
+        if path == "/v1/models":
+            return Response(orjson.dumps(models(p, self.sim.n_ctx_slot, int(self.sim.started))),
+                            media_type="application/json")
         if path == "/version":
             return Response(b'{"detail":"Not Found"}', 404, media_type="application/json")
         return None
