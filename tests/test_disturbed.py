@@ -14,6 +14,7 @@ import time
 
 import httpx
 import pandas as pd
+import pytest
 
 from dualpath.config import load_config
 from dualpath.evals.speed import path_speed
@@ -75,11 +76,15 @@ def _disturbance(cfg) -> dict[str, str | None]:
     return got
 
 
-def test_a_llama_server_shared_with_another_client_is_flagged_by_its_own_counter(tmp_path):
+@pytest.mark.parametrize("dialect", ["llama.cpp", "sglang"])
+def test_a_server_shared_with_another_client_is_flagged_by_its_own_counter(tmp_path, dialect):
     """On llama-server dualpath keeps slots + queue_depth requests in flight, so busy slots
     can never exceed them: the load poll is off here (one poll an hour) and only the server's
-    token counter against the run's own calls can tell."""
-    cfg, night = _project(tmp_path, backup="load_poll_s = 3600")
+    token counter against the run's own calls can tell. SGLang's counter
+    (sglang:generation_tokens_total) is read through the engine registry too: the check
+    never ran on an SGLang path."""
+    cfg, night = _project(tmp_path, backup="load_poll_s = 3600",
+                          **{"backup.sim": f'dialect = "{dialect}"'})
     with SimFleet(cfg) as fleet:
         url, stop = fleet.urls["backup"], threading.Event()
 

@@ -43,6 +43,8 @@ every speed median, as runs that were not complete are.
 
 from __future__ import annotations
 
+from dualpath.warehouse.counters import counter_growth
+
 STALL_S = 15.0          # longer than one poll's timeout (10 s): a slow answer is not a stall
 SHARED_SLACK = 0.01     # share of the run's generated tokens the server may count beyond it
 SHARED_SLACK_TOKENS = 64
@@ -58,15 +60,11 @@ STARVED_MIN_WINDOW = 0.25
 KEPT_FULL = 0.9         # client-side requests in flight per slot: "dualpath kept them full"
 
 
-def _counter(col: str, llama: str, vllm: str) -> str:
-    return (f"coalesce(json_extract({col}, '$.\"llamacpp:{llama}\"'), "
-            f"json_extract({col}, '$.\"vllm:{vllm}\"'))::DOUBLE")
-
-
-_PREDICTED = (f"({_counter('metrics_after_json', 'tokens_predicted_total', 'generation_tokens_total')}"
-              f" - {_counter('metrics_before_json', 'tokens_predicted_total', 'generation_tokens_total')})")
-_PROMPT = (f"({_counter('metrics_after_json', 'prompt_tokens_total', 'prompt_tokens_total')}"
-           f" - {_counter('metrics_before_json', 'prompt_tokens_total', 'prompt_tokens_total')})")
+# the server's own token counters, whichever engine's (llama-server, vLLM, SGLang): the
+# growth over the session; prompt tokens as counted (cache hits included where the engine
+# counts them), which is all "went down" needs
+_PREDICTED = counter_growth("predicted_tokens")
+_PROMPT = counter_growth("prompt_tokens")
 
 # Per run, over the window in which units waited to start (first call to last unit start):
 # `busy` = the calls' server time there ÷ (slots × window), `in_flight` = the calls' client

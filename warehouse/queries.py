@@ -5,10 +5,9 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from dualpath.engines import cached_counter_names, counter_names
+from dualpath.warehouse.counters import cached_growth, counter_growth
 from dualpath.warehouse.disturbed import DISTURBED
 from dualpath.warehouse.energy import ENERGY_BY_RUN
-from dualpath.warehouse.quoting import ident, literal
 
 RUN_SUMMARY = """
 WITH u AS (
@@ -117,31 +116,6 @@ def suspect_runs(con: duckdb.DuckDBPyConnection) -> dict[str, list]:
     }
 
 
-def _read_counter(col: str, names: tuple[str, ...]) -> str:
-    """SQL: the first of these /metrics counters a session's reading holds (each engine's
-    counters have their own prefix, so at most one is there)."""
-    reads = ", ".join(f"json_extract(s.{col}, {literal('$.' + ident(n))})" for n in names)
-    return f"coalesce({reads})::DOUBLE"
-
-
-def _delta(names: tuple[str, ...]) -> str:
-    """SQL: a counter's growth over the session (after - before)."""
-    return f"({_read_counter('metrics_after_json', names)} - " \
-           f"{_read_counter('metrics_before_json', names)})"
-
-
-def _counter_delta(meaning: str) -> str:
-    """SQL: the growth of whichever registered engine's counter has this meaning
-    (`dualpath.engines.COUNTER_MEANINGS`)."""
-    return _delta(counter_names(meaning))
-
-
-def _cached_delta() -> str:
-    """SQL: the cache hits to take from an engine's prompt counter that counts them too
-    (vLLM's prompt_tokens_total; llama-server's counts prefill only): 0 where none."""
-    return f"coalesce({_delta(cached_counter_names())}, 0)"
-
-
 def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Per session (with its night and run): what the calls say the server did vs the
     server's own /metrics counters, in tokens and in seconds, the server's aggregate rates,
@@ -161,9 +135,10 @@ def server_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     counters go down; `dualpath:restarts` in metrics_after_json) has counters that cover
     only part of it: its server columns are left empty, `comparable` is false and `note`
     says why, instead of comparing reset counters with the whole session's calls."""
-    prompt = f"({_counter_delta('prompt_tokens')} - {_cached_delta()})"
-    predicted = _counter_delta("predicted_tokens")
-    prompt_s, predicted_s = _counter_delta("prompt_seconds"), _counter_delta("predicted_seconds")
+    prompt = f"({counter_growth('prompt_tokens', 's')} - {cached_growth('s')})"
+    predicted = counter_growth("predicted_tokens", "s")
+    prompt_s = counter_growth("prompt_seconds", "s")
+    predicted_s = counter_growth("predicted_seconds", "s")
     ok = "s.restarts = 0 AND NOT coalesce(s.went_down, false)"
     return con.execute(f"""
         WITH c AS (
