@@ -194,7 +194,7 @@ class SimProfile(_Model):
                        "split over the slots and padded as -c is; vLLM's max_model_len, "
                        "per request.")
     speculative: bool = Field(False, description="Speculative decoding on (llama.cpp: in "
-                              "/props and /slots; vllm: vllm:spec_decode_* counters appear).")
+                              "/props and /slots; vllm: its speculative-decoding counters appear).")
     prompt_tokens_details: bool = Field(False, description="vllm: report usage."
                                         "prompt_tokens_details.cached_tokens, as vLLM does "
                                         "only with --enable-prompt-tokens-details.")

@@ -30,7 +30,8 @@ from typing import Any, Iterable
 
 from dualpath.config import Sampling
 from dualpath.engines import engine
-from dualpath.engines.llama_cpp import VLLM_ORDER
+from dualpath.engines.base import sent_as_applied
+from dualpath.engines.vllm import VLLM_ORDER  # noqa: F401  (the order every chain is sent in)
 
 
 def thinking_body(dialect: str, thinking: str) -> dict[str, Any]:
@@ -41,34 +42,15 @@ def thinking_body(dialect: str, thinking: str) -> dict[str, Any]:
 
 def sampling_body(dialect: str, s: Sampling, seed: int | None) -> dict[str, Any]:
     """The sampling fields of a request body in the server's dialect (thinking included):
-    OpenAI's, then the engine's own (`Engine.sampling_body`)."""
-    eng = engine(dialect)
-    body: dict[str, Any] = {
-        "temperature": s.temperature,
-        "top_p": s.top_p,
-        "presence_penalty": s.presence_penalty,
-        "frequency_penalty": 0.0,
-        "max_tokens": s.max_tokens,
-    }
-    body.update(eng.sampling_body(s))
-    body.update(eng.thinking_body(s.thinking))
-    if seed is not None:
-        body["seed"] = seed
-    return body
+    OpenAI's, then the engine's own (`Engine.request_sampling`)."""
+    return engine(dialect).request_sampling(s, seed)
 
 
-def applied_from_request(body: dict[str, Any]) -> dict[str, Any]:
-    """The sampling a vLLM server applies to a request, in the keys llama-server's /slots
-    reports: vLLM takes every field it is sent (unsent ones from generation_config, which
-    dualpath never leaves unsent) and reports none of them back, so the request is the
-    record. Its order and window are vLLM's own, written as llama-server would name them."""
-    out = {k: body[k] for k in ("temperature", "top_p", "top_k", "min_p", "presence_penalty",
-                                "frequency_penalty") if k in body}
-    if "repetition_penalty" in body:
-        out["repeat_penalty"] = body["repetition_penalty"]
-    out["samplers"] = list(VLLM_ORDER)
-    out["penalty_window"] = "output"
-    return out
+def applied_from_request(body: dict[str, Any], dialect: str = "vllm") -> dict[str, Any]:
+    """The sampling an engine that reports none applies to a request `body`, in the keys
+    llama-server's /slots reports, its own sampler order and penalty window included
+    (`dualpath.engines.base.sent_as_applied`)."""
+    return sent_as_applied(body, engine(dialect).facts)
 
 
 def declared_differences(s: Sampling, dialects: Iterable[str]) -> list[str]:

@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from dualpath.config import ServingPath, load_config
-from dualpath.launch_args import llama_cache_ram, launch_warnings
+from dualpath.engines.llama_cpp import llama_cache_ram
+from dualpath.launch_args import launch_warnings
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGV = ["llama-server", "-m", "/m/q.gguf", "--port", "8080", "-np", "4", "-c", "16384"]

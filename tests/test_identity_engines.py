@@ -26,7 +26,9 @@ from dualpath.config import ExpectedIdentity, ServingPath, load_config, parse_co
 from dualpath.errors import ConfigError
 from dualpath.identity import differences, identity_drift, read_identity, vllm_speculative
 from tests.cli_run import run_cli
-from dualpath.launch_args import llama_server, pin_disagreements, vllm
+from dualpath.engines.llama_cpp import llama_server
+from dualpath.engines.vllm import launch_identity as vllm
+from dualpath.launch_args import pin_disagreements
 from dualpath.records import ServerIdentity
 
 ROOT = Path(__file__).resolve().parents[1]

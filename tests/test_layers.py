@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from dualpath.engines import engine, names
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -90,7 +92,9 @@ def test_a_duckdb_import_outside_warehouse_fails(tmp_path, module, caught):
 
 # What differs by serving engine is asked of `dualpath.engines` (one module per engine): a
 # comparison with an engine's name anywhere else is a branch the next engine silently misses.
-ENGINE_NAMES = {"llama.cpp", "vllm", "sglang"}
+# The serving engines are the registry's (those the simulated server can speak like); `sim`
+# and `openai` say whether dualpath runs the server and that nothing is known of it.
+ENGINE_NAMES = {n for n in names() if engine(n).facts.simulated}
 ENGINE_HOMES = ("dualpath/engines/", "dualpath/sim/")
 
 
@@ -133,3 +137,42 @@ def test_an_engine_name_compared_outside_its_home_fails(tmp_path, code):
         (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / where).write_text(code)
     assert [hit.split(":")[0] for hit in engine_comparisons(tmp_path)] == ["flows/x.py"]
+
+
+def test_the_engine_names_are_the_registrys():
+    """A newly registered serving engine is checked without editing this file."""
+    assert ENGINE_NAMES >= {"llama.cpp", "vllm", "sglang"}
+    assert ENGINE_NAMES <= set(names())
+
+
+def counter_name_uses(root: Path) -> list[str]:
+    """Each string outside the engines' homes holding a registered engine's /metrics name
+    or its prefix and a name (`vllm:num_requests_running`): counters are read by meaning
+    through the registry (`dualpath.engines.counter_names`), never by name."""
+    counters = {c for n in names() for c in engine(n).facts.counters.values()}
+    prefixes = {c.split(":", 1)[0] + ":" for c in counters}
+    out = []
+    for package in ("dualpath", "flows", "warehouse", "evals", "viewer"):
+        for f in sorted((root / package).rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            if rel.startswith(ENGINE_HOMES):
+                continue
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    text = node.value
+                    if any(c in text for c in counters) or any(
+                            p + ch in text for p in prefixes for ch in "abcdefghijklmnopqrstuvwxyz_"):
+                        out.append(f"{rel}:{node.lineno}")
+    return out
+
+
+def test_no_engines_counter_name_outside_its_module():
+    assert counter_name_uses(ROOT) == []
+
+
+def test_a_counter_name_outside_the_engines_fails(tmp_path):
+    """The rule can fail: SGLang's generation counter written in warehouse/ is reported."""
+    for where in ("warehouse/x.py", "dualpath/engines/x.py"):
+        (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / where).write_text('N = "$.\\"sglang:generation_tokens_total\\""\n')
+    assert counter_name_uses(tmp_path) == ["warehouse/x.py:1"]

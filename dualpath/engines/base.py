@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
+from dualpath.engines.argv import Derived
 from dualpath.engines.catalog import EngineFacts
 from dualpath.engines.http import get_json
 from dualpath.records import ServerIdentity
@@ -21,7 +22,6 @@ if TYPE_CHECKING:      # the config imports the registry: its types only, never 
     from dualpath.config_paths import ServingPath
     from dualpath.engines.proof import ServerReplies
 
-Derived = Any          # dualpath.launch_args.Derived: (value, how) of one identity field
 
 
 class Engine(ABC):
@@ -47,6 +47,18 @@ class Engine(ABC):
     def sampling_body(self, s: Any) -> dict[str, Any]:
         """The engine's own sampling fields for `Sampling` `s`, beyond OpenAI's."""
         return {}
+
+    def request_sampling(self, s: Any, seed: int | None) -> dict[str, Any]:
+        """The sampling fields of a request body (thinking included): OpenAI's, then the
+        engine's own."""
+        body: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p,
+                                "presence_penalty": s.presence_penalty,
+                                "frequency_penalty": 0.0, "max_tokens": s.max_tokens}
+        body.update(self.sampling_body(s))
+        body.update(self.thinking_body(s.thinking))
+        if seed is not None:
+            body["seed"] = seed
+        return body
 
     def schema_body(self, schema: dict[str, Any]) -> dict[str, Any]:
         """Constrained-output fields for a JSON schema (OpenAI's response_format)."""
@@ -156,12 +168,27 @@ class Engine(ABC):
 
 class SentSampling(Engine):
     """An engine that takes vLLM's sampling fields beyond OpenAI's (top_k, min_p,
-    repetition_penalty) and reports none back: what it applies is what it was sent."""
+    repetition_penalty) and reports none back: what it applies is what it was sent, in its
+    own sampler order and penalty window (its facts)."""
 
     def sampling_body(self, s: Any) -> dict[str, Any]:
         return dict(top_k=s.top_k, min_p=s.min_p, repetition_penalty=1.0)
 
     def sent_sampling(self, s: Any) -> dict[str, Any] | None:
-        from dualpath.sampling import applied_from_request, sampling_body
+        return sent_as_applied(self.request_sampling(s, None), self.facts)
 
-        return applied_from_request(sampling_body(self.name, s, None))
+
+def sent_as_applied(body: dict[str, Any], facts: EngineFacts) -> dict[str, Any]:
+    """The sampling an engine that takes every field it is sent (unsent ones from the
+    model's generation_config, which dualpath never leaves unsent) applies to a request
+    `body`, in the keys llama-server's /slots reports: the request is the record. Its order
+    and window are the engine's own (`facts`), written as llama-server would name them."""
+    out = {k: body[k] for k in ("temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                                "frequency_penalty") if k in body}
+    if "repetition_penalty" in body:
+        out["repeat_penalty"] = body["repetition_penalty"]
+    if facts.sampler_order is not None:
+        out["samplers"] = list(facts.sampler_order)
+    if facts.penalty_window is not None:
+        out["penalty_window"] = facts.penalty_window
+    return out

@@ -14,14 +14,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dualpath import binaries, llama_backend
+from dualpath.engines.argv import Derived, first, flags, pad256, port_clash, to_int
 from dualpath.engines.base import Engine
 from dualpath.engines.catalog import EngineFacts
+# the main path's engine's order: each request's chain is sent in it (`dualpath.sampling`)
+from dualpath.engines.vllm import VLLM_ORDER
 from dualpath.engines.http import get_json
 from dualpath.errors import ServerUnreachable
 from dualpath.records import ServerIdentity
 
-# llama-server sampler names, in the order vLLM applies them (`dualpath.sampling`).
-VLLM_ORDER = ("penalties", "temperature", "min_p", "top_k", "top_p")
 
 # The /slots params compared between paths.
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty",
@@ -57,7 +58,6 @@ def ram_cache_off(argv: list[str] | None, env: dict[str, str] | None = None) -> 
     `common/arg.cpp`). `/props` does not report it, so an attached server reads False."""
     if not argv:
         return False
-    from dualpath.launch_args import llama_cache_ram    # the launch checks' own reading
     return llama_cache_ram(list(argv), dict(env or {})).value == 0
 
 
@@ -125,8 +125,6 @@ class LlamaCpp(Engine):
             # which may hold --api-key): the RAM prompt cache
             argv = await asyncio.to_thread(binaries.process_argv, pid)
             if argv and "llama" in argv[0].rsplit("/", 1)[-1]:   # not a stand-in server
-                from dualpath.launch_args import llama_cache_ram
-
                 env = await asyncio.to_thread(binaries.process_env, pid, {"LLAMA_ARG_CACHE_RAM"})
                 cache = llama_cache_ram(argv, env)
                 ident.raw["cache_ram"] = {"mib": cache.value, "how": cache.how}
@@ -155,8 +153,6 @@ class LlamaCpp(Engine):
         return build, None      # its build_info, in every reply's system_fingerprint
 
     def derive_launch(self, argv, env, base_url):
-        from dualpath.launch_args import llama_server
-
         return llama_server(argv, env, base_url)
 
     def pinned_advice(self, argv, env, pinned, seen=None):
@@ -166,8 +162,6 @@ class LlamaCpp(Engine):
         # cache; with unified KV it then clears those slots), and a slot taken for a prompt
         # that keeps under half its context saves and reloads it, all on the main thread
         # that serves every slot. --cache-ram 0 turns both off.
-        from dualpath.launch_args import Derived, llama_cache_ram
-
         read = (seen.raw.get("cache_ram") if seen is not None else None) or {}
         cache = (llama_cache_ram(argv, env) if argv is not None else
                  Derived(read["mib"], read["how"]) if read else None)
@@ -204,6 +198,109 @@ async def effective_sampling(http, base_url: str) -> dict | None:
     # the chain's order and the reasoning format too: compared and recorded
     return {k: latest["params"].get(k) for k in (*SAMPLING_KEYS, "samplers", "reasoning_format")
             if k in latest["params"]}
+
+
+# ------------------------------------------------------------------ its launch argv
+# llama.cpp 11434 (`src/llama-context.cpp`, `tools/server/server.cpp`, `common/arg.cpp`): `-c`
+# is padded up to a multiple of 256; without unified KV each of the `-np` slots gets
+# `pad256(n_ctx / np)`; with `-kvu` (also the default when `-np` is left out, which then
+# means 4 slots) every slot may use the whole padded context; `--kv-unified-per-slot` caps
+# a slot, and so does the model's training context (read from the GGUF header when the file
+# is here). The reported alias is the first of `--alias`'s comma-separated names in sort
+# order (a `std::set`). A repeated flag: the last one wins. `LLAMA_ARG_*` variables in
+# `launch_env` count where no flag is given.
+
+def _llama_ctx(found: dict, env: dict[str, str]) -> tuple[int | None, int, Derived | None]:
+    """(slots, kv_unified, per-slot context) as llama-server will set them."""
+    np_flag = first(found, "-np", "--parallel")
+    np_text = np_flag[1] if np_flag else env.get("LLAMA_ARG_N_PARALLEL")
+    n_parallel = to_int(np_text) if np_text is not None else -1
+    kvu_flag = first(found, "-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified")
+    if kvu_flag:
+        unified = not kvu_flag[0].startswith(("-no", "--no"))
+    else:
+        unified = env.get("LLAMA_ARG_KV_UNIFIED", "").lower() in ("1", "true", "on", "enabled")
+    np_how = f"-np {n_parallel}"
+    if n_parallel is None:
+        return None, unified, None
+    if n_parallel < 0:       # auto: 4 slots sharing one unified KV pool
+        n_parallel, unified, np_how = 4, True, "no -np (auto: 4 slots, unified KV)"
+    c_flag = first(found, "-c", "--ctx-size")
+    c_text = c_flag[1] if c_flag else env.get("LLAMA_ARG_CTX_SIZE")
+    per_slot_cap = to_int((first(found, "--kv-unified-per-slot") or (None, None))[1]
+                        or env.get("LLAMA_ARG_KV_UNIFIED_PER_SLOT")) or 0
+    n_ctx = to_int(c_text) or 0
+    if n_ctx == 0 and per_slot_cap > 0:
+        n_ctx = n_parallel * per_slot_cap
+    if n_ctx <= 0:           # the model's own training context: not known from the argv
+        return n_parallel, unified, None
+    padded = pad256(n_ctx)
+    c_how = f"-c {c_text}" if c_text else f"--kv-unified-per-slot x {n_parallel}"
+    if unified:
+        per_slot = padded
+        rule = f"{c_how} {np_how}: {n_ctx} -> {padded} (256-padded), unified KV: all of it per slot"
+    else:
+        per_slot = pad256(padded // n_parallel)
+        rule = (f"{c_how} {np_how}: {n_ctx} -> {padded} (256-padded), / {n_parallel} = "
+                f"{padded // n_parallel} -> {per_slot} (256-padded)")
+    if per_slot_cap > 0 and per_slot > per_slot_cap:
+        per_slot, rule = per_slot_cap, rule + f", capped by --kv-unified-per-slot {per_slot_cap}"
+    return n_parallel, unified, Derived(per_slot, rule)
+
+
+_LLAMA_FLAGS = {"-m", "--model", "-a", "--alias", "-np", "--parallel", "-c", "--ctx-size",
+                "-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified", "--kv-unified-per-slot",
+                "-md", "--model-draft", "--spec-draft-model", "--spec-type", "--port",
+                "-cram", "--cache-ram"}
+# llama-server's RAM prompt cache unless told (common/common.h, cache_ram_mib)
+LLAMA_CACHE_RAM_DEFAULT_MIB = 8192
+
+
+def llama_cache_ram(argv: list[str], env: dict[str, str]) -> Derived:
+    """The MiB llama-server started with `argv` keeps for its RAM prompt cache (0: off)."""
+    found = flags(argv[1:], {"-cram", "--cache-ram"})
+    flag = first(found, "-cram", "--cache-ram")
+    if flag and to_int(flag[1]) is not None:
+        return Derived(to_int(flag[1]), f"{flag[0]} {flag[1]}")
+    if to_int(env.get("LLAMA_ARG_CACHE_RAM")) is not None:
+        return Derived(to_int(env["LLAMA_ARG_CACHE_RAM"]),
+                       f"LLAMA_ARG_CACHE_RAM={env['LLAMA_ARG_CACHE_RAM']}")
+    return Derived(LLAMA_CACHE_RAM_DEFAULT_MIB,
+                   f"no --cache-ram: llama-server keeps {LLAMA_CACHE_RAM_DEFAULT_MIB} MiB")
+
+
+def llama_server(argv: list[str], env: dict[str, str], base_url: str | None
+                 ) -> tuple[dict[str, Derived], list[str]]:
+    """What llama-server started with `argv` will report, and argv/URL contradictions."""
+    found = flags(argv[1:], _LLAMA_FLAGS)
+    out: dict[str, Derived] = {}
+    alias = first(found, "-a", "--alias")
+    alias_text = alias[1] if alias else env.get("LLAMA_ARG_ALIAS")
+    names = sorted({a.strip() for a in (alias_text or "").split(",") if a.strip()})
+    if names:
+        out["model"] = Derived(names[0], f"--alias {alias_text}" + (
+            " (llama-server reports the first in sort order)" if len(names) > 1 else ""))
+    model = first(found, "-m", "--model")
+    model_text = model[1] if model else env.get("LLAMA_ARG_MODEL")
+    if model_text:
+        out["model_path"] = Derived(model_text, f"-m {model_text}")
+    slots, _, per_slot = _llama_ctx(found, env)
+    trained = binaries.gguf_context_length(model_text) if model_text else None
+    if per_slot is not None and trained is not None and trained < per_slot.value:
+        per_slot = Derived(trained, f"{per_slot.how}, capped by the model's training "
+                           f"context {trained}")
+    if slots is not None:
+        out["slots"] = Derived(slots, f"-np {slots}" if first(found, "-np", "--parallel")
+                               else "no -np: llama-server picks 4 slots")
+    if per_slot is not None:
+        out["n_ctx_per_slot"] = per_slot
+    draft = first(found, "-md", "--model-draft", "--spec-draft-model")
+    spec = first(found, "--spec-type")
+    on = bool(draft) or bool(spec and spec[1] and spec[1].lower() != "none")
+    out["speculative"] = Derived(on, f"{draft[0]} {draft[1]}" if draft else
+                                 f"--spec-type {spec[1]}" if on else
+                                 "no draft model, no --spec-type")
+    return out, port_clash((first(found, "--port") or (None, None))[1], base_url)
 
 
 ENGINE = LlamaCpp()

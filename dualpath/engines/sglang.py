@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dualpath.engines.argv import Derived, flags, port_clash
 from dualpath.engines.base import SentSampling
 from dualpath.engines.catalog import EngineFacts
 from dualpath.engines.http import get_json, read_metrics
@@ -62,9 +63,6 @@ class SGLang(SentSampling):
     def probe_body(self) -> dict[str, Any]:
         return {"ignore_eos": True}            # ChatCompletionRequest.ignore_eos
 
-    def sent_sampling(self, s: Any) -> dict[str, Any] | None:
-        return {**super().sent_sampling(s), "samplers": list(SGLANG_ORDER)}
-
     async def recognise(self, replies) -> str | None:
         # ModelCard.owned_by = "sglang" (entrypoints/openai/protocol.py); /server_info (or
         # its /get_ alias) carries "version" (entrypoints/http_server.py); vLLM's own
@@ -94,9 +92,7 @@ class SGLang(SentSampling):
         return None if running is None else int(running)
 
     def derive_launch(self, argv, env, base_url):
-        from dualpath.launch_args import Derived, _flags, _port_of
-
-        found = _flags(argv, {"--model-path", "--model", "--served-model-name",
+        found = flags(argv, {"--model-path", "--model", "--served-model-name",
                               "--context-length", "--port", "--speculative-algorithm"})
         out: dict[str, Derived] = {}
         path = found.get("--model-path") or found.get("--model")
@@ -112,7 +108,7 @@ class SGLang(SentSampling):
         out["speculative"] = Derived(algo is not None, f"--speculative-algorithm {algo}" if algo
                                      else "no --speculative-algorithm")
         # SGLang listens on 30000 unless told (arg_groups/fields/serving.py)
-        return out, _port_of(found.get("--port") or "30000", base_url)
+        return out, port_clash(found.get("--port") or "30000", base_url)
 
     def launch_warnings(self, argv: list[str]) -> list[str]:
         if "--enable-metrics" not in argv:

@@ -8,13 +8,18 @@ Its counters carry the `vllm:` prefix and a `model_name` label.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from dualpath.engines.argv import Derived, flags, port_clash, to_int
 from dualpath.engines.base import SentSampling
 from dualpath.engines.catalog import EngineFacts
 from dualpath.engines.http import get_json, read_metrics
-from dualpath.engines.llama_cpp import VLLM_ORDER
 from dualpath.records import ServerIdentity
+
+# penalties -> temperature -> min_p -> top_k/top_p (vllm/v1/sample/sampler.py,
+# Sampler.sample), in llama-server's sampler names
+VLLM_ORDER = ("penalties", "temperature", "min_p", "top_k", "top_p")
 
 FACTS = EngineFacts(
     name="vllm", label="vLLM",
@@ -25,8 +30,7 @@ FACTS = EngineFacts(
                        "counters; pin expect.build to its system_fingerprint, whose "
                        "config hash covers it"},
     sampling_fields=("top_k", "min_p", "repetition_penalty"),
-    # penalties -> temperature -> min_p -> top_k/top_p (vllm/v1/sample/sampler.py); its
-    # presence and frequency penalties count output tokens only (apply_penalties)
+    # its presence and frequency penalties count output tokens only (apply_penalties)
     sampler_order=VLLM_ORDER, penalty_window="output",
     reasoning_field="reasoning",
     # prompt_tokens_total counts cache hits too (vllm/v1/metrics/loggers.py); its prefill
@@ -90,14 +94,10 @@ class Vllm(SentSampling):
         return None, build
 
     def derive_launch(self, argv, env, base_url):
-        from dualpath.launch_args import vllm
-
-        return vllm(argv, base_url)
+        return launch_identity(argv, base_url)
 
     def launch_warnings(self, argv: list[str]) -> list[str]:
-        from dualpath.launch_args import _flags
-
-        if "--host" not in _flags(argv, {"--host"}):
+        if "--host" not in flags(argv, {"--host"}):
             return ["the vLLM launch sets no --host, so vLLM listens on every interface: add "
                     "\"--host\", \"127.0.0.1\" (or the address you mean)"]
         return []
@@ -117,6 +117,48 @@ def speculative(metrics: dict[str, float] | None) -> bool | None:
     if not metrics or not any(k.startswith("vllm:") for k in metrics):
         return None
     return any(k.startswith("vllm:spec_decode_") for k in metrics)
+
+
+# ------------------------------------------------------------------ its launch argv
+# vLLM 0.33 (`vllm/engine/arg_utils.py`, `vllm/utils/argparse_utils.py`): `/v1/models` reports
+# the first `--served-model-name` (default: the model tag) with the tag as `root` and
+# `--max-model-len` (`32k` = 32,000, `32K` = 32,768) as `max_model_len`.
+
+def _human_int(text: str) -> int | None:
+    """vLLM's `human_readable_int`: 1k = 1,000, 1K = 1,024, 25.6k = 25,600."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
+    if not m:
+        return to_int(text.strip())
+    number, suffix = m.groups()
+    mult = ({"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}.get(suffix)
+            or {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[suffix])
+    return int(float(number) * mult)
+
+
+_VLLM_FLAGS = {"--model", "--served-model-name", "--max-model-len", "--port",
+               "--speculative-config", "--host"}
+
+
+def launch_identity(argv: list[str], base_url: str | None) -> tuple[dict[str, Derived], list[str]]:
+    """What `vllm serve MODEL ...` will report on /v1/models, and argv/URL contradictions."""
+    found = flags(argv, _VLLM_FLAGS)
+    tag = found.get("--model")
+    if tag is None and "serve" in argv:
+        rest = argv[argv.index("serve") + 1:]
+        tag = rest[0] if rest and not rest[0].startswith("-") else None
+    out: dict[str, Derived] = {}
+    served = found.get("--served-model-name")
+    if served:
+        out["model"] = Derived(served, f"--served-model-name {served}")
+    elif tag:
+        out["model"] = Derived(tag, f"no --served-model-name: vLLM serves it as {tag}")
+    if tag:
+        out["model_path"] = Derived(tag, f"model {tag} (/v1/models root)")
+    mml = found.get("--max-model-len")
+    length = _human_int(mml) if mml else None
+    if length and length > 0:
+        out["n_ctx_per_slot"] = Derived(length, f"--max-model-len {mml} (vLLM: per request)")
+    return out, port_clash(found.get("--port"), base_url)
 
 
 ENGINE = Vllm()
