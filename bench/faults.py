@@ -44,6 +44,7 @@ if __package__ in (None, ""):      # run as a script: make the repository import
 
 from bench.faultlab import ROOT, Lab, check_night, score_night, swap_detected  # noqa: E402
 from bench.faults_cli import CLI_TRIALS  # noqa: E402
+from bench.faults_engines import ENGINE_TRIALS  # noqa: E402
 from bench.faults_labels import LABEL_TRIALS  # noqa: E402
 from bench.faults_night import NIGHT_TRIALS, REAL_TRIALS, mislabelled, tracebacks  # noqa: E402
 from bench.faults_places import PLACE_TRIALS  # noqa: E402
@@ -63,10 +64,10 @@ SWAPS = {"swap_alias": {"model_alias": "another-model"},
 PROCESS_FAULTS = ("server_kill_x3", "server_restart_same_port", "harness_kill_scoring",
                   "harness_kill_ingest", "sigint")
 TRIALS = {**NIGHT_TRIALS, **PLACE_TRIALS, **CLI_TRIALS, **LABEL_TRIALS, **REAL_TRIALS,
-          **TELEMETRY_TRIALS}   # kind -> (lab, night, trial)
+          **TELEMETRY_TRIALS, **ENGINE_TRIALS}   # kind -> (lab, night, trial)
 # the simulated paths' trials
 ALL = (*PROXY_FAULTS, *SWAPS, *PROCESS_FAULTS, *NIGHT_TRIALS, *PLACE_TRIALS, *CLI_TRIALS,
-       *LABEL_TRIALS, *TELEMETRY_TRIALS)
+       *LABEL_TRIALS, *TELEMETRY_TRIALS, *ENGINE_TRIALS)
 
 
 @dataclass
