@@ -31,7 +31,7 @@ import orjson
 from dualpath.config import Sampling, ServingPath
 from dualpath.finish import check_finish
 from dualpath.records import CallRecord
-from dualpath.engines import engine
+from dualpath.engines import engine, reasoning_fields
 from dualpath.sampling import sampling_body
 from dualpath.retry import TRANSIENT_STATUSES, Backoff, Fault, body_fault, status_fault
 from dualpath.server_numbers import TIMING_FIELDS as _TIMING_FIELDS
@@ -89,6 +89,7 @@ class PathClient:
                                 path.call_timeout_s * (1 + path.server_queue_depth))
         self.backoff = Backoff(path.backoff_s, path.backoff_max_s, path.retry_after_max_s)
         self._sleep = sleep
+        self._reasoning_fields = reasoning_fields(path.dialect)
         self._rng = rng or random.Random(0)
         # Set from the identity check: a response from another build/model is contamination.
         # Only what the engine's replies really carry is pinned (see `pin`).
@@ -247,7 +248,7 @@ class PathClient:
             choice = data["choices"][0]
             message = choice["message"]
             rec.output_text = message.get("content") or ""
-            rec.reasoning_text = _reasoning_of(message)
+            rec.reasoning_text = _reasoning_of(message, self._reasoning_fields)
             rec.finish_reason = choice.get("finish_reason")
         except (KeyError, IndexError, TypeError, AttributeError) as e:
             raise Fault("bad_response", f"not a completion: {e!r}: {resp.text[:300]}",
@@ -293,7 +294,7 @@ class PathClient:
                 delta = choice.get("delta") or {}
                 text = delta.get("content")
                 # the first token is the first thinking or answer token, in either dialect
-                thinking = _reasoning_of(delta)
+                thinking = _reasoning_of(delta, self._reasoning_fields)
                 if (text or thinking) and rec.first_token_mono is None:
                     rec.first_token_mono = time.monotonic()
                 if text:
@@ -343,7 +344,10 @@ def record_attempt_log(rec: CallRecord, log: list[dict]) -> None:
         rec.attempt_errors = orjson.dumps(log).decode()
 
 
-def _reasoning_of(msg: dict[str, Any]) -> str:
-    """The thinking in a message or delta: llama-server's `reasoning_content`, vLLM's
-    `reasoning` (vLLM renames the older `reasoning_content` to it)."""
-    return msg.get("reasoning_content") or msg.get("reasoning") or ""
+def _reasoning_of(msg: dict[str, Any], fields: tuple[str, ...]) -> str:
+    """The thinking in a message or delta, in the first of `fields` it fills
+    (`dualpath.engines.reasoning_fields`: the path's engine's own first)."""
+    for name in fields:
+        if got := msg.get(name):
+            return got
+    return ""

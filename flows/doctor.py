@@ -82,7 +82,7 @@ async def _path_checks(cfg: Config, name: str, largest_prompt: int | None) -> li
         out.append(Check(f"{name}: context per slot", seen.n_ctx_per_slot >= need,
                          f"{seen.n_ctx_per_slot} tokens; the largest prompt so far "
                          f"({largest_prompt}) + max_tokens needs {need}",
-                         "raise -c (llama-server: n_ctx is split over -np slots)"))
+                         engine(sp.dialect).facts.context_fix))
     return out
 
 

@@ -171,7 +171,8 @@ def _replayed(ctx: SweepContext, row: dict, result, before, after, pr) -> tuple[
         problems.append(result.stopped or f"{result.ok_calls} of {result.planned} frozen calls "
                         "answered by the checked server")
     if not counters:
-        problems.append("the server has no /metrics counters (llama-server: add --metrics)")
+        fix = engine(ctx.cfg.paths[ctx.spec.path].dialect).facts.metrics_fix
+        problems.append("the server has no /metrics counters" + (f": {fix}" if fix else ""))
     if pr is not None and pr.error:
         problems.append(f"verify probe failed: {pr.error}")
     row["status"] = READY if result.complete and counters else INCOMPLETE

@@ -5,7 +5,9 @@
 - `base`: `Engine`, the interface (request fields, identity reading, busy slots, applied
   sampling, launch-argv derivation and checks, counters, thinking), with a plain
   OpenAI-compatible server's behaviour as its defaults;
-- one module per engine (`llama_cpp`, `vllm`, `openai`, `sim`), registered in `registry`.
+- one module per engine (`llama_cpp`, `vllm`, `sglang`, `openai`, `sim`), registered in
+  `registry`, each declaring how its server is recognised (`proof`) and how it is launched
+  (its argv read with `argv`).
 
 Everything that differs by engine is asked of it here; no other module compares engine names.
 """
@@ -18,7 +20,8 @@ from dualpath.engines.registry import engine, names
 from dualpath.engines.sim import FILE_PINS
 
 __all__ = ["COUNTER_MEANINGS", "Engine", "EngineFacts", "cached_counter_names", "counter_names", "engine",
-           "engine_for", "names", "overflow_markers", "reports", "simulated_dialects"]
+           "engine_for", "names", "overflow_markers", "reasoning_fields", "reports",
+           "simulated_dialects"]
 
 
 def engine_for(path) -> Engine:
@@ -48,6 +51,15 @@ def cached_counter_names() -> tuple[str, ...]:
     prefill is the prompt counter less this one)."""
     return tuple(f.counters["cached_tokens"] for n in names()
                  if (f := engine(n).facts).prompt_counts_cached and "cached_tokens" in f.counters)
+
+
+def reasoning_fields(name: str) -> tuple[str, ...]:
+    """The message/delta fields that may hold the thinking on a path of engine `name`: its
+    own first, then every other engine's (a generic OpenAI-compatible server, or a proxy in
+    front of one of them, may write any)."""
+    fields = [engine(name).facts.reasoning_field, *(engine(n).facts.reasoning_field
+                                                    for n in names())]
+    return tuple(dict.fromkeys(f for f in fields if f))
 
 
 def overflow_markers() -> tuple[str, ...]:

@@ -59,6 +59,12 @@ class EngineFacts:
         "doc": "Identity fields one read may miss (None) without the server having changed."})
     simulated: bool = field(default=False, metadata={
         "doc": "Whether the simulated server speaks this engine's dialect."})
+    metrics_fix: str = field(default="", metadata={
+        "doc": "How its server is made to serve /metrics counters, for a message that "
+               "finds none (empty: it has none to turn on)."})
+    context_fix: str = field(default="use a server or model with a longer context", metadata={
+        "doc": "How its server's context per request is raised, for a message that finds "
+               "it too short."})
     recognised_by: str = field(default="", metadata={
         "doc": "What its server answers that no other engine's does, for a message saying "
                "a server lacks it (`Engine.recognise` reads it)."})

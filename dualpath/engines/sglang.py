@@ -49,6 +49,8 @@ FACTS = EngineFacts(
                       "exceeds the model's maximum context length"),
     identity_unsure=frozenset({"binary_sha256", "model_sha256"}),
     simulated=True,
+    metrics_fix="add --enable-metrics to its launch",
+    context_fix="raise --context-length",
     recognised_by='owned_by "sglang" in /v1/models, /server_info version or sglang:* metrics')
 
 

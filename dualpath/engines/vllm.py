@@ -45,6 +45,9 @@ FACTS = EngineFacts(
     # speculative decoding shows only in counters, which a read with stats off lacks
     identity_unsure=frozenset({"binary_sha256", "model_sha256", "speculative"}),
     simulated=True,
+    # its counters are registered unless stats logging is off (vllm/v1/metrics/loggers.py)
+    metrics_fix="remove --disable-log-stats from its launch",
+    context_fix="raise --max-model-len",
     recognised_by='owned_by "vllm" in /v1/models, /version or vllm:* metrics')
 
 
