@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dualpath.config import ServingPath
 from dualpath.engines import engine
-from dualpath.engines.argv import Derived  # noqa: F401  (the type of every derived field)
+from dualpath.engines.argv import Derived
 
 
 def derive(sp: ServingPath) -> tuple[dict[str, Derived], list[str]]:

@@ -161,3 +161,45 @@ async def test_the_night_refuses_a_launched_or_attached_server_of_another_engine
         with pytest.raises(EngineMismatch, match=r"^path backup: config says engine "
                            r"llama.cpp, the server answers as vllm"):
             await check_identity(cfg, "backup", http, servers["vllm"])
+
+
+def test_each_serving_engine_says_how_it_is_known_and_how_its_server_is_fixed():
+    """What a message about a serving engine's server needs, declared by the engine (the
+    doctor and the sweep gave llama-server's -c and --metrics advice to every engine)."""
+    serving = [engine(n).facts for n in ("llama.cpp", "vllm", "sglang")]
+    assert [f.context_fix for f in serving] == [
+        "raise -c (llama-server splits it over the -np slots)", "raise --max-model-len",
+        "raise --context-length"]
+    assert [f.metrics_fix for f in serving] == [
+        "add --metrics to its launch", "remove --disable-log-stats from its launch",
+        "add --enable-metrics to its launch"]
+    assert all(f.recognised_by and not f.any_server for f in serving)
+
+
+def test_a_server_that_reports_no_sampling_applies_its_own_engines_order():
+    """`SentSampling.sent_sampling` records the engine's sampler order and penalty window
+    from its facts: it wrote vLLM's order for any engine on that base."""
+    from dataclasses import replace
+
+    from dualpath.config import Sampling
+    from dualpath.engines.base import SentSampling
+
+    class Other(SentSampling):
+        facts = replace(engine("vllm").facts, name="other", sampler_order=("top_k", "temperature"),
+                        penalty_window="prompt and output")
+
+        def thinking_body(self, thinking):
+            return {}
+
+        async def read_details(self, http, base_url, ident, model):
+            return None
+
+        async def recognise(self, replies):
+            return None
+
+    sent = Other().sent_sampling(Sampling(top_k=20, min_p=0.05))
+    assert (sent["samplers"], sent["penalty_window"]) == (["top_k", "temperature"],
+                                                          "prompt and output")
+    assert (sent["top_k"], sent["min_p"], sent["repeat_penalty"]) == (20, 0.05, 1.0)
+    assert engine("sglang").sent_sampling(Sampling())["samplers"] == \
+        ["penalties", "temperature", "top_k", "top_p", "min_p"]

@@ -108,18 +108,10 @@ class LlamaCpp(Engine):
     async def read_details(self, http, base_url: str, ident: ServerIdentity,
                            model: dict) -> None:
         props = await get_json(http, f"{base_url}/props") or {}
-        ident.raw["props"] = props
-        ident.slots = props.get("total_slots")
-        ident.model_path = props.get("model_path")
-        ident.model = props.get("model_alias") or ident.model
-        ident.build = props.get("build_info")
-        gen = props.get("default_generation_settings") or {}
-        ident.n_ctx_per_slot = gen.get("n_ctx")
-        params = gen.get("params") or {}
-        ident.sampling = params
+        from_props(ident, props)
         slots = await get_json(http, f"{base_url}/slots")   # 501 without --slots: None
         ident.raw["slots"] = slots
-        ident.speculative = _speculative(params, slots)
+        ident.speculative = _speculative(ident.sampling or {}, slots)
         # build_info cannot tell two builds apart (b0-unknown): the bytes can, on this host
         url = urlsplit(base_url)
         pid = await asyncio.to_thread(binaries.listening_pid, url.hostname or "", url.port or 80)
@@ -174,6 +166,19 @@ class LlamaCpp(Engine):
                 "affinity each unit's context stays in its slot, and the cache only copies "
                 "idle slots' state to RAM on the server's main thread at every new request "
                 "(with unified KV it also clears them); add \"--cache-ram\", \"0\""]
+
+
+def from_props(ident: ServerIdentity, props: dict) -> None:
+    """The identity fields /props reports (server-context.cpp, get_res_props): what a build
+    adds there (its backend and device, say) is read here, beside what every build has."""
+    ident.raw["props"] = props
+    ident.slots = props.get("total_slots")
+    ident.model_path = props.get("model_path")
+    ident.model = props.get("model_alias") or ident.model
+    ident.build = props.get("build_info")
+    gen = props.get("default_generation_settings") or {}
+    ident.n_ctx_per_slot = gen.get("n_ctx")
+    ident.sampling = gen.get("params") or {}
 
 
 def _speculative(params: dict, slots: list | None) -> bool | None:
