@@ -76,8 +76,9 @@ async def _sampling_check(name: str, dialect: str, http: httpx.AsyncClient, url:
             break
         await asyncio.sleep(1.0)
     if applied is None:
+        where, fix = engine(dialect).facts.applied_sampling_off
         return Check(f"{name}: sampling applied", False, "the server reports no applied "
-                     "sampling (/slots is off)", "add --slots to the launch argv")
+                     f"sampling ({where})", fix)
     off = [f"{k}: sent {sent[k]}, applied {v}" for k, v in applied.items()
            if k in sent and _differs(sent[k], v)]
     return Check(f"{name}: sampling applied", not off, "; ".join(off) or

@@ -12,7 +12,7 @@ import asyncio
 import httpx
 
 from dualpath.config import Config
-from dualpath.engines.proof import engine_mismatch
+from dualpath.engines.proof import ServerReplies, engine_mismatch
 from dualpath.identity import auth_headers
 
 
@@ -21,20 +21,22 @@ def attached(cfg: Config) -> list[str]:
     return [name for name, sp in cfg.paths.items() if sp.base_url and not sp.launch]
 
 
-async def _one(cfg: Config, name: str) -> str | None:
+async def _one(cfg: Config, name: str) -> tuple[str | None, bool]:
     from dualpath.night import api_key
 
     sp = cfg.paths[name]
     async with httpx.AsyncClient(headers=auth_headers(api_key(cfg, name)),
                                  timeout=5.0) as http:
-        wrong = await engine_mismatch(http, sp.base_url, sp.dialect)
-    return None if wrong is None else f"path {name}: {wrong}"
+        replies = ServerReplies(http, sp.base_url)
+        wrong = await engine_mismatch(http, sp.base_url, sp.dialect, replies)
+        answered = await replies.json("/v1/models") is not None
+    return (None if wrong is None else f"path {name}: {wrong}"), answered
 
 
-def engine_mismatches(cfg: Config) -> dict[str, str | None]:
-    """{attached path: why its server is not of its engine, None where it is or where it
-    does not answer (the night reports that itself)}."""
-    async def run() -> list[str | None]:
+def engine_mismatches(cfg: Config) -> dict[str, tuple[str | None, bool]]:
+    """{attached path: (why its server is not of its engine, None where it is or where it
+    does not answer; whether it answered)}: the night reports an unanswering one itself."""
+    async def run() -> list[tuple[str | None, bool]]:
         return await asyncio.gather(*(_one(cfg, n) for n in attached(cfg)))
 
     return dict(zip(attached(cfg), asyncio.run(run())))

@@ -136,8 +136,13 @@ def test_check_connect_and_nightly_refuse_an_sglang_path_on_a_llama_server(tmp_p
 
 
 def test_check_connect_passes_the_right_engine(tmp_path, servers):
-    r = run_cli("check", "--connect", "-c", _attached(tmp_path, servers["vllm"], "vllm"))
-    assert r.returncode == 0 and "connected: path backup's server answers as vllm" in r.stdout
+    r = run_cli("check", "--connect", "-c", _attached(tmp_path, servers["vllm"], "vllm"),
+                columns=300)
+    assert r.returncode == 0 and "connected: path backup's server answers as vllm; " in r.stdout
+    r = run_cli("check", "--connect", "-c", _attached(tmp_path, "http://127.0.0.1:9", "vllm"),
+                columns=300)
+    assert r.returncode == 0 and ("connected: path backup's server does not answer at "
+                                  "http://127.0.0.1:9;") in r.stdout
 
 
 def test_doctor_names_the_wrong_engine_instead_of_passing_identity(tmp_path, servers):

@@ -75,10 +75,11 @@ def _refuse_wrong_engines(cfg) -> str:
     from dualpath.flows.engine_check import engine_mismatches
 
     found = engine_mismatches(cfg)
-    if wrong := [w for w in found.values() if w is not None]:
+    if wrong := [w for w, _ in found.values() if w is not None]:
         raise UserError("\n".join(wrong))
-    return (", ".join(f"path {n}'s server answers as {cfg.paths[n].dialect} or not at all"
-                      for n in found) or "no path attaches to a running server")
+    return ", ".join(f"path {n}'s server answers as {cfg.paths[n].dialect}" if answered else
+                     f"path {n}'s server does not answer at {cfg.paths[n].base_url}"
+                     for n, (_, answered) in found.items()) or "no path attaches to a server"
 
 
 def _warn_unscheduled_prices(cfg) -> None:

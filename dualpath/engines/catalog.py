@@ -59,6 +59,9 @@ class EngineFacts:
         "doc": "Identity fields one read may miss (None) without the server having changed."})
     simulated: bool = field(default=False, metadata={
         "doc": "Whether the simulated server speaks this engine's dialect."})
+    applied_sampling_off: tuple[str, str] = field(default=("", ""), metadata={
+        "doc": "Where it reports the sampling it applied is off, and how to turn it on "
+               "(for an engine that `reports_applied_sampling`)."})
     metrics_fix: str = field(default="", metadata={
         "doc": "How its server is made to serve /metrics counters, for a message that "
                "finds none (empty: it has none to turn on)."})

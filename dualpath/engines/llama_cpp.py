@@ -48,6 +48,7 @@ FACTS = EngineFacts(
     overflow_markers=("exceed_context_size_error",),
     identity_unsure=frozenset({"binary_sha256", "model_sha256", "backend", "device"}),
     simulated=True,
+    applied_sampling_off=("/slots is off", "add --slots to the launch argv"),
     metrics_fix="add --metrics to its launch",
     # n_ctx is split over the slots without unified KV (`derive_launch`)
     context_fix="raise -c (llama-server splits it over the -np slots)",

@@ -78,11 +78,12 @@ async def answers_as(replies: ServerReplies, skip: str | None = None
     return None
 
 
-async def engine_mismatch(http: httpx.AsyncClient, base_url: str, configured: str
-                          ) -> str | None:
+async def engine_mismatch(http: httpx.AsyncClient, base_url: str, configured: str,
+                          replies: ServerReplies | None = None) -> str | None:
     """Why the server at `base_url` is not of the path's engine `configured`, in one line
-    naming both and the fix (None: it is, by its own replies); the caller names the path."""
-    replies = ServerReplies(http, base_url)
+    naming both and the fix (None: it is, by its own replies, or it answered nothing to
+    judge by); the caller names the path. `replies`: the server's, if already read."""
+    replies = replies or ServerReplies(http, base_url)
     own = engine(configured)
     if await own.recognise(replies) is not None:
         return None
