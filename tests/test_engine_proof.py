@@ -208,3 +208,17 @@ def test_a_server_that_reports_no_sampling_applies_its_own_engines_order():
     assert (sent["top_k"], sent["min_p"], sent["repeat_penalty"]) == (20, 0.05, 1.0)
     assert engine("sglang").sent_sampling(Sampling())["samplers"] == \
         ["penalties", "temperature", "top_k", "top_p", "min_p"]
+
+
+async def test_doctor_launch_rehearsal_stops_at_the_wrong_engine(tmp_path, servers):
+    """`doctor --launch`'s identity step, on the server it launched or attached to: no
+    identity pins or calls are tried on another engine's server."""
+    from dualpath.config import load_config
+    from dualpath.flows.dryrun import rehearse_path
+
+    cfg = load_config(_attached(tmp_path, servers["llama.cpp"], "vllm"))
+    checks = await rehearse_path(cfg, "backup", tmp_path / "logs")
+    assert [(c.name, c.ok) for c in checks][-1] == ("backup: engine", False)
+    assert checks[-1].detail.startswith("config says engine vllm, the server answers as "
+                                        "llama.cpp (its /props reports build_info ")
+    assert not any(c.name.endswith(("identity", "short call")) for c in checks)
