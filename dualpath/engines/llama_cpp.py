@@ -170,8 +170,9 @@ class LlamaCpp(Engine):
 
 
 def from_props(ident: ServerIdentity, props: dict) -> None:
-    """The identity fields /props reports (server-context.cpp, get_res_props): what a build
-    adds there (its backend and device, say) is read here, beside what every build has."""
+    """The identity fields /props reports (server-context.cpp, get_res_props), each build's
+    alike; a field a build adds there is read here (the backend and devices are not there:
+    `dualpath.llama_backend` reads them from the process)."""
     ident.raw["props"] = props
     ident.slots = props.get("total_slots")
     ident.model_path = props.get("model_path")
