@@ -97,9 +97,13 @@ def path_runner(cfg: Config, night: date, path: str, base_url: str, history: Pri
     days = cfg.pipeline.history_days
     docs_cache: dict[str, str | None] = {}
 
+    # a history that keeps its own documents (`dualpath.frozen.FrozenHistory`) serves them
+    documents_of = getattr(history, "documents", None) or (
+        lambda ticker: read_documents(docs_dir, ticker))
+
     def inputs(unit: Unit) -> UnitInput:
         if unit.ticker not in docs_cache:
-            docs_cache[unit.ticker] = read_documents(docs_dir, unit.ticker)
+            docs_cache[unit.ticker] = documents_of(unit.ticker)
         return UnitInput(unit.ticker, unit.draw, night, history.closes(unit.ticker, night, days),
                          docs_cache[unit.ticker])
 

@@ -28,6 +28,7 @@ from dualpath.scheduler import Progress
 from dualpath.flows import inputs, remote, runner
 from dualpath.flows.complete import complete_night
 from dualpath.flows.connect import refuse_busy_servers
+from dualpath.flows.frozen import freeze_night
 from dualpath.flows.progress import LoggedProgress
 from dualpath.flows.prereg import hold_night_to_plan
 from dualpath.flows.report import night_summary, summary_markdown
@@ -236,6 +237,8 @@ async def _score_held_night(cfg: Config, night: date, calendar, tickers: list[st
     missing = {**gated, **inputs.missing_inputs(cfg, history, night, tickers)}
     if missing:
         log.warning(inputs.describe_missing(missing, night))
+    # kept content-addressed so a candidate path can later be handed exactly these inputs
+    freeze_night(cfg, night, history, tickers, missing)
     shipped = await _fetch_shipped(cfg, night, paths)
     works = runner.plan_night(cfg, night, paths, tickers)
     # model files assembled once, before any path launches (two at once raced)

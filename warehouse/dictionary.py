@@ -9,6 +9,8 @@ import pandas as pd
 
 from dualpath.warehouse.energy import DICTIONARY as ENERGY_TABLES
 from dualpath.warehouse.search_index import DICTIONARY as SEARCH_TABLES
+from dualpath.warehouse.unit_inputs import DICTIONARY as INPUT_TABLES
+from dualpath.warehouse.candidates import DICTIONARY as CANDIDATE_TABLES
 
 WALL = "epoch s (Unix time, comparable across machines)"
 MONO = "s on the harness's monotonic clock (differences only, one boot)"
@@ -248,6 +250,8 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
 }
 TABLES.update(ENERGY_TABLES)     # energy_runs, energy_samples (warehouse.energy)
 TABLES.update(SEARCH_TABLES)     # search_terms, search_docs, search_postings
+TABLES.update(INPUT_TABLES)      # unit_inputs, night_inputs (warehouse.unit_inputs)
+TABLES.update(CANDIDATE_TABLES)  # candidate_runs (warehouse.candidates)
 
 
 def dictionary(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

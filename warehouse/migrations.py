@@ -12,6 +12,8 @@ from dualpath.warehouse.db import transaction
 from dualpath.warehouse.energy import M024_ENERGY_BASIS
 from dualpath.warehouse.energy import M026_ENERGY as ENERGY_TABLES
 from dualpath.warehouse.search_index import build_search_index
+from dualpath.warehouse.candidates import CANDIDATE_RUNS
+from dualpath.warehouse.unit_inputs import M025_UNIT_INPUTS
 
 M001_INITIAL = """
 CREATE TABLE runs (
@@ -419,6 +421,7 @@ MIGRATIONS: list[tuple] = [
     ("m022_session_mono", M022_SESSION_MONO),
     ("m023_search_index", build_search_index),      # SQL that fills tables: a function
     ("m024_energy_basis", M024_ENERGY_BASIS),
+    ("m025_unit_inputs", M025_UNIT_INPUTS + CANDIDATE_RUNS),
 ]
 
 # Former names of MIGRATIONS[14:22], in order: numbered when written, on branches that landed

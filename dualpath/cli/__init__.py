@@ -15,6 +15,7 @@ import traceback
 
 from dualpath.cli import data, night, prereg, results, sweep  # noqa: F401  (registers the commands)
 from dualpath.cli import ui  # noqa: F401  (registers `dualpath ui`)
+from dualpath.cli import candidate  # noqa: F401  (registers `dualpath candidate`)
 from rich.markup import escape
 
 from dualpath.cli._common import _cell, app, err_console  # noqa: F401  (the package's API)
