@@ -39,6 +39,7 @@ class CandidateAnswer:
     noise_rate: float              # P(a noise-graded candidate gets this verdict here)
     self_words: str                # "as well as the reference with itself": yes / no / unsure
     per_night: pd.DataFrame        # night, s/ticker and J/ticker of both paths, ratios
+    differences: tuple = ()        # each setting it changes: 'sampling.thinking off → on'
 
     @property
     def verdict(self) -> str:
@@ -53,12 +54,16 @@ class CandidateAnswer:
         """The section's lines: a title naming the label, the headline's lines (each
         RankIC line carries the label), the self-agreement line, then the per-night pairs."""
         title = (f"Candidate {self.candidate} against {self.reference} on "
-                 f"{len(self.nights)} past night(s) [{RETROSPECTIVE_TEXT}]")
+                 f"{len(self.nights)} past night(s) — {RETROSPECTIVE}")
+        does = (f"  what {self.candidate} does differently from {self.reference}: "
+                + "; ".join(self.differences) if self.differences else
+                f"  {self.candidate} does what {self.reference} does (its own seeds)")
         q = list(self.headline.quality)
         # after the interchangeability block, before RankIC's
         at = next((i for i, ln in enumerate(q) if i and not ln.startswith(" ")), len(q))
         itself = f"  as well as {self.reference} with itself? {self.self_words}"
-        return (title, *q[:at], itself, *q[at:], *self.headline.speed, *self.headline.energy)
+        return (title, does, *q[:at], itself, *q[at:], *self.headline.speed,
+                *self.headline.energy)
 
 
 def retrospective(verdict):
@@ -104,7 +109,7 @@ def per_night(metrics, reference: str, candidate: str) -> pd.DataFrame:
 
 
 def candidate_answer(metrics, verdict, draws: dict, tickers: int, price: float | None = None,
-                     currency: str = "") -> CandidateAnswer:
+                     currency: str = "", differences: tuple = ()) -> CandidateAnswer:
     """The answer of `metrics` (the pair reference x candidate over the chosen nights) and
     the pair's primary `verdict`, relabelled retrospective."""
     from dualpath.evals.headline import headline
@@ -117,7 +122,8 @@ def candidate_answer(metrics, verdict, draws: dict, tickers: int, price: float |
         if len(metrics.speed_runs) else ()
     return CandidateAnswer(v.candidate, v.baseline, nights, h, x,
                            noise_rate(x) if x is not None else math.nan,
-                           as_well_as_itself(x), per_night(metrics, v.baseline, v.candidate))
+                           as_well_as_itself(x), per_night(metrics, v.baseline, v.candidate),
+                           tuple(differences))
 
 
 def verdict_word(answer: CandidateAnswer) -> str:

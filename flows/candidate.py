@@ -41,31 +41,43 @@ def candidate_experiment(experiment: str, name: str) -> str:
     return out
 
 
-def read_candidate(cfg: Config, spec: str) -> tuple[str, ServingPath]:
+def read_candidate(cfg: Config, spec: str) -> tuple[str, ServingPath, dict]:
     """A path of the config by name, or a TOML file holding one [paths.NAME] table (the
-    schema of a config's path): (name, settings)."""
+    schema of a config's path) and, optionally, a [sampling] table of what it changes
+    (e.g. thinking = "on"): (name, settings, sampling changes)."""
     if spec in cfg.paths:
-        return spec, cfg.paths[spec]
+        return spec, cfg.paths[spec], {}
     f = Path(spec)
     if not f.is_file():
         raise UserError(f"candidate {spec!r} is neither a path of the config "
                         f"({', '.join(cfg.paths)}) nor a TOML file; write its settings as "
                         "one [paths.NAME] table in a file and give the file")
     try:
-        tables = tomllib.loads(f.read_text(encoding="utf-8")).get("paths", {})
+        doc = tomllib.loads(f.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{f}: not valid TOML ({e})") from None
+    tables, sampling = doc.get("paths", {}), doc.get("sampling", {})
+    other = sorted(set(doc) - {"paths", "sampling"})
+    if other:
+        raise UserError(f"{f}: only [paths.NAME] and [sampling] belong in a candidate's file, "
+                        f"not {', '.join(other)}")
     if len(tables) != 1:
         raise UserError(f"{f}: needs exactly one [paths.NAME] table (the candidate), found "
                         f"{len(tables)}")
     name, table = next(iter(tables.items()))
     from pydantic import ValidationError
-    try:
-        return name, ServingPath.model_validate(table)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise UserError(f"{f}: paths.{name}.{where}: {first['msg']}") from None
+
+    from dualpath.config import Sampling
+    for section, model, data in ((f"paths.{name}", ServingPath, table),
+                                 ("sampling", Sampling, {**cfg.sampling.model_dump(),
+                                                         **sampling})):
+        try:
+            model.model_validate(data)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first["loc"])
+            raise UserError(f"{f}: {section}.{where}: {first['msg']}") from None
+    return name, ServingPath.model_validate(table), sampling
 
 
 def candidate_seed(cfg: Config, name: str, seed: int | None = None) -> int:
@@ -75,15 +87,40 @@ def candidate_seed(cfg: Config, name: str, seed: int | None = None) -> int:
 
 
 def candidate_config(cfg: Config, name: str, sp: ServingPath, draws: int,
-                     seed: int | None = None) -> Config:
+                     seed: int | None = None, sampling: dict | None = None) -> Config:
     """The config a candidate's nights run under: the study's, with only the candidate's
-    path, its draws, its own seeds and its own experiment name."""
+    path, its draws, its sampling changes, its own seeds and its own experiment name."""
+    from dualpath.config import Sampling
+
     exp = cfg.experiment.model_copy(update={"name": candidate_experiment(
         cfg.experiment.name, name), "draws": draws})
+    samp = Sampling.model_validate({**cfg.sampling.model_dump(), **(sampling or {}),
+                                    "base_seed": candidate_seed(cfg, name, seed)})
     return cfg.model_copy(update={
         "experiment": exp, "paths": {name: sp.model_copy(update={"draws": None})},
-        "sampling": cfg.sampling.model_copy(update={"base_seed": candidate_seed(cfg, name,
-                                                                                seed)})})
+        "sampling": samp})
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out |= _flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v}
+    return out
+
+
+def settings_of(cfg: Config, path: str) -> dict:
+    """What a path does, as flat keys: its settings and the sampling it is sent (not the
+    seed, which differs on purpose, nor its draws, which the sitting sets)."""
+    sp = cfg.paths[path].model_dump(mode="json", exclude={"draws"})
+    samp = cfg.sampling.model_dump(mode="json", exclude={"base_seed"})
+    return _flat({"paths": sp, "sampling": samp})
+
+
+def differences(reference: dict, candidate: dict) -> list[str]:
+    """Each setting the candidate changes: 'sampling.thinking off → on' (`settings_of`)."""
+    keys = sorted(set(reference) | set(candidate))
+    return [f"{k} {reference.get(k)} → {candidate.get(k)}" for k in keys
+            if reference.get(k) != candidate.get(k)]
 
 
 def past_nights(cfg: Config, reference: str) -> tuple[list[date], list[date]]:
@@ -169,10 +206,12 @@ def units_done(cfg_c: Config, name: str, nights: list[date]) -> int:
 def record_candidate(cfg: Config, cfg_c: Config, name: str, reference: str) -> None:
     from dualpath.warehouse.candidates import record
 
-    sp = cfg_c.paths[name]
+    import orjson
+
     with writer(cfg.resolve(cfg.warehouse.path)) as con:
         record(con, cfg_c.experiment.name, cfg.experiment.name, name, reference,
-               cfg_c.experiment.draws, cfg_c.sampling.base_seed, sp.model_dump_json())
+               cfg_c.experiment.draws, cfg_c.sampling.base_seed,
+               orjson.dumps(settings_of(cfg_c, name)).decode())
 
 
 def run_candidate(cfg: Config, cfg_c: Config, name: str, reference: str, nights: list[date],

@@ -143,9 +143,14 @@ def _frames(con, experiment: str, path: str, nights: set, label: str | None = No
     return out
 
 
-def answer(cfg: Config, candidate_experiment: str, name: str, reference: str):
+def answer(cfg: Config, candidate_experiment: str, name: str, reference: str,
+           does: dict | None = None):
     """The candidate's answer over the nights it was scored on, against the reference's
-    stored runs of the same nights (`evals.candidate.candidate_answer`); None before any."""
+    stored runs of the same nights (`evals.candidate.candidate_answer`); None before any.
+    `does`: the candidate's settings (`flows.candidate.settings_of`), whose differences
+    from the reference's are named."""
+    from dualpath.flows.candidate import differences, settings_of
+
     from dualpath.evals.candidate import candidate_answer
     from dualpath.evals.compare import DeltaTest
     from dualpath.evals.report import compute_metrics
@@ -179,12 +184,15 @@ def answer(cfg: Config, candidate_experiment: str, name: str, reference: str):
     v = primary_verdict(m.comparison, primary, None, reference, label)
     draws = {reference: cfg.draws_for(reference),
              label: int(cand["units"]["draw"].max()) if len(cand["units"]) else 0}
+    diff = differences(settings_of(cfg, reference), does) if does is not None else ()
     return candidate_answer(m, v, draws, len(cfg.tickers()), cfg.cost.price_per_kwh,
-                            cfg.cost.currency)
+                            cfg.cost.currency, diff)
 
 
 def stored_answers(cfg: Config) -> list:
     """Every candidate of the study the warehouse holds, answered (the report's section)."""
+    import orjson
+
     from dualpath.warehouse.candidates import candidates_of
     from dualpath.warehouse.db import has_table
 
@@ -196,7 +204,8 @@ def stored_answers(cfg: Config) -> list:
             else pd.DataFrame()
     out = []
     for r in rows.itertuples(index=False):
-        a = answer(cfg, r.candidate_experiment, r.candidate, r.reference)
+        a = answer(cfg, r.candidate_experiment, r.candidate, r.reference,
+                   orjson.loads(r.path_json))
         if a is not None:
             out.append(a)
     return out

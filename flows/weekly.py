@@ -23,6 +23,7 @@ from dualpath.sampling import config_differences
 from dualpath.evals.weekly import PlanInfo, ReportData
 from dualpath.evals.weekly.render import render
 from dualpath.flows import metrics
+from dualpath.flows.candidate_answer import stored_answers
 from dualpath.warehouse.db import reader
 from dualpath.evals.headline import headline
 from dualpath.evals.listings import gpu_frame
@@ -178,7 +179,8 @@ def gather(cfg: Config, since: date | None, until: date | None,
                       config_hashes=hashes, paths=list(cfg.paths), tickers=len(cfg.tickers()),
                       freshness=fresh, ui_url=cfg.ui.base_url, verdict=st.verdict,
                       declared=config_differences(cfg), evidence=evidence, hosts=hosts,
-                      gpu=gpu, analysed=analysed, left_out=left_out)
+                      gpu=gpu, analysed=analysed, left_out=left_out,
+                      candidates=stored_answers(cfg))
 
 
 def write_report(cfg: Config, out_dir: Path, since: date | None = None,

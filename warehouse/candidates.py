@@ -30,7 +30,8 @@ DICTIONARY = {
         "candidate": "name — the candidate path", "reference": "name — the study's path it "
         "is held against", "draws": "count — draws of each ticker per night it scored",
         "base_seed": "root of its derived seeds (never the reference's: fresh draws)",
-        "path_json": "JSON — the candidate path's settings",
+        "path_json": "JSON — what the candidate does: its path's settings and the sampling it "
+                     "is sent, as flat keys (paths.slots, sampling.thinking, ...)",
         "created_at": "timestamp (UTC) — first scored"}),
 }
 

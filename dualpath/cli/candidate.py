@@ -55,11 +55,15 @@ def candidate(spec: str = typer.Argument(..., help="The candidate: a path of the
     if nights is not None and budget is not None:
         raise UserError("give --nights or --budget, not both")
     cfg = load_config(config)
-    name, sp = fc.read_candidate(cfg, spec)
+    name, sp, sampling = fc.read_candidate(cfg, spec)
     ref = reference or question(cfg).baseline
     if ref not in cfg.paths:
         raise UserError(f"--reference {ref!r} is no path of the config ({', '.join(cfg.paths)})")
-    cfg_c = fc.candidate_config(cfg, name, sp, draws or sp.draws or cfg.draws_for(ref), seed)
+    cfg_c = fc.candidate_config(cfg, name, sp, draws or sp.draws or cfg.draws_for(ref), seed,
+                                sampling)
+    said = fc.differences(fc.settings_of(cfg, ref), fc.settings_of(cfg_c, name))
+    _say(f"{name} against {ref}: " + ("; ".join(said) if said else "the same settings "
+                                       "(fresh draws: its own seeds)"))
     available, lacking = fc.past_nights(cfg, ref)
     if lacking:
         _say(f"{len(lacking)} night(s) of '{cfg.experiment.name}' kept no frozen inputs "
@@ -80,7 +84,7 @@ def candidate(spec: str = typer.Argument(..., help="The candidate: a path of the
     if cost_only:
         return
     outcomes = fc.run_candidate(cfg, cfg_c, name, ref, chosen, config, _say, every)
-    a = fa.answer(cfg, cfg_c.experiment.name, name, ref)
+    a = fa.answer(cfg, cfg_c.experiment.name, name, ref, fc.settings_of(cfg_c, name))
     for line in (a.lines if a is not None else ()):
         _say(line)
     _say(f"the preregistered verdict of '{cfg.experiment.name}' is unchanged: these runs "

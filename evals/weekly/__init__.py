@@ -76,6 +76,9 @@ class ReportData:
     # (`flows.weekly.coverage`); None: not given, the header counts the runs' nights
     analysed: list[date] | None = None
     left_out: dict = field(default_factory=dict)
+    # candidates scored on past nights (`evals.candidate.CandidateAnswer`): retrospective,
+    # their own section, never part of the study's verdict
+    candidates: list = field(default_factory=list)
 
 
 def nights_line(d: ReportData, shown: int = 3) -> str:

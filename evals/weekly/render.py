@@ -181,6 +181,8 @@ def context(d: ReportData) -> dict:
                        {"cols": [], "rows": [], "notes": []})},
         "declared": list(d.declared),
         "sweeps": sweeps(d), "notes": list(getattr(m, "notes", [])),
+        "candidates": [{"title": a.lines[0], "lines": a.lines[1:], "table": table(a.per_night)}
+                       for a in d.candidates],
     }
 
 
