@@ -165,7 +165,8 @@ class SittingProgress:
         done = self.before + here
         left = max(self.total - done, 0)
         elapsed = self.clock() - self.t0
-        eta = f"ETA {elapsed / here * left:.0f} s" if here else "ETA after the first unit"
+        eta = ("nothing left" if not left else f"ETA {elapsed / here * left:.0f} s" if here
+               else "ETA after the first unit")
         return f"{done}/{self.total} units, {elapsed:.0f} s this sitting, {eta}"
 
 

@@ -30,7 +30,7 @@ PANELS = {"Set up": ["init", "check", "doctor", "prices", "prereg"],
           "Score nights": ["nightly", "demo", "deploy", "serve"],
           "Results": ["runs", "metrics", "report", "plan", "ui"],
           "Warehouse": ["sql", "schema", "export", "repair", "rebuild"],
-          "Speed sweeps": ["freeze", "sweep", "verify"]}
+          "Speed sweeps": ["freeze", "sweep", "verify", "candidate"]}
 
 
 class _Commands(TyperGroup):

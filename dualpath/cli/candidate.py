@@ -25,7 +25,7 @@ def _say(line: str) -> None:
     console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-@app.command(rich_help_panel="Speed sweeps")
+@app.command()
 def candidate(spec: str = typer.Argument(..., help="The candidate: a path of the config, "
                                          "or a TOML file with one \\[paths.NAME] table."),
               config: Path = CONFIG_OPT,
