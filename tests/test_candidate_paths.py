@@ -195,3 +195,20 @@ def test_the_report_gains_a_retrospective_section_and_keeps_the_studys_verdict(s
     # everything before the candidates' section reads as it did without the candidate
     head = lambda t: t[t.index("\n", t.index("generated")):t.index("## Retuning")]
     assert head(text) == head(md0.read_text())
+
+
+def test_the_viewer_shows_each_candidate_on_its_own_retrospective_page(study):
+    from starlette.testclient import TestClient
+
+    from dualpath.viewer.app import create_app
+
+    cfg = study[0]
+    score(study, "viewed", cfg.paths["main"].model_copy(update={"slots": 6}),
+          nights=study[2][:1])
+    c = TestClient(create_app(cfg), base_url="http://127.0.0.1")
+    page = c.get("/candidates")
+    assert page.status_code == 200
+    assert "<h2>Candidate viewed against main on 1 past night(s) — retrospective</h2>" in \
+        page.text
+    assert "  what viewed does differently from main: paths.slots 8 → 6" in page.text
+    assert '<a href="/candidates">candidates scored on past nights</a>' in c.get("/").text

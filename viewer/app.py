@@ -139,6 +139,18 @@ class Viewer:
             raise HTTPException(404, f"{ticker} was not scored on {night}")
         return self.render("ticker.html.j2", v=view)
 
+    def candidates(self, request: Request) -> Response:
+        """The study's candidates scored on past nights (retrospective), each answered."""
+        from dualpath.evals.format import cell
+        from dualpath.flows.candidate_answer import stored_answers
+
+        with self.db_lock:
+            answers = stored_answers(self.cfg)
+        shown = [{"lines": a.lines, "cols": list(a.per_night.columns),
+                  "rows": [[cell(x) for x in r] for r in a.per_night.itertuples(index=False)]}
+                 for a in answers]
+        return self.render("candidates.html.j2", answers=shown)
+
     def error(self, request: Request, exc: HTTPException) -> Response:
         html = self.env.get_template("error.html.j2").render(
             experiment=self.cfg.experiment.name, status=exc.status_code, detail=exc.detail)
@@ -160,6 +172,7 @@ def create_app(cfg: Config, warehouse: Path | None = None, host: str | None = No
               Route("/night/{night}/{ticker}", v.ticker, methods=["GET"]),
               Route("/ticker/{ticker}", v.history, methods=["GET"]),
               Route("/search", v.search, methods=["GET"]),
+              Route("/candidates", v.candidates, methods=["GET"]),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     names = served_names(host or cfg.ui.host, cfg.ui.base_url)
     return Starlette(routes=routes, exception_handlers={HTTPException: v.error,
