@@ -69,6 +69,16 @@ def test_another_slot_count_is_interchangeable_and_named_and_slower_by_its_time_
     assert cost4.speed_source == cost8.speed_source == "time model (no measurements yet)"
     assert cost4.s_per_unit == pytest.approx(2 * cost8.s_per_unit)
     assert sum(RETROSPECTIVE in line for line in a.lines) >= 3
+    # handed exactly the reference's input: each ticker's first prompt of a night is the
+    # same text on both (the same hash of the same bytes), over every ticker-night
+    from dualpath.warehouse.db import reader
+    with reader(cfg.resolve(cfg.warehouse.path)) as con:
+        same = con.execute(
+            "SELECT count(DISTINCT c.night || c.ticker), count(*) FILTER (WHERE c.prompt_hash "
+            "IS DISTINCT FROM r.prompt_hash) FROM calls c JOIN calls r ON r.night = c.night "
+            "AND r.ticker = c.ticker AND r.agent = c.agent AND r.draw = 1 AND r.path = 'main' "
+            "WHERE c.path = 'slots4' AND c.agent = 'data_summary' AND c.draw = 1").fetchone()
+    assert same == (20 * NIGHTS, 0)
 
 
 def test_a_degraded_model_whose_grades_are_noise_is_not_interchangeable(study):
