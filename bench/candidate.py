@@ -87,6 +87,7 @@ def main() -> None:
     equal, noise = candidates(cfg, args.speed)
     cost = fa.decide_cost(cfg, fc.candidate_config(cfg, "eq00", equal, 2, 1), "eq00", "main",
                           available)
+    # power 0.8 is each decision's; both right in >= 95% of repetitions needs more nights
     k = args.nights or min(len(available), (cost.nights_needed or len(available)) + 3)
     print(f"demo {args.demo}: {len(available)} past night(s) with frozen inputs, "
           f"{len(lacking)} without; {len(cfg.tickers())} tickers x {cfg.draws_for('main')} "
