@@ -268,6 +268,9 @@ def study(cfg: Config, since: date | None = None, until: date | None = None,
         m.interchange = interchange(usable, q.baseline, q.candidate, plan.interchange.limit,
                                     plan.interchange.alpha)
         m.interchange_planned = True
+        from dualpath.evals.icr_plan import study_nights
+        m.interchange_nights = study_nights(usable, m.interchange,
+                                            plan.design.power if plan.design else 0.8)
         closed = facts is not None and not facts.pending
         m.interchange_sequential = sequential_interchange(usable, q, plan, closed)
     v = primary_verdict(m.comparison, primary, facts, q.baseline, q.candidate)
@@ -283,7 +286,7 @@ def sequential_interchange(usable: pd.DataFrame, q, plan: Plan, closed: bool = F
     that has `closed` with fewer nights than its last planned look (a night missing, left
     out) has its final look at the nights collected (`evals.sequential.closing_looks`)."""
     from dualpath.evals.interchange import interchange
-    from dualpath.evals.sequential import bounds, closing_looks, sequential_verdict
+    from dualpath.evals.sequential import bounds, closing_looks, per_look, sequential_verdict
 
     t = plan.interchange
     if not t.looks or not len(usable):
@@ -291,14 +294,15 @@ def sequential_interchange(usable: pd.DataFrame, q, plan: Plan, closed: bool = F
     nights = sorted(pd.to_datetime(usable["night"]).dt.date.unique())
     short = closed and len(nights) < t.looks[-1]
     looks = closing_looks(list(t.looks), len(nights)) if short else list(t.looks)
-    zs = []
+    zs, dfs = [], []
     for look in [n for n in looks if n <= len(nights)]:
         part = usable[pd.to_datetime(usable["night"]).dt.date.isin(nights[:look])]
         x = interchange(part, q.baseline, q.candidate, t.limit, t.alpha)
         # no z where the test gives no interval (too few tickers, one draw on main)
         zs.append(x.g / x.se_g if math.isfinite(x.g_low) and x.se_g > 0 else math.nan)
-    verdict, k = sequential_verdict(zs, looks, plan.window.nights, t.alpha)
-    b = bounds(looks, plan.window.nights, t.alpha)
+        dfs.append(max(x.tickers - 1, 1))       # g / se is t on K - 1 df at each look
+    verdict, k = sequential_verdict(zs, looks, plan.window.nights, t.alpha, dfs or None)
+    b = bounds(looks, plan.window.nights, t.alpha, per_look(dfs or None, len(looks)))
     at = k if k is not None else len(zs) - 1
     return {"verdict": verdict, "look": k, "looks": looks, "reached": len(zs),
             "night": looks[k] if k is not None else None,
@@ -355,11 +359,15 @@ def pilot(cfg: Config, min_nights: int = 5) -> Pilot | None:
         rho, var = x.rho_rr, x.se_g ** 2 * x.ticker_nights
     if not sd and not math.isfinite(var):
         return None
+    from dualpath.evals.scores import usable_units
+
+    units = usable_units(frames["units"])
+    units = units[units["path"].isin([q.baseline, q.candidate])]
     nights = pd.to_datetime(d["night"]) if len(d) else pd.Series(dtype="datetime64[ns]")
     source = (f"pilot: sd of nightly ΔIC over the warehouse's nights "
               f"{nights.min():%Y-%m-%d} – {nights.max():%Y-%m-%d} ({', '.join(counts)} "
               "matured nights)") if sd else ""
-    return Pilot(sd, source, main_ic, rho, var)
+    return Pilot(sd, source, main_ic, rho, var, units if len(units) else None, q.baseline)
 
 
 def pilot_sd(cfg: Config, min_nights: int = 5) -> tuple[dict[int, float], str] | None:
