@@ -66,6 +66,9 @@ class InterchangeTest(_Model):
     nights_for_power: int | None = Field(None, description="Nights the draft computed for the "
                                          "design's power in both decisions (interchangeable "
                                          "when equal, not interchangeable when noise).")
+    nights_basis: str | None = Field(None, description="Where nights_for_power came from "
+                                     "and how sure it is: resampled from the pilot's grades "
+                                     "(power there, the range over resamples) or assumed.")
     looks: list[int] | None = Field(None, description="The planned looks (window nights) of "
                                     "the group-sequential design (`evals.sequential`, "
                                     "O'Brien-Fleming alpha spending); none: one look at the "

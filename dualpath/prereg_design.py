@@ -24,6 +24,8 @@ class Pilot:
     main_ic: dict             # horizon -> (mean, sd, nights) of the baseline's nightly IC
     rho_rr: float = math.nan  # the baseline's draw-to-draw rank agreement
     var_g: float = math.nan   # one ticker-night's variance of the interchangeability term
+    units: object = None      # the pilot nights' usable units (`evals.icr_plan` resamples them)
+    baseline: str = "main"
 
 
 def false_reassurance(test: str, horizon: int, nights: int, margin: float, alpha: float,
@@ -58,33 +60,44 @@ def interchange_design(tickers: int, nights: int, power: float, pilot: Pilot | N
                        limit: float = 0.5, alpha: float = 0.05,
                        draws: tuple[int, int] = (2, 2)) -> InterchangeTest:
     """The interchangeability test and the nights it needs for `power` in both decisions
-    at `draws` (the baseline's, the candidate's): `nights_to_decide`."""
+    at `draws` (the baseline's, the candidate's): `plan_nights`, with how sure it is."""
+    from dualpath.evals.interchange import MIN_TICKERS
     from dualpath.evals.sequential import planned_looks
 
+    if tickers < MIN_TICKERS:
+        return InterchangeTest(limit=limit, alpha=alpha, looks=planned_looks(nights),
+                               nights_basis=f"no verdict at {tickers} tickers (its interval "
+                               f"needs {MIN_TICKERS})")
+    p = plan_nights(tickers, power, pilot, limit, alpha, draws)
     return InterchangeTest(limit=limit, alpha=alpha,
-                           nights_for_power=nights_to_decide(tickers, power, pilot, limit,
-                                                             alpha, draws),
+                           nights_for_power=p.nights if p else None,
+                           nights_basis=p.text() if p else None,
                            looks=planned_looks(nights))
 
 
-def nights_to_decide(tickers: int, power: float, pilot: Pilot | None, limit: float = 0.5,
-                     alpha: float = 0.05, draws: tuple[int, int] = (2, 2),
-                     pilot_draws: tuple[int, int] | None = None) -> int | None:
-    """Nights for `power` in both decisions at `draws` (the baseline's, the candidate's):
-    from the pilot's ρ_RR and variance where it has them (scored at `pilot_draws`, default
-    `draws`; other draws scale its variance as `evals.interchange.ASSUMED_VARS` does), else
-    the user's QWK 0.12 with the variances calibrated by simulation. None: the baseline has
-    one draw (no main-main disagreement), or no window up to 250 nights reaches it."""
-    from dualpath.evals import interchange as ic
+def plan_nights(tickers: int, power: float, pilot: Pilot | None, limit: float = 0.5,
+                alpha: float = 0.05, draws: tuple[int, int] = (2, 2)):
+    """`evals.icr_plan.NightsPlan` for `power` in both decisions at `draws` (the
+    baseline's, the candidate's): by resampling the pilot's own grades where it has them
+    (`evals.icr_plan.pilot_nights`, seeded), else assumed (`assumed_nights`: the heavy-tailed
+    DGP's variances, labelled so). None: the baseline has one draw."""
+    from dualpath.evals import icr_plan
 
-    var, rho = ic.assumed_var(*draws), ic.ASSUMED_RHO_RR
-    if var is None:
+    if draws[0] < 2 or draws[1] < 1:
         return None
-    if pilot is not None and math.isfinite(pilot.var_g) and pilot.rho_rr > 0:
-        at = ic.assumed_var(*(pilot_draws or draws)) or var
-        scale = pilot.var_g / at["equal"]
-        var, rho = {k: v * scale for k, v in var.items()}, pilot.rho_rr
-    return ic.nights_needed(rho, var, tickers, limit, alpha, power)
+    units = getattr(pilot, "units", None)
+    if units is not None and len(units):
+        got = icr_plan.pilot_nights(units, pilot.baseline, tickers, draws, power, limit, alpha)
+        if got is not None:
+            return got
+    return icr_plan.assumed_nights(tickers, draws, power, limit, alpha)
+
+
+def nights_to_decide(tickers: int, power: float, pilot: Pilot | None, limit: float = 0.5,
+                     alpha: float = 0.05, draws: tuple[int, int] = (2, 2)) -> int | None:
+    """`plan_nights`' nights (None: one draw on the baseline, or beyond its cap)."""
+    p = plan_nights(tickers, power, pilot, limit, alpha, draws)
+    return p.nights if p else None
 
 
 DECIDE_BY = 10        # nights: the interchangeability question should be decided within them
@@ -94,8 +107,10 @@ def draws_proposal(plan: Plan, pilot: Pilot | None) -> list[str]:
     """Lines proposing one more draw on the baseline (the fast path) where the plan's draws
     cannot decide interchangeability within its window or `DECIDE_BY` nights but that can;
     empty otherwise. The plan's draws stay the config's: the user sets paths.<name>.draws."""
+    from dualpath.evals.interchange import MIN_TICKERS
+
     x = plan.interchange
-    if x is None:
+    if x is None or plan.tickers < MIN_TICKERS:
         return []
     b, c = plan.baseline, plan.candidate
     now = (plan.draws_for(b), plan.draws_for(c))
@@ -105,10 +120,10 @@ def draws_proposal(plan: Plan, pilot: Pilot | None) -> list[str]:
         return []
     more = (max(now[0] + 1, 2), now[1])
     need = nights_to_decide(plan.tickers, plan.design.power if plan.design else 0.8, pilot,
-                            x.limit, x.alpha, more, pilot_draws=now)
+                            x.limit, x.alpha, more)
     if need is None or need > goal:
         return []
-    said = lambda n: f"{n} nights" if n is not None else "more than 250 nights"
+    said = lambda n: f"{n} nights" if n is not None else "more nights than it simulates"
     return [f"draws: at {now[0]} on {b} and {now[1]} on {c} interchangeability needs "
             f"{said(have)} for power {plan.design.power if plan.design else 0.8:g}; at "
             f"{more[0]} on {b} and {more[1]} on {c}, {said(need)} (within {goal}): set "

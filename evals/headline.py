@@ -154,7 +154,8 @@ def headline(metrics, verdict, draws: int | dict, tickers: int = TICKERS,
     frr = false_reassurance_of(verdict, metrics.nightly_ic)
     first = interchange_lines(x, verdict.label, verdict.label_text,
                               getattr(metrics, "interchange_planned", False),
-                              getattr(metrics, "interchange_sequential", None))
+                              getattr(metrics, "interchange_sequential", None),
+                              getattr(metrics, "interchange_nights", None))
     return Headline(verdict, s, tuple([part for line in first for part in _fit(line)]
                                       + quality_lines(verdict, frr)),
                     tuple(speed_lines(s, verdict, disturbed_runs(metrics.speed, verdict),

@@ -22,12 +22,25 @@ def _f(v: float, fmt: str) -> str:
 
 
 def interchange_lines(x, label: str, label_text: str, planned: bool,
-                      seq: dict | None = None) -> list[str]:
+                      seq: dict | None = None, nights=None) -> list[str]:
     """Interchangeability as the first quality line(s); [] without a comparison. Under the
     plan's group-sequential design (`seq`, `flows.prereg.sequential_interchange`) a crossed
-    boundary decides at that look, even while the window is interim."""
+    boundary decides at that look, even while the window is interim. `nights`: an
+    `evals.icr_plan.NightsPlan` from these nights' grades, said last."""
     if x is None:
         return []
+    return _lines(x, label, label_text, planned, seq) + _nights_line(x, nights)
+
+
+def _nights_line(x, nights) -> list[str]:
+    """What a study of this shape needs, from its own stored nights as the pilot."""
+    if nights is None:
+        return []
+    return [f"  nights to decide, from these {x.nights} night(s)' grades: "
+            + nights.text()]
+
+
+def _lines(x, label: str, label_text: str, planned: bool, seq: dict | None) -> list[str]:
     q = f"Quality — are {x.candidate}'s grades interchangeable with {x.baseline}'s?"
     nights = f"{x.nights} night(s)"
     if seq is not None and planned:

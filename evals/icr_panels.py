@@ -67,8 +67,9 @@ def cumulative(t: dict) -> dict:
 
 
 def statistic(c: dict, n: int, limit: float) -> dict:
-    """g, its cluster-robust se, g / se and the df (K - 1), per panel, over the first n
-    nights of `cumulative` terms: `interchange`'s estimator, vectorised."""
+    """g, its cluster-robust se, g / se, g / its se about 0 (`Interchange.z_null`, what
+    the looks read) and the df (K - 1), per panel, over the first n nights of `cumulative`
+    terms: `interchange`'s estimator, vectorised."""
     at = {k: v[..., n - 1, :] for k, v in c.items()}
     seen = at["seen"]
     k = seen.sum(-1)
@@ -82,8 +83,12 @@ def statistic(c: dict, n: int, limit: float) -> dict:
     g = m["tr"] - limit * m["rr"]
     p = psi["tr"] - limit * psi["rr"]
     with np.errstate(invalid="ignore", divide="ignore"):
+        cnt = np.where(seen, at["tr_n"], 0)
+        p0 = p + g[..., None] * cnt / cnt.sum(-1, keepdims=True)
         se = np.sqrt(k / (k - 1.0) * (p ** 2).sum(-1))
-        return {"g": g, "se": se, "z": g / se, "df": k - 1, "rr": m["rr"], "tr": m["tr"]}
+        se0 = np.sqrt(k / (k - 1.0) * (p0 ** 2).sum(-1))
+        return {"g": g, "se": se, "z": g / se, "z_null": g / se0, "df": k - 1,
+                "rr": m["rr"], "tr": m["tr"]}
 
 
 def decisions(s: dict, alpha: float) -> tuple[np.ndarray, np.ndarray]:

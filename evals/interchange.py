@@ -37,9 +37,9 @@ so a ticker whose grades persist from night to night is not counted as independe
 with t on K - 1 degrees of freedom: the delta method on log(ratio) and exactly linear for g.
 Chosen over a bootstrap for being exact-in-form, fast enough to calibrate at 10^4 panels,
 and calibrated by `bench/calibration_icr.py` (size and coverage at 1-3 draws, 100 tickers,
-5-30 nights, self-agreement QWK ≈ 0.12; at 20 tickers size <= 0.065, at 8 it reached 0.09,
-so below `MIN_TICKERS` the estimates are given without interval or verdict). Main needs
->= 2 draws on a night for ρ_RR.
+5-30 nights, self-agreement QWK ≈ 0.12) and `bench/calibration_dgps.py` (three generating
+processes, `bench/dgps.py`; at 8 tickers the size reached 0.09, so below `MIN_TICKERS` the
+estimates are given without interval or verdict). Main needs >= 2 draws on a night for ρ_RR.
 
 Each path may score its own number of draws (`paths.<name>.draws`): ρ_RR comes from main's
 C(m, 2) draw pairs and ρ_TR from all m x b cross pairs of a ticker-night, each ticker-night's
@@ -50,9 +50,10 @@ no ρ_TT (and no interaction or noise excess) but the test stands; with one main
 no ρ_RR and no test, and the note says what main needs. Calibrated as above at 100 tickers,
 5-30 nights (2,000 panels a cell, `bench/calibration_icr.py`'s simulation at the boundary):
 size 0.051-0.058 and coverage of g's and the ratio's 95% intervals 0.937-0.961 at main 3 /
-backup 2; size 0.051-0.069, coverage 0.944-0.960 at 3 / 1 and 2 / 1. Power 0.8 (1,000
-panels): main 3 / backup 2 decides an interchangeable backup in 5 nights and a noise one in 7
-(power at 10 nights 0.965 and 0.919), where 2 / 2 takes 9 and 12 (0.849 and 0.769).
+backup 2; size 0.051-0.069, coverage 0.944-0.960 at 3 / 1 and 2 / 1. The nights the test
+needs for power are a property of the grades, not of the test (their tails, ties and
+persistence set g's variance): a plan takes them from the pilot's own grades
+(`evals.icr_plan`), and assumes the heavy-tailed DGP's `ASSUMED_VARS` without one.
 
 Failed draws (no grade: parse failures, call failures, runaways that left no grade) are
 counted per path and never imputed: a ticker-night uses the pairs of draws that have grades.
@@ -70,7 +71,7 @@ import pandas as pd
 from dualpath.evals import dist
 
 LIMIT_SHARE = 0.5      # default preregistered share of main's agreement the backup must keep
-MIN_TICKERS = 20       # clusters: at 8 tickers the test's size was 0.08-0.09, at 20 <= 0.065
+MIN_TICKERS = 20       # clusters: at 8 tickers the test's size was 0.08-0.09 (bench/calibration_dgps)
 VERDICTS = ("interchangeable", "not interchangeable", "inconclusive", "insufficient tickers")
 
 
@@ -108,6 +109,19 @@ class Interchange:
     g_noise: float = math.nan     # g's mean were the candidate's grades noise (`noise_terms`)
     se_noise: float = math.nan    # the test's se then
     sd_noise_tr: float = math.nan  # ρ_TR's sd then, given the baseline's draws
+    se_null: float = math.nan     # g's se about the null g = 0 (the looks' statistic: z_null)
+
+    @property
+    def z_null(self) -> float:
+        """g / its se about the null value 0: what the group-sequential looks read (`evals.
+        sequential`). Each cluster's term is taken about 0, not about g (the score test's
+        null-imposed variance): at 20 tickers g / se_g crossed 'interchangeable' 0.065-0.070
+        of the time at the boundary over all looks, g's upper tail being heavier than t's;
+        about the null it is 0.04-0.05 (`bench/calibration_dgps.py`). Costs little power
+        with many tickers: se_null² ≈ se_g² + g² / (K − 1)."""
+        if not (math.isfinite(self.se_null) and self.se_null > 0):
+            return math.nan
+        return self.g / self.se_null
 
 
 def standardized_ranks(units: pd.DataFrame) -> pd.DataFrame:
@@ -227,6 +241,8 @@ def interchange(units: pd.DataFrame, baseline: str, candidate: str, limit: float
     q = dist.t_ppf(0.5 + level / 2, df)
     g = tr - limit * rr
     se_g = _se(i_tr - limit * i_rr)
+    share = (t["tr_n"] / t["tr_n"].sum()).to_numpy(dtype=float)
+    se_null = _se(i_tr - limit * i_rr + g * share)
     qa = dist.t_ppf(1 - alpha, df)
     lo, hi = g - qa * se_g, g + qa * se_g
     verdict = "interchangeable" if lo > 0 else "not interchangeable" if hi < 0 else \
@@ -243,7 +259,7 @@ def interchange(units: pd.DataFrame, baseline: str, candidate: str, limit: float
                        interaction=tt + rr - 2 * tr if math.isfinite(tt) else nan,
                        noise_excess=rr - tt if math.isfinite(tt) else nan, verdict=verdict,
                        note=note, se_g=se_g, g_noise=g0, se_noise=se0,
-                       sd_noise_tr=sd0)
+                       sd_noise_tr=sd0, se_null=se_null)
 
 
 def grade_shift(units: pd.DataFrame, baseline: str, candidate: str) -> tuple[float, float]:

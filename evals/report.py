@@ -12,6 +12,7 @@ from dualpath.evals.energy import run_energy
 
 from dualpath.evals.agreement import grade_distribution, self_agreement
 from dualpath.evals.compare import compare_paths, cross_path_agreement, paired_delta_ic
+from dualpath.evals.icr_plan import study_nights
 from dualpath.evals.interchange import LIMIT_SHARE, interchange
 from dualpath.evals.rankic import NIGHTLY, nightly_rank_ic, rank_ic_summary
 from dualpath.evals.returns import COLUMNS, forward_returns
@@ -43,6 +44,7 @@ class Metrics:
     interchange: object = None        # evals.interchange.Interchange of the pair's grades
     interchange_planned: bool = False  # its limit is the frozen plan's (set by flows.prereg)
     interchange_sequential: dict | None = None   # the plan's group-sequential verdict
+    interchange_nights: object = None  # evals.icr_plan.NightsPlan from these nights' grades
     serving: pd.DataFrame = field(default_factory=pd.DataFrame)  # evals.serving
     serving_missing: list[str] = field(default_factory=list)  # a line per path without a row
     serving_unmeasured: list[str] = field(default_factory=list)  # a line per figure no path has
@@ -112,6 +114,7 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
     if steps and len(draws):
         notes.append(f"draws changed mid-study ({described(steps)}): the draws table "
                      "measures each k on the nights scored with at least k draws")
+    m.interchange_nights = study_nights(usable, inter)
     m.energy_runs = run_energy(runs, per_run) if len(per_run) else pd.DataFrame()
     m.serving = serving_benchmark(calls, runs, per_run) if len(per_run) else pd.DataFrame()
     m.serving_missing = missing(per_run)

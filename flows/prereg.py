@@ -299,7 +299,7 @@ def sequential_interchange(usable: pd.DataFrame, q, plan: Plan, closed: bool = F
         part = usable[pd.to_datetime(usable["night"]).dt.date.isin(nights[:look])]
         x = interchange(part, q.baseline, q.candidate, t.limit, t.alpha)
         # no z where the test gives no interval (too few tickers, one draw on main)
-        zs.append(x.g / x.se_g if math.isfinite(x.g_low) and x.se_g > 0 else math.nan)
+        zs.append(x.z_null if math.isfinite(x.g_low) else math.nan)
         dfs.append(max(x.tickers - 1, 1))       # g / se is t on K - 1 df at each look
     verdict, k = sequential_verdict(zs, looks, plan.window.nights, t.alpha, dfs or None)
     b = bounds(looks, plan.window.nights, t.alpha, per_look(dfs or None, len(looks)))

@@ -103,12 +103,12 @@ def print_decision_design(p) -> None:
 
     x = p.interchange
     if x is not None:
-        need = (f"{x.nights_for_power} nights for power {p.design.power:g} in both decisions"
-                if x.nights_for_power else f"not decidable at 1 draw on {p.baseline} (its "
-                "own draw-to-draw disagreement needs >= 2)" if p.draws_for(p.baseline) < 2
-                else f"no window up to 250 nights reaches power {p.design.power:g}")
+        need = (f"not decidable at 1 draw on {p.baseline} (its own draw-to-draw "
+                "disagreement needs >= 2)" if p.draws_for(p.baseline) < 2
+                else x.nights_basis or f"{x.nights_for_power} nights for power "
+                f"{p.design.power:g} in both decisions")
         say(f"primary: interchangeability of grades ({p.candidate} keeps ≥ {x.limit:.0%} of "
-            f"{p.baseline}'s draw-to-draw agreement), {need} (normal approximation); the "
+            f"{p.baseline}'s draw-to-draw agreement), {need}; the "
             f"window has {p.window.nights}; RankIC non-inferiority is the confirmatory "
             "follow-up")
     rate = p.design.false_reassurance if p.design else None
