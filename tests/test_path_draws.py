@@ -197,19 +197,24 @@ def test_the_plan_freezes_each_paths_draws_and_a_change_of_either_is_a_deviation
 
 
 def test_draft_proposes_a_third_main_draw_where_it_decides_in_time(tmp_path):
-    """On the user's shape (100 tickers, QWK 0.12, no pilot) 2 x 2 needs 12 nights for
-    power 0.8 in both decisions; main 3 / backup 2 needs 8, within 10."""
-    assert nights_to_decide(100, 0.8, None, draws=(2, 2)) == 12
-    assert nights_to_decide(100, 0.8, None, draws=(3, 2)) == 8
+    """On the user's shape (100 tickers, no pilot: the heavy-tailed DGP's variances, ρ_RR
+    0.116) 2 x 2 needs 15 nights for power 0.8 in both decisions (the noise decision's
+    limit: g = −0.5 × 0.116 = −0.058, se √(0.81 / 1500) = 0.0232, power Φ(2.50 − 1.645) =
+    0.80; at 14 nights 0.78); main 3 / backup 2 needs 10 (√(0.51 / 1000) = 0.0226: 0.82),
+    within 10."""
+    assert nights_to_decide(100, 0.8, None, draws=(2, 2)) == 15
+    assert nights_to_decide(100, 0.8, None, draws=(3, 2)) == 10
     assert nights_to_decide(100, 0.8, None, draws=(1, 2)) is None
     plan = draft_plan(config(tmp_path, tickers=100), NIGHT, 20)
-    assert plan.interchange.nights_for_power == 12
+    assert plan.interchange.nights_for_power == 15
+    assert plan.interchange.nights_basis.startswith("15 nights for power 0.8 in both "
+                                                    "decisions (assumed, no pilot: heavy")
     assert draws_proposal(plan, None) == [
-        "draws: at 2 on main and 2 on backup interchangeability needs 12 nights for power "
-        "0.8; at 3 on main and 2 on backup, 8 nights (within 10): set paths.main.draws = 3 "
+        "draws: at 2 on main and 2 on backup interchangeability needs 15 nights for power "
+        "0.8; at 3 on main and 2 on backup, 10 nights (within 10): set paths.main.draws = 3 "
         "in the config and draft again (main is the path the extra draw is cheap on)"]
     three = draft_plan(config(tmp_path, main=3, tickers=100), NIGHT, 20)
-    assert three.interchange.nights_for_power == 8 and draws_proposal(three, None) == []
+    assert three.interchange.nights_for_power == 10 and draws_proposal(three, None) == []
 
 
 # --- a simulated night, scored and analysed -----------------------------------------------
@@ -328,8 +333,8 @@ def test_draft_prints_both_options_at_the_users_shape(tmp_path):
     lines = r.stdout.splitlines()
     assert r.returncode == 0
     assert lines[-3] == (
-        "draws: at 2 on main and 2 on backup interchangeability needs 12 nights for power "
-        "0.8; at 3 on main and 2 on backup, 8 nights (within 10): set paths.main.draws = 3 "
+        "draws: at 2 on main and 2 on backup interchangeability needs 15 nights for power "
+        "0.8; at 3 on main and 2 on backup, 10 nights (within 10): set paths.main.draws = 3 "
         "in the config and draft again (main is the path the extra draw is cheap on)")
     assert lines[-4].startswith("false reassurance ") and lines[-2].startswith("wrote ")
     assert lines[-1].startswith("  dualpath prereg freeze ")
