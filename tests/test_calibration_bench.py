@@ -23,14 +23,19 @@ def test_vectorised_panels_equal_the_projects_ics_and_verdicts():
 
 def test_power_rows_hold_simulated_and_predicted_power(capsys):
     b = bench()
-    b.main(60, 3)
+    b.main(60, 3, quick=True)
     last = capsys.readouterr().out.strip().splitlines()[-1]
     keys = [kv.split("=")[0] for kv in last.split()]
     assert keys == ["worst_reject", "worst_coverage", "cells", "worst_power_gap",
                     "worst_seq_reject", "icr_worst_reject", "icr_worst_coverage", "nights_to_decide_equal",
                     "nights_to_decide_noise", "nights_to_decide_noise_main3", "noise_rate_gap",
                     "slowdown_drift_coverage",
-                    "pilot5_power_gap", "pilot10_power_gap"]
+                    "pilot5_power_gap", "pilot10_power_gap", "dgps", "icr_seq_size_20",
+                    "icr_seq_size_100", "planner_power_worst"]
+    figures = dict(kv.split("=") for kv in last.split())
+    assert int(figures["dgps"]) >= 3
+    assert all(0 <= float(figures[k]) <= 1 for k in ("icr_seq_size_20", "icr_seq_size_100",
+                                                      "planner_power_worst"))
     size, power = b.run(60, 3)
     assert set(zip(power["h"], power["n"])) == {(1, 20), (1, 30), (5, 20), (5, 30)}
     assert (power["pred_ni_0"].between(0, 1)).all() and (power["gap"] >= 0).all()
@@ -65,3 +70,12 @@ def test_pilot_bench_drafts_with_the_projects_power_and_prints_both_kinds():
         (n, k) for n in (5, 10) for k in ("predictive", "plug-in")}
     assert r[["claimed", "delivered"]].stack().between(0, 1).all()
     assert set(pilot.gaps(r)) == {5, 10}
+
+
+def test_dgp_bench_equals_the_project_and_reads_every_dgp():
+    d = bench().icr_bench("calibration_dgps")
+    d.check_against_project(np.random.default_rng(6))     # raises on any difference
+    r = d.run(8, size_reps=40, pilots=1, true_panels=20)
+    assert set(r["size"]["dgp"]) == {"gaussian", "heavy", "tied"} == set(r["plan"]["dgp"])
+    assert set(r["size"]["tickers"]) == {20, 100} and r["dgps"] == 3
+

@@ -66,15 +66,17 @@ def test_vectorised_statistic_equals_interchange_on_a_small_panel():
 
 def test_a_heavier_tailed_pilot_asks_for_more_nights():
     """Both pilots' latent has variance 0.09 across 100 tickers: Gaussian in one, in the
-    other 10 tickers at ±0.95 and 90 at 0 (the same ρ_RR, carried by a few tickers): g's
-    variance is larger there, so the plan needs more nights."""
+    other 4 tickers at ±1.5 and 96 at 0 (ρ_RR 0.18 in both, carried by 4 tickers there):
+    g's variance is larger there, so the plan needs more nights (11 and 35 here)."""
     rng = np.random.default_rng(7)
     gauss = _pilot(rng, rng.normal(0, 0.3, 100))
-    heavy = _pilot(rng, np.r_[np.full(5, 0.95), np.full(5, -0.95), np.zeros(90)])
+    heavy = _pilot(rng, np.r_[np.full(2, 1.5), np.full(2, -1.5), np.zeros(96)])
+    rho = [interchange(u, "main", "backup").rho_rr for u in (gauss, heavy)]
+    assert rho == pytest.approx([0.18, 0.18], abs=0.01)
     kw = dict(resamples=4, panels=25, seed=3)
     a = icr_plan.pilot_nights(gauss, "main", 100, (2, 2), **kw)
     b = icr_plan.pilot_nights(heavy, "main", 100, (2, 2), **kw)
-    assert a.nights is not None and b.nights is not None and b.nights > a.nights
+    assert a.nights is not None and b.nights is not None and b.nights > 2 * a.nights
     assert icr_plan.pilot_nights(gauss, "main", 100, (2, 2), **kw) == a      # seeded
     assert a.source.startswith("resampled from 5 pilot night(s) of main's grades")
     assert a.power_equal >= 0.8 and a.power_noise >= 0.8 and a.low <= a.nights
