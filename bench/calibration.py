@@ -45,7 +45,8 @@ icr_worst_reject=0.055 icr_worst_coverage=0.940 nights_to_decide_equal=9
 nights_to_decide_noise=12 nights_to_decide_noise_main3=8 noise_rate_gap=0.010
 slowdown_drift_coverage=0.922 pilot5_power_gap=0.004 pilot10_power_gap=0.018` (the noise
 decision at 2 x 2 draws misses its 10 nights: `bench/calibration_icr.py`'s
-`why_noise_is_slower`).
+`why_noise_is_slower`). At --reps 1000, 2026-12-06 (1,218 s at a load of ~12 on 2 cores):
+`... dgps=3 icr_seq_size_20=0.048 icr_seq_size_100=0.057 planner_power_worst=0.950`.
 """
 
 from __future__ import annotations

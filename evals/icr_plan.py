@@ -22,8 +22,9 @@ long. Each window is read by the test itself (`evals.icr_panels`, the fixed-samp
 K − 1 df), and the nights are the fewest at which both decisions reach the power asked
 over all windows of all resamples (predictive: a 5-night pilot's ρ_RR is uncertain by
 about ±0.05 around 0.12, and the plan averages over it). On the bench's three DGPs, nights
-proposed from a 5-night pilot deliver 0.92-0.99 mean power (goal 0.8): they err long, by
-about 2x at the median (`bench/calibration.py`: `planner_power_worst`).
+proposed from a 5-night pilot deliver 0.95-0.99 mean power (goal 0.8): they err long, 2-4x
+the need at the median and past `CAP` for some pilots (`bench/calibration.py`:
+`planner_power_worst`).
 
 How sure: the pilot's tickers are resampled `RESAMPLES` times (an outer bootstrap), each
 drawing `PANELS` windows; the printed range is the 10th-90th percentile of the nights over
