@@ -326,7 +326,18 @@ def main(reps: int, seed: int, quick: bool = False) -> None:
           f"pilot5_power_gap={pgap[5]:.3f} pilot10_power_gap={pgap[10]:.3f} "
           f"dgps={many['dgps']} icr_seq_size_20={many['size_20']:.3f} "
           f"icr_seq_size_100={many['size_100']:.3f} "
-          f"planner_power_worst={many['planner_power_worst']:.3f}")
+          f"planner_power_worst={many['planner_power_worst']:.3f} "
+          f"nights_to_decide_worst_dgp={_worst_needs(many['assumed'])} "
+          f"slowdown_drift08_coverage={speed.drift08_coverage(windows, seed + 4):.3f}")
+
+
+def _worst_needs(assumed: pd.DataFrame) -> str:
+    """'equal/noise': the most nights any DGP needs for power 0.8 at 2 x 2 draws (the keys
+    nights_to_decide_* before it are the Gaussian model's, the kindest)."""
+    def most(col: str) -> str:
+        vals = pd.to_numeric(assumed[col], errors="coerce").dropna()
+        return str(int(vals.max())) if len(vals) == len(assumed) else ">cap"
+    return f"{most('needs_equal')}/{most('needs_noise')}"
 
 
 if __name__ == "__main__":

@@ -31,11 +31,13 @@ def test_power_rows_hold_simulated_and_predicted_power(capsys):
                     "nights_to_decide_noise", "nights_to_decide_noise_main3", "noise_rate_gap",
                     "slowdown_drift_coverage",
                     "pilot5_power_gap", "pilot10_power_gap", "dgps", "icr_seq_size_20",
-                    "icr_seq_size_100", "planner_power_worst"]
+                    "icr_seq_size_100", "planner_power_worst", "nights_to_decide_worst_dgp",
+                    "slowdown_drift08_coverage"]
     figures = dict(kv.split("=") for kv in last.split())
     assert int(figures["dgps"]) >= 3
     assert all(0 <= float(figures[k]) <= 1 for k in ("icr_seq_size_20", "icr_seq_size_100",
-                                                      "planner_power_worst"))
+                                                      "planner_power_worst",
+                                                      "slowdown_drift08_coverage"))
     size, power = b.run(60, 3)
     assert set(zip(power["h"], power["n"])) == {(1, 20), (1, 30), (5, 20), (5, 30)}
     assert (power["pred_ni_0"].between(0, 1)).all() and (power["gap"] >= 0).all()
