@@ -256,6 +256,10 @@ def pilot_nights(units: pd.DataFrame, baseline: str, tickers: int, draws: tuple[
     (fewer than 3 tickers with enough draws, or main has one draw)."""
     if draws[0] < 2 or draws[1] < 1:
         return None
+    # one order whatever the warehouse's scan gave (DuckDB returns rows unordered, and the
+    # pools' order decides the seeded resamples: `metrics` and `candidate` read 21 and 23)
+    keys = [c for c in ("ticker", "night", "draw", "path") if c in units.columns]
+    units = units.sort_values(keys, kind="stable").reset_index(drop=True)
     p = pools(units, baseline)
     if sum(len(x) >= sum(draws) for x in p) < 3:
         return None

@@ -63,21 +63,37 @@ class Cost:
 
 
 def nights_for_power(tickers: int, rho_rr: float, limit: float, alpha: float,
-                     draws: tuple[int, int]) -> int | None:
-    """The one call that sizes the sitting (`dualpath.prereg_design.nights_to_decide`, the
-    pilot planner's): the reference's measured ρ_RR with the variance calibrated by
-    simulation at these draws."""
-    from dualpath.evals.interchange import assumed_var
-    from dualpath.prereg_design import Pilot, nights_to_decide
+                     draws: tuple[int, int], units: pd.DataFrame | None = None,
+                     reference: str = "main") -> int | None:
+    """The one call that sizes the sitting: by resampling the reference's own stored draws
+    (`evals.icr_plan.pilot_nights`, the study's pilot planner) where they can say; else the
+    normal approximation at the reference's measured ρ_RR with the variances of the
+    heavy-tailed DGP (`evals.interchange.ASSUMED_VARS`). None: one reference draw."""
+    from dualpath.evals import icr_plan
+    from dualpath.evals import interchange as ic
 
-    var = assumed_var(*draws)
-    pilot = (Pilot({}, "reference's own draws", {}, rho_rr, var["equal"])
-             if var is not None and math.isfinite(rho_rr) and rho_rr > 0 else None)
-    return nights_to_decide(tickers, POWER, pilot, limit, alpha, draws)
+    if draws[0] < 2 or draws[1] < 1:
+        return None
+    if units is not None and len(units):
+        got = icr_plan.pilot_nights(units, reference, tickers, draws, POWER, limit, alpha)
+        if got is not None:
+            return got.nights
+    var = ic.assumed_var(*draws)
+    if var is None or not (math.isfinite(rho_rr) and rho_rr > 0):
+        plan = icr_plan.assumed_nights(tickers, draws, POWER, limit, alpha)
+        return plan.nights if plan else None
+    return ic.nights_needed(rho_rr, var, tickers, limit, alpha, POWER)
 
 
 def reference_rho(cfg: Config, reference: str, nights: list[date]) -> tuple[float, str]:
     """The reference's draw-to-draw rank agreement over its stored draws of `nights`."""
+    rho, source, _ = reference_draws(cfg, reference, nights)
+    return rho, source
+
+
+def reference_draws(cfg: Config, reference: str,
+                    nights: list[date]) -> tuple[float, str, pd.DataFrame]:
+    """(ρ_RR, where from, the usable units) of the reference's stored draws of `nights`."""
     from dualpath.evals.interchange import cluster_terms
     from dualpath.evals.scores import usable_units
     from dualpath.warehouse.frames import units_frame
@@ -86,11 +102,11 @@ def reference_rho(cfg: Config, reference: str, nights: list[date]) -> tuple[floa
         u = units_frame(con, cfg.experiment.name, paths=[reference])
     u = usable_units(u[pd.to_datetime(u["night"]).dt.date.isin(set(nights))])
     if not len(u):
-        return math.nan, "no stored draws"
+        return math.nan, "no stored draws", u
     t = cluster_terms(u, reference, "\0none")
     n = float(t["rr_n"].sum())
     return (float(t["rr_s"].sum()) / n if n else math.nan,
-            f"{reference}'s draws on {u['night'].nunique()} night(s)")
+            f"{reference}'s draws on {u['night'].nunique()} night(s)", u)
 
 
 def settings(cfg: Config) -> tuple[float, float, object]:
@@ -112,9 +128,9 @@ def decide_cost(cfg: Config, cfg_c: Config, name: str, reference: str,
     from dualpath.flows.planning import estimates
 
     limit, alpha, _ = settings(cfg)
-    rho, source = reference_rho(cfg, reference, nights)
+    rho, source, units = reference_draws(cfg, reference, nights)
     draws = (cfg.draws_for(reference), cfg_c.experiment.draws)
-    need = nights_for_power(len(cfg.tickers()), rho, limit, alpha, draws)
+    need = nights_for_power(len(cfg.tickers()), rho, limit, alpha, draws, units, reference)
     e = next(x for x in estimates(cfg_c) if x.path == name)
     sp = cfg_c.paths[name]
     watts = (min(sp.power.idle_w + sp.power.w_per_busy_slot * sp.slots, sp.power.power_limit_w)
