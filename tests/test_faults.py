@@ -7,7 +7,8 @@ left to the bench: twin_nights (test_night_lock), partial_journal and answer_50m
 (test_ingest_shapes), sigterm and prefect_cancel (test_interrupts), speed_stalled
 (test_disturbed), usage_errors (test_usage_errors), killed_sql (test_sql_sigterm,
 test_odd_places), read_only_warehouse (test_odd_places), telemetry_fails_midnight and
-telemetry_blip (test_telemetry_faults)."""
+telemetry_blip (test_telemetry_faults), engine_mismatch (test_engine_proof), sql_sigint
+(test_interrupts), clock_step_label (test_clock), unwritable_warehouse (test_config)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from dualpath.sim.proxy import TRANSIENT
 
 BENCH_ONLY = {"twin_nights", "partial_journal", "answer_50mb", "sigterm", "prefect_cancel",
               "speed_stalled", "usage_errors", "killed_sql", "read_only_warehouse",
-              "telemetry_fails_midnight", "telemetry_blip"}
+              "telemetry_fails_midnight", "telemetry_blip", "engine_mismatch", "sql_sigint",
+              "clock_step_label", "unwritable_warehouse"}
 KINDS = tuple(k for k in ALL if k not in BENCH_ONLY)
 
 
