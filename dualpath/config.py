@@ -26,14 +26,15 @@ from dualpath.config_files import (MAX_TEXT_BYTES, MAX_TICKER_LEN, MAX_UNIVERSE,
 from dualpath.config_market import MarketSettings
 # a path's settings live in config_paths; every name stays importable from here
 from dualpath.config_paths import (Draws, Engine, ExpectedIdentity,  # noqa: F401
-                                   MeasuredSpeed, ServingPath, SimProfile, _Model,
+                                   MeasuredSpeed, ServingPath, SimProfile,
                                    unreportable_pins)
 from dualpath.errors import ConfigError
+from dualpath.strict import StrictModel
 from dualpath.telemetry.settings import CostSettings, TelemetrySettings
 from dualpath.places import real_path
 
 
-class Experiment(_Model):
+class Experiment(StrictModel):
     """What is scored each night, and how often."""
 
     name: str = Field("dualpath",
@@ -84,7 +85,7 @@ class Experiment(_Model):
         return self
 
 
-class Sampling(_Model):
+class Sampling(StrictModel):
     """Sampling parameters; every one is sent explicitly to every engine.
 
     Defaults are the user's pipeline. llama-server and vLLM fill unsent parameters with
@@ -110,7 +111,7 @@ class Sampling(_Model):
         "quoted into later prompts, never read for a grade). The same on both paths.")
 
 
-class WarehouseSettings(_Model):
+class WarehouseSettings(StrictModel):
     """Where results live."""
 
     path: Path = Field(Path(".dualpath/warehouse.duckdb"), description="DuckDB file.")
@@ -121,7 +122,7 @@ class WarehouseSettings(_Model):
     _plain = field_validator("path", "runs_dir")(lambda v: plain_path(v))
 
 
-class PipelineSettings(_Model):
+class PipelineSettings(StrictModel):
     """Which scoring pipeline runs per unit."""
 
     name: str = Field("builtin", description="'builtin' or 'package.module:function'.")
@@ -139,7 +140,7 @@ class PipelineSettings(_Model):
         return v
 
 
-class ComparisonSettings(_Model):
+class ComparisonSettings(StrictModel):
     """The path comparison: which path is the candidate, and the non-inferiority question."""
 
     baseline: str | None = Field(None, description="The reference path (default: 'main' if "
@@ -154,7 +155,7 @@ class ComparisonSettings(_Model):
                                         "else its first); the others are exploratory.")
 
 
-class ScheduleSettings(_Model):
+class ScheduleSettings(StrictModel):
     """The night window: when a night must be done, and what to do when it cannot be."""
 
     deadline: str | None = Field(
@@ -167,7 +168,7 @@ class ScheduleSettings(_Model):
         "the draws that fit (draw-major order keeps them whole; the run is still partial).")
 
 
-class UiSettings(_Model):
+class UiSettings(StrictModel):
     """The read-only web viewer (`dualpath ui`) and the links other outputs make to it."""
 
     host: str = Field("127.0.0.1", description="Address `dualpath ui` listens on (127.0.0.1: "
@@ -179,7 +180,7 @@ class UiSettings(_Model):
                                  "report and `dualpath runs` link each night to its page there.")
 
 
-class Config(_Model):
+class Config(StrictModel):
     """A whole dualpath.toml."""
 
     experiment: Experiment

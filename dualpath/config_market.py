@@ -13,10 +13,10 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from dualpath.config_checks import date_format_problem, plain_path
-from dualpath.config_paths import _Model
+from dualpath.strict import StrictModel
 
 
-class MarketSettings(_Model):
+class MarketSettings(StrictModel):
     """Where prices come from (a file, a drop folder, an online source, or the demo's synthetic
     market), how strictly they are read, and which exchange's sessions a night is counted in."""
 

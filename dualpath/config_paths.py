@@ -10,10 +10,12 @@ from datetime import date
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, Strict, field_validator, model_serializer,
+from pydantic import (BeforeValidator, ConfigDict, Field, Strict, field_validator,
+                      model_serializer,
                       model_validator)
 
 from dualpath import engines
+from dualpath.strict import StrictModel
 from dualpath.telemetry.settings import SimPower
 
 
@@ -38,11 +40,8 @@ def _quoted(names: tuple[str, ...]) -> str:
     return ", ".join(f"'{n}'" for n in names[:-1]) + f" or '{names[-1]}'"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-class ExpectedGpu(_Model):
+class ExpectedGpu(StrictModel):
     """What each GPU a path's server uses must be (`[paths.X.expect.gpu]`); unset fields are
     not checked. Read from the GPU's own counters (NVML, amdgpu sysfs), not from the engine,
     by `dualpath check` where the GPU is on this host and by `dualpath doctor`."""
@@ -73,7 +72,7 @@ class ExpectedGpu(_Model):
         return out
 
 
-class ExpectedIdentity(_Model):
+class ExpectedIdentity(StrictModel):
     """What the server behind a path must report; unset fields are not checked.
 
     Only what the path's engine reports can be pinned (`reports`): a pin the server
@@ -144,7 +143,7 @@ def unreportable_pins(engine_key: str, expect: ExpectedIdentity) -> list[str]:
             and name != "gpu"]       # read from the GPU's counters, whatever the engine
 
 
-class SimProfile(_Model):
+class SimProfile(StrictModel):
     """Time and answer model of a simulated llama-server (engine 'sim').
 
     Rates are per slot with all slots busy. Defaults are the user's backup path (R9700, llama.cpp): with
@@ -225,7 +224,7 @@ class SimProfile(_Model):
     market_seed: int = Field(7, description="Seed of the synthetic market the answers follow.")
 
 
-class MeasuredSpeed(_Model):
+class MeasuredSpeed(StrictModel):
     """A path's speed as measured by a sweep's replay (written back by `dualpath sweep`)."""
 
     prefill_tps: float = Field(gt=0, description="Aggregate prompt tokens per second "
@@ -251,11 +250,11 @@ class MeasuredSpeed(_Model):
     sweep: str | None = Field(None, description="Id of the sweep that measured it.")
 
 
-class ServingPath(_Model):
+class ServingPath(StrictModel):
     """One serving path: an engine behind an OpenAI-compatible endpoint."""
 
     # inf and nan pass every gt/le bound check's spirit but not its letter: refuse them
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False)     # merged with StrictModel's
 
     engine: Engine = Field(description=f"Server software: {_quoted(engines.names())}.")
     base_url: str | None = Field(

@@ -22,18 +22,16 @@ from pathlib import Path
 from typing import Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from dualpath.config import Config, dump_toml, format_validation_error, universe_sha256
 from dualpath.errors import ConfigError
+from dualpath.strict import StrictModel
 from dualpath.evals import power as pw
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-class Hypothesis(_Model):
+class Hypothesis(StrictModel):
     """One test of candidate vs baseline RankIC at one horizon."""
 
     horizon: int = Field(ge=1, le=260, description="Forward-return horizon in sessions.")
@@ -54,7 +52,7 @@ class Hypothesis(_Model):
                                           "from.")
 
 
-class InterchangeTest(_Model):
+class InterchangeTest(StrictModel):
     """The primary question: are the candidate's grades interchangeable with the baseline's?
     (`evals.interchange`; RankIC's primary hypothesis is then the confirmatory follow-up.)"""
 
@@ -75,14 +73,14 @@ class InterchangeTest(_Model):
                                     "window's end.")
 
 
-class Window(_Model):
+class Window(StrictModel):
     """When the comparison runs."""
 
     first_night: date = Field(description="The first session of the window.")
     nights: int = Field(ge=2, le=500, description="Trading nights in the window.")
 
 
-class PathFingerprint(_Model):
+class PathFingerprint(StrictModel):
     """What must not change on a path during the window."""
 
     engine: str
@@ -95,7 +93,7 @@ class PathFingerprint(_Model):
                               "this path, where it has its own (none: the plan's draws).")
 
 
-class Exclusions(_Model):
+class Exclusions(StrictModel):
     """What is left out of the primary analysis (fixed before night 1)."""
 
     incomplete_runs: Literal["exclude"] = "exclude"
@@ -113,7 +111,7 @@ INFERENCE_METHODS = {
 }
 
 
-class Design(_Model):
+class Design(StrictModel):
     """What the window was sized by: the power wanted and the noise assumed, per horizon."""
 
     power: float = Field(0.8, gt=0, lt=1, description="Power the window is sized for.")
@@ -135,7 +133,7 @@ class Design(_Model):
         return self.sd_delta.get(str(horizon))
 
 
-class Plan(_Model):
+class Plan(StrictModel):
     """A preregistered comparison."""
 
     experiment: str = Field(description="The experiment name the plan governs.")

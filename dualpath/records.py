@@ -101,8 +101,6 @@ GRADED, PARSE_FAILED = "graded", "parse_failed"
 CALL_FAILED, INPUT_FAILED, PIPELINE_FAILED = "call_failed", "input_failed", "pipeline_failed"
 CONTAMINATED, ABANDONED = "contaminated", "abandoned"
 MEASURED = frozenset({GRADED, PARSE_FAILED})
-OUTCOMES = (GRADED, PARSE_FAILED, CALL_FAILED, INPUT_FAILED, PIPELINE_FAILED, CONTAMINATED,
-            ABANDONED)
 
 
 @dataclass(slots=True)

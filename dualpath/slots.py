@@ -118,10 +118,6 @@ class PinnedSlots:
         self._waiters = [_Waiters() for _ in range(slots)]
         self.on_idle: Callable[[], None] | None = None
 
-    @property
-    def owned(self) -> list[bool]:
-        return [n > 0 for n in self.owners]
-
     def room_for_unit(self, starting: int) -> bool:
         return sum(self.units_per_slot - n for n in self.owners) > starting
 

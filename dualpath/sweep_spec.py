@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from dualpath.config import ExpectedIdentity, format_validation_error
 from dualpath.errors import SweepSpecError
+from dualpath.strict import StrictModel
 
 SLOT_FLAGS = ("-np", "--parallel")
 
@@ -47,10 +48,8 @@ SLOT_FLAGS = ("-np", "--parallel")
 AxisValue = str | int | float | bool
 
 
-class Axis(BaseModel):
+class Axis(StrictModel):
     """One setting to vary."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     flag: str = Field(min_length=1, description="The flag to vary (e.g. '-np', '-ub', '-ts', "
                       "'--mlock'), or 'binary' for argv[0].")
@@ -59,10 +58,8 @@ class Axis(BaseModel):
                                     "it (with its value, if it had one).")
 
 
-class SweepSpec(BaseModel):
+class SweepSpec(StrictModel):
     """What `dualpath sweep` measures."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="Sweep name.")
     path: str = Field(min_length=1, description="The config path this sweep retunes.")

@@ -37,7 +37,6 @@ from dualpath.evals.headline_icr import (false_reassurance_line, false_reassuran
                                 interchange_lines, rankic_word)
 from dualpath.evals.registry import table
 from dualpath.evals.speed import LABELS, slowdown_interval
-from dualpath.evals.verdict import DECISIONS  # noqa: F401  (the verdict words a headline renders)
 
 WIDTH = 100
 TICKERS = 100       # the nightly study's size: every night both paths score the same 100

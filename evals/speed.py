@@ -57,7 +57,6 @@ COLUMNS = {
     "slot_latency_s_per_ticker": ("slot-latency", "ticker"),
 }
 SPEED_LABELS = {col: LABELS[key] for col, key in COLUMNS.items()}
-BASIS_LABEL = {b: LABELS[(b, "ticker")] for b in ("throughput", "slot-latency")}
 
 
 def seconds(runs: pd.DataFrame, basis: Basis = "throughput", per: Per = "ticker",

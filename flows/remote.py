@@ -36,19 +36,19 @@ import pandas as pd
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run as current_run
 from prefect.states import Completed, Failed
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import Field, PrivateAttr
 
 from dualpath.config import Config
 from dualpath.errors import ConfigError
 from dualpath.night import PriceHistory
 from dualpath.pipeline import read_documents
+from dualpath.strict import StrictModel
 from dualpath.flows import runner
 from dualpath.flows.store import JournalStore, write_atomic
 
 log = logging.getLogger(__name__)
 
 SHARE_FLOW = "dualpath-path-share"
-SHARE_ENTRYPOINT = "dualpath.flows.remote.path_share"
 HOST_DIR_ENV = "DUALPATH_HOST_DIR"
 AUTOMATION = "dualpath: path shares whose heartbeats stopped are crashed"
 SHIP_EVERY_S = 30.0
@@ -59,10 +59,8 @@ _SYNC = threading.Lock()
 _STATUSES = ("complete", "partial", "failed", "nothing_to_do")
 
 
-class ShareKit(BaseModel):
+class ShareKit(StrictModel):
     """What a worker on another host needs to score one path's share of a night."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     config: dict = Field(description="The parent's config, as JSON.")
     config_hash: str = Field(description="Its fingerprint on the parent's host.")

@@ -2,13 +2,11 @@
 
 One function, `headline(cfg)`: the glance headline (`flows.glance.metrics_and_headline`, the
 same lines the CLI and the weekly report print) with the serving-benchmark block from the same
-metrics, where this checkout has it, else prereg's primary verdict (`flows.prereg.study`) in
-its own words and the slowdown from the same metrics.
+metrics.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from dualpath.config import Config
@@ -29,13 +27,9 @@ class Headline:
 def headline(cfg: Config) -> Headline:
     """The headline of the experiment (reads the warehouse; seconds at six weeks); before
     the first night, what is missing, in words."""
+    from dualpath.flows.glance import metrics_and_headline
+
     try:
-        from dualpath.flows.glance import metrics_and_headline
-    except ImportError:
-        metrics_and_headline = None
-    try:
-        if metrics_and_headline is None:
-            return _from_study(cfg)
         m, h = metrics_and_headline(cfg)
     except UserError as e:       # e.g. no runs of the experiment yet
         return Headline((str(e),), None, None)
@@ -74,33 +68,3 @@ def serving_block(m) -> tuple | None:
     brief = spec.select(frame, wide=False, drop_empty=True)
     return (tuple(str(c) for c in brief.columns), spec.rows(brief), spec.footnotes(brief),
             missing)
-
-
-def _from_study(cfg: Config) -> Headline:
-    """prereg's primary verdict (`flows.prereg.study`: the plan's nights, its label) in its
-    own words, and the slowdown from the same metrics."""
-    from dualpath.flows.prereg import study
-
-    st = study(cfg)
-    v = st.verdict
-    lines = [f"{v.candidate} vs {v.baseline} at h={v.horizon} sessions: {v.summary()}"]
-    lines += [f"  · {r}" for r in v.reasons]
-    slowdown, line = _slowdown(getattr(st.metrics, "speed", None), v.baseline, v.candidate)
-    if line:
-        lines.append(line)
-    return Headline(tuple(lines), v.verdict, slowdown)
-
-
-def _slowdown(speed, baseline: str | None, candidate: str | None) -> tuple[float | None, str]:
-    """candidate ÷ baseline median s/ticker on the throughput basis, and the line saying it."""
-    if speed is None or not len(speed) or "throughput_s_per_ticker" not in speed:
-        return None, ""
-    s = speed.set_index("path")["throughput_s_per_ticker"]
-    if baseline not in s or candidate not in s:
-        return None, ""
-    b, c = float(s[baseline]), float(s[candidate])
-    if not (b > 0 and math.isfinite(c)):
-        return None, ""
-    return c / b, (f"{candidate} takes {c / b:.2f}× {baseline}'s time per ticker ({c:,.1f} vs "
-                   f"{b:,.1f} s/ticker, throughput basis: run wall clock ÷ tickers; median "
-                   "over complete runs)")

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from dualpath.strict import StrictModel
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TelemetrySettings(_Model):
+class TelemetrySettings(StrictModel):
     """How each path's GPUs are read while it scores (`dualpath.telemetry`)."""
 
     enabled: bool = Field(True, description="Read the path's GPUs during the night (energy, "
@@ -35,7 +33,7 @@ class TelemetrySettings(_Model):
         return None if self.sysfs.rstrip("/") in ("", "/sys") else Path(self.sysfs) / "class" / "drm"
 
 
-class CostSettings(_Model):
+class CostSettings(StrictModel):
     """What energy costs (optional): the headline's energy line then adds money."""
 
     price_per_kwh: float | None = Field(None, ge=0, description="Price of one kWh of board "
@@ -44,7 +42,7 @@ class CostSettings(_Model):
                           "(e.g. 'KRW', 'USD'); empty: none.")
 
 
-class SimPower(_Model):
+class SimPower(StrictModel):
     """Power model of a simulated path's GPU: idle floor plus watts per busy slot."""
 
     idle_w: float = Field(30.0, ge=0, le=5000, description="Board watts with the model loaded "

@@ -35,10 +35,6 @@ class PlanInfo:
     matured: dict = field(default_factory=dict)   # horizon -> window nights matured
 
     @property
-    def window_complete(self) -> bool:
-        return self.window_nights is not None and self.nights_collected >= self.window_nights
-
-    @property
     def label(self) -> str:
         """'confirmatory', or 'interim — …' / 'exploratory — …' naming what failed."""
         return self.label_text
