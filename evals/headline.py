@@ -23,7 +23,6 @@ taken on different nights: that mixes what the nights' prompts did into the rati
 from __future__ import annotations
 
 import math
-import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,9 +31,10 @@ import pandas as pd
 from dualpath.evals import draws as rd
 from dualpath.evals import energy
 from dualpath.evals.format import cell, draws_words
-from dualpath.evals.wrap import hang
+from dualpath.evals.wrap import Detail, hang, like
 from dualpath.evals.headline_icr import (false_reassurance_line, false_reassurance_of,
-                                interchange_lines, rankic_word)
+                                         interchange_lines, interchange_verdict, label_line,
+                                         label_parts, noise_rate_of, rankic_word)
 from dualpath.evals.registry import table
 from dualpath.evals.speed import LABELS, slowdown_interval
 
@@ -119,7 +119,8 @@ def _own_tickers(runs: pd.DataFrame) -> int | None:
 
 @dataclass(frozen=True)
 class Headline:
-    """Both answers: the verdict, the slowdown, and the lines every reader prints."""
+    """Both answers: the objects they come from, and the lines every reader prints (what
+    the result object, `evals.result.result`, reads too: one source)."""
 
     verdict: object                 # evals.verdict.PrimaryVerdict (issue 21)
     slowdown: Slowdown | None
@@ -129,11 +130,23 @@ class Headline:
     energy_cmp: object = None       # evals.energy.EnergyCompare, or None
     interchange: object = None      # evals.interchange.Interchange (the first quality line)
     false_reassurance: float = math.nan     # the RankIC plan's, given main's IC so far
+    frr: tuple = (math.nan, math.nan, 0, 0)  # `false_reassurance_of`: rate, IC, nights, m
+    planned: bool = False           # interchangeability's limit is the frozen plan's
+    sequential: dict | None = None  # its group-sequential verdict (`flows.prereg`)
+    noise_rate: float = math.nan    # the interchangeability verdict's noise-backup rate
+    disturbed: dict = field(default_factory=dict)   # path: disturbed runs left out of speed
+    runaway: dict = field(default_factory=dict)     # path: runaway share, where flagged
 
     @property
     def lines(self) -> tuple[str, ...]:
-        """Every line, in the order every reader prints them."""
+        """Every line, in the order every reader prints them (the report, --verbose)."""
         return self.quality + self.speed + self.energy
+
+    @property
+    def brief(self) -> tuple[str, ...]:
+        """The lines `dualpath metrics` prints without --verbose: each answer, its interval,
+        its caveats, and none of the details (`evals.wrap.Detail`)."""
+        return tuple(line for line in self.lines if not isinstance(line, Detail))
 
 
 def headline(metrics, verdict, draws: int | dict, tickers: int = TICKERS,
@@ -151,17 +164,22 @@ def headline(metrics, verdict, draws: int | dict, tickers: int = TICKERS,
                        verdict.candidate, draws, tickers, price=price, currency=currency)
     x = getattr(metrics, "interchange", None)
     frr = false_reassurance_of(verdict, metrics.nightly_ic)
-    first = interchange_lines(x, verdict.label, verdict.label_text,
-                              getattr(metrics, "interchange_planned", False),
-                              getattr(metrics, "interchange_sequential", None),
-                              getattr(metrics, "interchange_nights", None))
+    planned = getattr(metrics, "interchange_planned", False)
+    seq = getattr(metrics, "interchange_sequential", None)
+    said = interchange_verdict(x, verdict.label, planned, seq) if x is not None else ""
+    rate = noise_rate_of(x, said, seq if planned else None) if said else math.nan
+    first = interchange_lines(x, verdict.label, verdict.label_text, planned, seq,
+                              getattr(metrics, "interchange_nights", None), rate=rate)
+    disturbed, runaway = disturbed_runs(metrics.speed, verdict), runaway_shares(metrics.speed,
+                                                                                 verdict)
     return Headline(verdict, s, tuple([part for line in first for part in _fit(line)]
-                                      + quality_lines(verdict, frr)),
-                    tuple(speed_lines(s, verdict, disturbed_runs(metrics.speed, verdict),
-                                      runaway_shares(metrics.speed, verdict))),
+                                      + quality_lines(verdict, frr, label_said=bool(first))),
+                    tuple(speed_lines(s, verdict, disturbed, runaway)),
                     energy=tuple(part for line in energy.energy_lines(e, verdict.candidate)
                                  for part in _fit(line)),
-                    energy_cmp=e, interchange=x, false_reassurance=frr[0])
+                    energy_cmp=e, interchange=x, false_reassurance=frr[0], frr=frr,
+                    planned=planned, sequential=seq, noise_rate=rate, disturbed=disturbed,
+                    runaway=runaway)
 
 
 RUNAWAY_FLAG = 0.20     # above it a path's seconds are as much its capped answers as its server
@@ -193,26 +211,22 @@ def _num(v: float, signed: bool = False) -> str:
     return f"{v:+.3f}" if signed else f"{v:.3f}"
 
 
-def quality_lines(v, frr: tuple | None = None) -> list[str]:
-    """Question 1 in RankIC: the primary verdict, its margin, interval and power, or what is
-    missing, and (given ``frr``, `evals.headline_icr.false_reassurance_of`) the plan's
-    false-reassurance rate. An interim look leads with "interim — no decision" and shows
-    no verdict word: a user who stops at the first interim 'non-inferior' does not have
-    the plan's error rate."""
+def quality_lines(v, frr: tuple | None = None, label_said: bool = False) -> list[str]:
+    """Question 1 in RankIC: the primary verdict with its label word, its margin, interval
+    and power, or what is missing, and (given ``frr``, `evals.headline_icr.false_reassurance_of`)
+    the plan's false-reassurance rate. Why the label is what it is is said once in a headline:
+    here unless ``label_said`` (the interchangeability lines said it). An interim look leads
+    with "interim — no decision" and shows no verdict word: a user who stops at the first
+    interim 'non-inferior' does not have the plan's error rate."""
     if not v.candidate:
         return ["Quality: no second path to compare (one path configured)"]
     q = f"RankIC — is {v.candidate}'s signal as good as {v.baseline}'s?"
+    rate = frr[0] if frr is not None else math.nan
     if v.label == "interim":
-        head, label_text = f"{q}  interim — no decision", v.label_text.split(": ", 1)[-1]
+        head = f"{q}  interim — no decision"
     else:
-        head, label_text = f"{q}  {rankic_word(v)}", v.label_text
-    label = f"  [{label_text}]"
-    # a long label (a forced freeze's reason) wraps rather than losing its end
-    lines = [part for part in _fit(head)]
-    if len(lines[-1]) + len(label) <= WIDTH:
-        lines[-1] += label
-    else:
-        lines += textwrap.wrap(label_text, WIDTH, initial_indent="  ", subsequent_indent="  ")
+        head = f"{q}  {rankic_word(v, rate)}  [{label_parts(v.label_text)[0]}]"
+    lines = [head, *([] if label_said else label_line(v.label_text))]
     if math.isnan(v.estimate):
         value = "not estimated yet"
     elif math.isnan(v.ci_low):
@@ -223,13 +237,16 @@ def quality_lines(v, frr: tuple | None = None) -> list[str]:
     lines.append(f"  ΔIC = IC({v.candidate}) − IC({v.baseline}) at h={v.horizon}: {value}; "
                  f"margin δ = {v.margin:.3f}")
     if v.preserve is not None and v.baseline_ic_low is not None:
-        lines.append(f"  δ keeps ≥ {v.preserve:.0%} of {v.baseline}'s IC: (1 − {v.preserve:g}) × "
-                     f"its pilot IC's 95% lower bound {v.baseline_ic_low:+.3f}")
+        lines.append(Detail(f"  δ keeps ≥ {v.preserve:.0%} of {v.baseline}'s IC: (1 − "
+                            f"{v.preserve:g}) × its pilot IC's 95% lower bound "
+                            f"{v.baseline_ic_low:+.3f}"))
     if not math.isnan(v.ci_low) and v.ci_text:
-        lines.append(f"  ({v.ci_text})")
+        lines.append(Detail(f"  ({v.ci_text})"))
     if not math.isnan(v.power):
         lines.append(f"  power {v.power:.2f} {v.power_text}".rstrip())
-    if frr is not None and v.test != "difference":
+    # an unknown rate for want of nights says again what 'insufficient nights' says
+    if frr is not None and v.test != "difference" and \
+            (math.isfinite(rate) or v.verdict != "insufficient nights"):
         lines.append(false_reassurance_line(*frr, v))
     if not v.decided:
         lines.append("  before it can decide: " + (v.note or _why_undecided(v)))
@@ -243,7 +260,9 @@ def _why_undecided(v) -> str:
         return "more nights (no interval yet)"
     lo, hi, d = _num(v.ci_low, True), _num(v.ci_high, True), v.margin
     if v.test == "non-inferiority":
-        return f"the interval's lower end {lo} < −δ = {-d:+.3f}: a loss of δ is not ruled out"
+        worse = f"its upper end {hi} < 0 (worse), " if v.ci_high < 0 else ""
+        return (f"{worse}the interval's lower end {lo} < −δ = {-d:+.3f}: a loss of δ is not "
+                "ruled out")
     if v.test == "equivalence":
         return f"the interval [{lo}, {hi}] is not inside ±δ = ±{d:.3f}"
     return f"the interval [{lo}, {hi}] contains 0"
@@ -334,39 +353,61 @@ def _fit(line: str) -> list[str]:
     if len(line) <= WIDTH:
         return [line]
     indent = " " * (len(line) - len(line.lstrip()) + 2)
-    return hang(line, WIDTH, rest=indent)
+    return like(line, hang(line, WIDTH, rest=indent))
 
 
-@table("headline", "The answer at a glance: the primary verdict and the slowdown",
+@table("headline", "The answer at a glance: one row per question, from the result object",
        ["question", "answer", "estimate", "ci_low", "ci_high", "ci_level", "basis", "detail"],
-       kinds={"ci_level": "share"})
+       kinds={"ci_level": "share"},
+       gloss={"estimate": "interchangeability: disagreement ratio (candidate–baseline ÷ "
+                          "baseline–baseline draws); rankic: ΔIC; speed and energy: candidate "
+                          "÷ baseline"})
 def headline_table(h: Headline) -> pd.DataFrame:
-    """The headline as one row per question (what json and csv carry)."""
-    v, s = h.verdict, h.slowdown
-    interim = v.label == "interim"           # an interim look answers with no verdict word
-    rows = [{"question": "quality", "answer": "interim — no decision" if interim else v.verdict,
-             "estimate": v.estimate, "ci_low": v.ci_low, "ci_high": v.ci_high,
-             "ci_level": v.ci_level, "basis": f"ΔIC at h={v.horizon}, margin {v.margin}",
-             "detail": v.label_text if interim else v.note or v.label_text}]
-    if s is not None:
-        answer = (f"unknown ({s.candidate} ÷ {s.baseline}): no paired night" if s.ratio is None
-                  else f"{s.ratio:.2f}× ({s.candidate} ÷ {s.baseline})")
-        rows.append({"question": "speed", "answer": answer,
-                     "estimate": math.nan if s.ratio is None else s.ratio, "ci_low": s.lo,
-                     "ci_high": s.hi, "ci_level": s.level, "basis": s.basis_text,
-                     "detail": f"{s.nights} paired nights"})
-    e = h.energy_cmp
+    """The headline as one row per question (what csv and json carry), read from the
+    result object (`evals.result`) so that its words and numbers are the headline's."""
+    from dualpath.evals.result import result     # it reads this module's Headline
+
+    r, rows = result(h), []
+    x, q, s, e = r["interchangeability"], r["rankic"], r["speed"], r["energy"]
+    if x is not None:
+        rows.append({"question": "interchangeability", "answer": x["answer"],
+                     "estimate": x["ratio"], **_ci(x["interval"]),
+                     "basis": f"disagreement {r['candidate']}–{r['baseline']} ÷ "
+                              f"{r['baseline']}–{r['baseline']} draws, limit {x['limit']:.0%} "
+                              "of agreement kept",
+                     "detail": "; ".join(filter(None, [
+                         f"[{x['label']}] {x['nights']} nights, {x['tickers']} tickers",
+                         f"noise-backup rate {x['noise_backup_rate']:.3f}"
+                         if x["noise_backup_rate"] is not None else None, x["note"]]))})
+    if q is not None:
+        interim = r["label"]["label"] == "interim"     # an interim look names no verdict
+        rows.append({"question": "rankic", "answer": q["answer"], "estimate": q["estimate"],
+                     **_ci(q["interval"]),
+                     "basis": f"ΔIC at h={q['horizon']}, margin {q['margin']}",
+                     "detail": r["label"]["text"] if interim
+                     else q["note"] or r["label"]["text"]})
+    if s is not None and s["basis_text"] is not None:
+        rows.append({"question": "speed", "answer": s["answer"], "estimate": s["ratio"],
+                     **_ci(s["interval"]), "basis": s["basis_text"],
+                     "detail": f"{s['paired_nights']} paired nights"})
     if e is not None:
-        known = not e.unknown and e.ratio is not None
-        rows.append({"question": "energy",
-                     "answer": (f"{e.ratio:.2f}× ({e.candidate} ÷ {e.baseline}), J/ticker"
-                                if known else "unknown: " + "; ".join(
-                                    f"{p}: {w}" for p, w in e.unknown.items())),
-                     "estimate": e.ratio if known else math.nan, "ci_low": e.lo,
-                     "ci_high": e.hi, "ci_level": e.level,
-                     "basis": "; ".join([energy.BASIS] + [f"{p} by {w}"
-                                                          for p, w in e.basis.items()]),
-                     "detail": "; ".join(f"{p} {e.per_ticker[p]:.0f} J/ticker, "
-                                         f"{e.kwh[p]:.3f} kWh per {e.tickers}-ticker night"
-                                         for p in (e.candidate, e.baseline))})
-    return pd.DataFrame(rows)
+        rows.append({"question": "energy", "answer": e["answer"], "estimate": e["ratio"],
+                     **_ci(e["interval"]),
+                     "basis": "; ".join([e["basis"]] + [
+                         f"{p} by {w}" for p, w in e["read_by"].items()]),
+                     "detail": "; ".join(f"{p} {e['medians'][p]:.0f} J/ticker, "
+                                         f"{e['night']['kwh'][p]:.3f} kWh per "
+                                         f"{e['night']['tickers']}-ticker night"
+                                         for p in e["medians"]
+                                         if e["medians"][p] is not None)})
+    frame = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    return frame.astype({c: float for c in ("estimate", "ci_low", "ci_high", "ci_level")})
+
+
+TABLE_COLUMNS = ["question", "answer", "estimate", "ci_low", "ci_high", "ci_level", "basis",
+                 "detail"]
+
+
+def _ci(interval: dict) -> dict:
+    return {"ci_low": interval["low"], "ci_high": interval["high"],
+            "ci_level": interval["level"]}

@@ -15,21 +15,14 @@ import math
 import pandas as pd
 
 from dualpath.evals import power as pw
+from dualpath.evals.wrap import Detail
 
 
 def _f(v: float, fmt: str) -> str:
     return "—" if v is None or not math.isfinite(v) else format(v, fmt)
 
 
-def interchange_lines(x, label: str, label_text: str, planned: bool,
-                      seq: dict | None = None, nights=None) -> list[str]:
-    """Interchangeability as the first quality line(s); [] without a comparison. Under the
-    plan's group-sequential design (`seq`, `flows.prereg.sequential_interchange`) a crossed
-    boundary decides at that look, even while the window is interim. `nights`: an
-    `evals.icr_plan.NightsPlan` from these nights' grades, said last."""
-    if x is None:
-        return []
-    return _lines(x, label, label_text, planned, seq) + _nights_line(x, nights)
+REASSURES = 0.10    # a pass a useless backup gets more often than this does not reassure
 
 
 def _nights_line(x, nights) -> list[str]:
@@ -40,77 +33,125 @@ def _nights_line(x, nights) -> list[str]:
             + nights.text()]
 
 
-def _lines(x, label: str, label_text: str, planned: bool, seq: dict | None) -> list[str]:
-    q = f"Quality — are {x.candidate}'s grades interchangeable with {x.baseline}'s?"
-    nights = f"{x.nights} night(s)"
-    if seq is not None and planned:
-        return (_sequential_head(q, x, label, label_text, seq) + _detail(x, seq)
-                + _noise_line(x, seq["verdict"], seq))
-    if label == "interim":
-        head = [f"{q}  interim — no decision, {nights}", "  " + label_text.split(": ", 1)[-1]]
-        return head + _detail(x)
-    elif label == "confirmatory" and planned:
-        head = [f"{q}  {x.verdict}, {nights}  [{label_text}]"]      # late/resumed named
-    else:
-        why = "" if planned else f"; limit {x.limit:.0%} by default, not preregistered"
-        head = [f"{q}  {x.verdict}, {nights}", f"  [{label_text}{why}]"]
-    return head + _detail(x) + _noise_line(x, x.verdict)
 
 
-def _noise_line(x, verdict: str, seq: dict | None = None) -> list[str]:
+def label_parts(label_text: str) -> tuple[str, str]:
+    """(word, why) of a label text: 'exploratory — no frozen plan' → ('exploratory', 'no
+    frozen plan'); 'interim — no decision: 10 of 20 …' → ('interim', '10 of 20 …')."""
+    word, _, why = label_text.partition(" — ")
+    if why.startswith("no decision: "):
+        why = why[len("no decision: "):]
+    return word, why
+
+
+def label_line(label_text: str) -> list[str]:
+    """Why the study carries its label, said once in a headline (none for a bare word)."""
+    word, why = label_parts(label_text)
+    return [f"  {word}: {why}"] if why else []
+
+
+def noise_rate_of(x, verdict: str, seq: dict | None = None) -> float:
     """The verdict's noise-backup rate: P(a candidate whose grades are noise gets it at this
     plan and look), given the baseline's draws (`evals.interchange.noise_rate`; under the
-    group-sequential design, `evals.sequential.noise_rate`); none where no interval was
-    calibrated (too few tickers) and none at an interim look outside a sequential design,
-    which shows no verdict."""
+    group-sequential design, `evals.sequential.noise_rate`); NaN where no interval was
+    calibrated (too few tickers)."""
     from dualpath.evals import interchange as ic
     from dualpath.evals import sequential as sq
 
     if seq is not None:
-        rate = sq.noise_rate(x, seq["looks"], seq["reached"], verdict, seq.get("total"))
-    else:
-        rate = ic.noise_rate(x, verdict)
-    if not math.isfinite(rate):
+        return sq.noise_rate(x, seq["looks"], seq["reached"], verdict, seq.get("total"))
+    return ic.noise_rate(x, verdict)
+
+
+def interchange_verdict(x, label: str, planned: bool, seq: dict | None) -> str:
+    """The verdict the interchangeability answer states ('' at an interim fixed-sample look,
+    which states none)."""
+    if seq is not None and planned:
+        return seq["verdict"]
+    return "" if label == "interim" else x.verdict
+
+
+def interchange_lines(x, label: str, label_text: str, planned: bool,
+                      seq: dict | None = None, nights=None,
+                      rate: float | None = None) -> list[str]:
+    """Interchangeability as the first quality lines: the answer with its label word, why
+    the label (said once, here), the detail and the noise-backup rate; [] without a
+    comparison. Under the plan's group-sequential design (`seq`,
+    `flows.prereg.sequential_interchange`) a crossed boundary decides at that look, even
+    while the window is interim. `nights`: an `evals.icr_plan.NightsPlan` from these
+    nights' grades, said last. ``rate``: the noise-backup rate, where the caller has it
+    (`noise_rate_of`)."""
+    if x is None:
         return []
-    return [f"  noise-backup rate {rate:.3f} = P(a {x.candidate} whose grades are noise gets "
-            f"'{verdict}' here)"]
-
-
-def _sequential_head(q: str, x, label: str, label_text: str, seq: dict) -> list[str]:
-    looks, k = seq["looks"], seq["look"]
-    where = f"look {seq['reached']} of {len(looks)}"
-    if k is not None and k < len(looks) - 1:
-        word = f"stopped early for {seq['verdict']} at night {seq['night']} (look {k + 1} of " \
-               f"{len(looks)})"
-    elif k is not None or seq["verdict"] == "inconclusive":
-        word = f"{seq['verdict']}, {looks[-1]} night(s)"
+    q = f"Quality — are {x.candidate}'s grades interchangeable with {x.baseline}'s?"
+    sequential = seq is not None and planned
+    verdict = interchange_verdict(x, label, planned, seq)
+    if rate is None:
+        rate = noise_rate_of(x, verdict, seq if sequential else None) if verdict else math.nan
+    if sequential:
+        answer = _sequential_answer(x, seq)
+    elif label == "interim":
+        answer = "interim — no decision"
     else:
-        word = f"interim — no decision, {x.nights} night(s) ({where}: no boundary crossed)"
-    shown = label_text if label != "interim" else "interim"
-    planned = seq.get("planned")
+        answer = x.verdict
+    if verdict == "interchangeable" and rate > REASSURES:
+        answer = answer.replace("interchangeable", "interchangeable, not reassuring", 1)
+    word = label_parts(label_text)[0] if planned else "exploratory"
+    head = f"{q}  {answer}" if answer.startswith("interim") else f"{q}  {answer}  [{word}]"
+    design = [Detail(f"  group-sequential: {_design(seq)}")] if sequential else []
+    return [head, *label_line(label_text), *design, *_detail(x, seq if sequential else None,
+                                                             planned),
+            *_noise_line(x, verdict, rate), *_nights_line(x, nights)]
+
+
+def _noise_line(x, verdict: str, rate: float) -> list[str]:
+    """The verdict's noise-backup rate in words; none without a rate (no calibrated
+    interval) or without a verdict (an interim fixed-sample look)."""
+    if not verdict or not math.isfinite(rate):
+        return []
+    # a pass it makes not reassuring says so in the answer's words; here its threshold
+    above = f" > {REASSURES:.2f}" if verdict == "interchangeable" and rate > REASSURES else ""
+    return [f"  noise-backup rate {rate:.3f} = P(a {x.candidate} whose grades are noise "
+            f"gets '{verdict}' here){above}"]
+
+
+def _sequential_answer(x, seq: dict) -> str:
+    looks, k = seq["looks"], seq["look"]
+    if k is not None and k < len(looks) - 1:
+        return f"stopped early for {seq['verdict']} at night {seq['night']} (look {k + 1} " \
+               f"of {len(looks)})"
+    if k is not None or seq["verdict"] == "inconclusive":
+        return seq["verdict"]
+    return (f"interim — no decision (look {seq['reached']} of {len(looks)}: no boundary "
+            "crossed)")
+
+
+def _design(seq: dict) -> str:
+    looks, planned = seq["looks"], seq.get("planned")
     short = (f" (planned {'/'.join(map(str, planned))}: the window closed with "
-             f"{looks[-1]} of {seq['total']} nights, its final look spending all α left at information "
-             f"{looks[-1]}/{seq['total']})") if planned else ""
-    return [f"{q}  {word}",
-            f"  [{shown}; group-sequential: O'Brien-Fleming spending over looks at night(s) "
-            + "/".join(map(str, looks)) + short + "]"]
+             f"{looks[-1]} of {seq['total']} nights, its final look spending all α left at "
+             f"information {looks[-1]}/{seq['total']})") if planned else ""
+    return ("O'Brien-Fleming spending over looks at night(s) " + "/".join(map(str, looks))
+            + short)
 
 
-def _detail(x, seq: dict | None = None) -> list[str]:
+def _detail(x, seq: dict | None = None, planned: bool = True) -> list[str]:
+    nights = f"{x.nights} night{'s' * (x.nights != 1)}"
     if not math.isfinite(x.ratio):
-        return [f"  before it can decide: {x.note}"]
+        return [f"  {nights}; before it can decide: {x.note}"]
     ci = (f", {x.level:.0%} CI [{x.ratio_low:.2f}, {x.ratio_high:.2f}]"
           if math.isfinite(x.ratio_low) else " (no interval)")
     test = (f"; z {seq['z']:+.2f} against ±{seq['bound']:.2f} at the look"
             if seq is not None and math.isfinite(seq.get("z", math.nan)) else _bounds(x))
+    limit = f"limit {x.limit:.0%}" + ("" if planned else " by default, not preregistered")
     return [f"  disagreement {x.candidate}–{x.baseline} ÷ {x.baseline}–{x.baseline} draws "
-            f"{x.ratio:.2f}{ci}; {x.tickers} tickers",
+            f"{x.ratio:.2f}{ci}; {x.tickers} tickers, {nights}",
             f"  {x.candidate} keeps {_f(x.share, '.0%')} of {x.baseline}'s draw-to-draw rank "
-            f"agreement (limit {x.limit:.0%}{test})",
-            f"  apart: shift {_f(x.shift, '+.2f')} grade, spread ×{_f(x.spread, '.2f')} (not "
-            f"disagreement); ticker × path {_f(x.interaction, '+.3f')}",
-            "  draws without a grade (counted, never imputed): "
-            + ", ".join(f"{p} {n}" for p, n in x.failed.items()),
+            f"agreement ({limit}{test})",
+            Detail(f"  apart: shift {_f(x.shift, '+.2f')} grade, spread ×{_f(x.spread, '.2f')} "
+                   f"(not disagreement); ticker × path {_f(x.interaction, '+.3f')}"),
+            Detail("  draws without a grade (counted, never imputed): "
+                   + ", ".join(f"{p} {n}" for p, n in x.failed.items())),
             *([f"  before it can decide: {x.note}"] if x.note else [])]
 
 
@@ -144,22 +185,40 @@ def false_reassurance_of(v, nightly_ic: pd.DataFrame) -> tuple[float, float, int
     return rate, float(ok.mean()), len(ok), m
 
 
+PASSES = ("non-inferior", "equivalent")      # the verdicts a useless backup may reach
+
+
+def reassures(v, rate: float) -> bool | None:
+    """Whether a pass of ``v`` reassures: False where the plan passes a backup with no
+    signal more often than `REASSURES`; None without a pass or a rate."""
+    if v.verdict not in PASSES or v.label == "interim" or not math.isfinite(rate):
+        return None
+    return rate <= REASSURES
+
+
 def false_reassurance_line(rate: float, main_ic: float, n: int, m: int, v) -> str:
-    """The RankIC plan's false-reassurance rate in words."""
+    """The RankIC plan's false-reassurance rate in words (for a pass that it makes not
+    reassuring, the head says so: here the rate and its threshold)."""
     if not math.isfinite(rate):
         why = (f"{v.baseline}'s IC at h={v.horizon} has {n} matured night(s)" if n < 2 else
-               f"the test has {m} non-overlapping night(s) at h={v.horizon}, needs 4")
+               f"the test has {m} non-overlapping night(s) at h={v.horizon}, needs "
+               f"{pw.MIN_INDEPENDENT}")
         return f"  false reassurance: unknown ({why})"
-    caution = "; above 0.10: a pass would not reassure" if rate > 0.10 else ""
-    return (f"  false reassurance {rate:.2f} = P(a backup with no signal passes), given "
-            f"{v.baseline}'s IC {main_ic:+.3f} ({n} nights){caution}")
+    above = rate > REASSURES
+    said = reassures(v, rate) is False
+    caution = f"; above {REASSURES:.2f}: a pass would not reassure" if above and not said else ""
+    return (f"  false reassurance {rate:.2f} = P(a backup with no signal passes)"
+            f"{f' > {REASSURES:.2f}' if said else ''}, given {v.baseline}'s IC {main_ic:+.3f} "
+            f"({n} nights){caution}")
 
 
-def rankic_word(v) -> str:
-    """The RankIC verdict as the headline words it: an interval that excludes 0 on the
+def rankic_word(v, rate: float = math.nan) -> str:
+    """The RankIC verdict as the headline words it: a pass the plan's false-reassurance
+    rate makes worthless says so in the same words; an interval that excludes 0 on the
     losing side without reaching the margin is said so, not just 'inconclusive'."""
+    if reassures(v, rate) is False:
+        return f"{v.verdict}, not reassuring"
     if v.verdict == "inconclusive" and v.test == "non-inferiority" \
             and math.isfinite(v.ci_high) and v.ci_high < 0:
-        return (f"inconclusive — {v.candidate} measurably worse (ΔIC < 0 excluded by its "
-                "interval) but not shown beyond the margin")
+        return "inconclusive: measurably worse"
     return v.verdict

@@ -79,7 +79,8 @@ def _integrity(f: WindowFacts) -> list[str]:
     if f.window and f.frozen_on > f.window[0]:
         out.append(f"the plan was frozen on {f.frozen_on}, after the window's first night "
                    f"{f.window[0]}")
-    return out + list(f.untestable)
+    # a plan forced past its own untestability usually gives that as its reason: say it once
+    return out + [u for u in f.untestable if u not in (f.force_reason or "")]
 
 
 def missing_nights(f: WindowFacts) -> dict:

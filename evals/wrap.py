@@ -29,3 +29,14 @@ def hang(text: str, width: int, first: str = "", rest: str = "  ",
 def parentheticals(text: str, longest: int = 60) -> tuple[str, ...]:
     """The parenthesised asides of ``text`` no longer than ``longest`` (to `hang` whole)."""
     return tuple(m for m in re.findall(r"\([^()]*\)", text) if len(m) <= longest)
+
+
+class Detail(str):
+    """A headline line that `dualpath metrics` prints only with --verbose (the report always
+    shows it): a detail beside the answer, never the answer or its caveat. A plain `str`
+    everywhere else, so every reader that joins or compares lines is unchanged."""
+
+
+def like(line: str, parts: list[str]) -> list[str]:
+    """``parts`` (a wrapped ``line``) marked as details where ``line`` was one."""
+    return [Detail(p) for p in parts] if isinstance(line, Detail) else parts

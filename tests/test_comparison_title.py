@@ -18,5 +18,5 @@ def test_the_title_is_the_primarys_margin_not_the_first_rows(monkeypatch):
                                                           "exploratory"],
                           "candidate": "backup", "baseline": "main",
                           "margin": [0.9, 0.05, 0.04], "alpha": [0.1, 0.05, 0.05]})
-    results._print_tables({"comparison": (spec, frame)}, [], None, wide=False)
+    results._print_tables({"comparison": (spec, frame)}, [], None, wide=False, verbose=False)
     assert titles == [f"{spec.title} — backup vs main, primary h=5 margin δ = 0.05, α = 0.05"]

@@ -14,17 +14,19 @@ import pytest
 from tests.cli_run import run_cli
 from tests.seeded import seed_warehouse
 
+# Each question's first line: its answer and the label's word, within 100 columns; why the
+# label is what it is, once (under the first question); the interchangeability limit's
+# provenance on the limit's own line. RankIC's "false reassurance: unknown (2 non-overlapping
+# nights, needs 4)" is not printed: its "insufficient nights" says the same. The details
+# (`evals.wrap.Detail`) are in HEADLINE_FULL: `--verbose` and the report.
 HEADLINE = """\
-Quality — are backup's grades interchangeable with main's?  insufficient tickers, 10 night(s)
-  [exploratory — no frozen plan; limit 50% by default, not preregistered]
-  disagreement backup–main ÷ main–main draws 0.99 (no interval); 8 tickers
-  backup keeps 101% of main's draw-to-draw rank agreement (limit 50%)
-  apart: shift +0.10 grade, spread ×1.03 (not disagreement); ticker × path -0.015
-  draws without a grade (counted, never imputed): backup 0, main 0
+Quality — are backup's grades interchangeable with main's?  insufficient tickers  [exploratory]
+  exploratory: no frozen plan
+  disagreement backup–main ÷ main–main draws 0.99 (no interval); 8 tickers, 10 nights
+  backup keeps 101% of main's draw-to-draw rank agreement (limit 50% by default, not preregistered)
   before it can decide: insufficient tickers (n=8, need 20)
-RankIC — is backup's signal as good as main's?  insufficient nights  [exploratory — no frozen plan]
+RankIC — is backup's signal as good as main's?  insufficient nights  [exploratory]
   ΔIC = IC(backup) − IC(main) at h=5: not estimated yet; margin δ = 0.030
-  false reassurance: unknown (the test has 2 non-overlapping night(s) at h=5, needs 4)
   before it can decide: insufficient nights (n=9, need 16)
 Speed — how much slower is backup?  5.7× slower than main (95% CI 5.6×–5.8×, 9 paired nights)
   throughput basis (run wall clock ÷ tickers): backup 347 s/ticker, main 61 s/ticker (medians)
@@ -36,6 +38,13 @@ Energy — how much energy per ticker?  backup 2.08× main (95% CI 2.06×–2.11
   idle floor: backup 30 W, main 70 W; above it: backup 55.5 kJ/ticker, main 27.4 kJ/ticker
   measured: backup by the GPU's energy counter; main by the GPU's energy counter
 """
+
+DETAILS = """\
+  apart: shift +0.10 grade, spread ×1.03 (not disagreement); ticker × path -0.015
+  draws without a grade (counted, never imputed): backup 0, main 0
+"""
+_AT = "  before it can decide: insufficient tickers"
+HEADLINE_FULL = HEADLINE.replace(_AT, DETAILS + _AT, 1)
 
 RUNS = """\
 runs (only 'complete' runs are results; seconds real-scale, complete one-segment runs only)                     
@@ -105,7 +114,9 @@ def dualpath(*args, columns: int | None = None):
 def test_metrics_opens_with_the_headline_whole_at_100_columns(seeded):
     out = dualpath("metrics", "-c", str(seeded), columns=100).stdout
     assert out.startswith(HEADLINE + "\n")
-    assert all(len(line) <= 100 for line in HEADLINE.splitlines())
+    assert all(len(line) <= 100 for line in HEADLINE_FULL.splitlines())
+    verbose = dualpath("metrics", "-c", str(seeded), "--verbose", columns=100).stdout
+    assert verbose.startswith(HEADLINE_FULL + "\n")
 
 
 UNPAIRED_SPEED = """\
@@ -141,9 +152,13 @@ def test_a_slowdown_without_a_paired_night_is_unknown_not_a_ratio_of_medians(tmp
     assert "×" not in UNPAIRED_SPEED.split("\n")[0]
     assert all(len(line) <= 100 for line in UNPAIRED_SPEED.splitlines())
     doc = json.loads(dualpath("metrics", "-c", str(cfg_path), "-f", "json").stdout)
-    speed = doc["tables"]["headline"][1]
-    assert speed["answer"] == "unknown (backup ÷ main): no paired night"
+    speed = doc["tables"]["headline"][2]
+    assert speed["question"] == "speed"
+    assert speed["answer"] == ("unknown: no night with a complete one-segment run on both "
+                               "paths")
     assert speed["estimate"] is None and speed["detail"] == "0 paired nights"
+    assert doc["result"]["speed"]["ratio"] is None
+    assert doc["result"]["speed"]["medians"] == {"backup": 349.0, "main": 61.0}
 
 
 def test_a_night_of_the_study_size_is_one_line_and_an_unrecorded_size_says_so():
@@ -175,14 +190,17 @@ def test_metrics_csv_carries_every_speed_column(seeded):
 
 def test_metrics_json_is_one_document_with_the_headline(seeded):
     doc = json.loads(dualpath("metrics", "-c", str(seeded), "-f", "json").stdout)
-    assert doc["headline"] == HEADLINE.splitlines()
+    assert doc["headline"] == HEADLINE_FULL.splitlines()
+    assert [r["question"] for r in doc["tables"]["headline"]] == [
+        "interchangeability", "rankic", "speed", "energy"]
     assert list(doc["tables"]) == ["headline", "comparison", "rank_ic", "cross_path",
                                    "self_agreement", "draws", "signal_shape", "by_grade",
                                    "grades", "speed", "serving"]
     speed = {r["path"]: r for r in doc["tables"]["speed"]}
     assert speed["backup"]["not_complete_excluded"] == 1
     assert speed["backup"]["slot_latency_s_per_unit"] == 694.0
-    assert doc["tables"]["headline"][1]["estimate"] == pytest.approx(5.69, abs=0.01)
+    assert doc["tables"]["headline"][2]["estimate"] == pytest.approx(5.69, abs=0.01)
+    assert doc["result"]["speed"]["ratio"] == pytest.approx(doc["tables"]["headline"][2]["estimate"])
 
 
 def test_runs_table_whole(seeded):
@@ -219,7 +237,7 @@ def test_report_markdown_opens_with_the_same_headline(seeded, tmp_path):
     dualpath("report", "-c", str(seeded), "--out", str(tmp_path / "rep"))
     md = next((tmp_path / "rep").glob("*.md")).read_text()
     title = "# dualpath weekly comparison — demo, 2027-04-29 – 2027-05-13\n\n"
-    assert md.startswith(title + "```text\n" + HEADLINE + "```\n")
+    assert md.startswith(title + "```text\n" + HEADLINE_FULL + "```\n")
     html = next((tmp_path / "rep").glob("*.html")).read_text()
     first_screen = html[:html.index("1. Plan integrity")]
     assert "5.7× slower than main (95% CI 5.6×–5.8×, 9 paired nights)" in first_screen

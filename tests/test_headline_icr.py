@@ -14,6 +14,7 @@ from dualpath.evals.headline import quality_lines
 from dualpath.evals.headline_icr import false_reassurance_of, interchange_lines
 from dualpath.evals.interchange import Interchange
 from dualpath.evals.verdict import PrimaryVerdict
+from dualpath.evals.wrap import Detail
 
 V = PrimaryVerdict(
     label="confirmatory", label_text="confirmatory", reasons=(), baseline="main",
@@ -30,46 +31,63 @@ X = Interchange(
     failed={"backup": 3, "main": 1}, flat={"backup": 0, "main": 0})
 
 
-def test_interchangeability_leads_with_its_verdict_and_nights():
+def test_interchangeability_leads_with_its_verdict_and_label():
+    """The first line: the answer and the label's word (fits 100 columns); the nights beside
+    the tickers on the detail line."""
     lines = interchange_lines(X, "confirmatory", "confirmatory", planned=True)
     assert lines == [
-        "Quality — are backup's grades interchangeable with main's?  interchangeable, 10 night(s)"
-        "  [confirmatory]",
-        "  disagreement backup–main ÷ main–main draws 1.01, 95% CI [0.96, 1.06]; 100 tickers",
+        "Quality — are backup's grades interchangeable with main's?  interchangeable  "
+        "[confirmatory]",
+        "  disagreement backup–main ÷ main–main draws 1.01, 95% CI [0.96, 1.06]; 100 tickers, "
+        "10 nights",
         "  backup keeps 96% of main's draw-to-draw rank agreement (limit 50%; the excess over "
         "it ≥ +0.021, one-sided 95%)",
         "  apart: shift +0.13 grade, spread ×1.04 (not disagreement); ticker × path +0.008",
         "  draws without a grade (counted, never imputed): backup 3, main 1"]
+    assert len(lines[0]) <= 100
+    # the last two are details: `dualpath metrics` prints them with --verbose only
+    assert [isinstance(line, Detail) for line in lines] == [False, False, False, True, True]
 
 
 def test_a_confirmatory_verdict_names_its_late_and_resumed_nights():
+    """The label's word in brackets; what its nights went through on the line beneath
+    (said once in a headline: the RankIC line that follows carries only the word)."""
     text = "confirmatory — 1 night scored late (2027-05-03), 1 resumed (2027-05-06)"
-    assert interchange_lines(X, "confirmatory", text, planned=True)[0] == (
-        "Quality — are backup's grades interchangeable with main's?  interchangeable, 10 night(s)"
-        "  [confirmatory — 1 night scored late (2027-05-03), 1 resumed (2027-05-06)]")
+    assert interchange_lines(X, "confirmatory", text, planned=True)[:2] == [
+        "Quality — are backup's grades interchangeable with main's?  interchangeable  "
+        "[confirmatory]",
+        "  confirmatory: 1 night scored late (2027-05-03), 1 resumed (2027-05-06)"]
+    v = replace(V, label_text=text)
+    assert quality_lines(v, label_said=True)[0].endswith("  [confirmatory]")
+    assert not any("scored late" in line for line in quality_lines(v, label_said=True))
+    assert quality_lines(v)[1] == "  confirmatory: 1 night scored late (2027-05-03), 1 resumed " \
+                                  "(2027-05-06)"
 
 
 def test_an_unplanned_limit_is_exploratory_and_interim_shows_no_verdict_word():
     lines = interchange_lines(X, "confirmatory", "confirmatory", planned=False)
-    assert lines[:2] == [
-        "Quality — are backup's grades interchangeable with main's?  interchangeable, 10 night(s)",
-        "  [confirmatory; limit 50% by default, not preregistered]"]
+    assert lines[0] == ("Quality — are backup's grades interchangeable with main's?  "
+                        "interchangeable  [exploratory]")
+    assert "(limit 50% by default, not preregistered; the excess" in lines[2]
     text = "interim — no decision: 10 of 20 window nights collected (next: 2027-05-10)"
     lines = interchange_lines(X, "interim", text, planned=True)
     assert lines[:2] == [
-        "Quality — are backup's grades interchangeable with main's?  interim — no decision, "
-        "10 night(s)",
-        "  10 of 20 window nights collected (next: 2027-05-10)"]
-    assert not any("interchangeable," in line for line in lines[1:])
+        "Quality — are backup's grades interchangeable with main's?  interim — no decision",
+        "  interim: 10 of 20 window nights collected (next: 2027-05-10)"]
+    assert not any("interchangeable," in line or "  [" in line for line in lines)
 
 
 def test_rankic_worse_but_not_beyond_the_margin_says_so():
-    assert quality_lines(V)[:2] == [
-        "RankIC — is backup's signal as good as main's?  inconclusive — backup measurably worse "
-        "(ΔIC < 0",
-        "  excluded by its interval) but not shown beyond the margin  [confirmatory]"]
-
-
+    """ΔIC −0.0445, 90% CI [−0.0855, −0.0035], δ 0.06: 0 is excluded on the losing side (worse)
+    but −δ is inside (a loss of δ not ruled out): said short on the first line, in full on
+    the line that says why it did not decide."""
+    lines = quality_lines(V)
+    assert lines[0] == ("RankIC — is backup's signal as good as main's?  inconclusive: "
+                        "measurably worse  [confirmatory]")
+    assert lines[-2:] == [
+        "  before it can decide: its upper end -0.004 < 0 (worse), the interval's lower end "
+        "-0.086 < −δ =",
+        "    -0.060: a loss of δ is not ruled out"]
 def test_a_preserved_share_margin_says_what_it_keeps():
     v = replace(V, preserve=0.5, baseline_ic_low=0.058)
     lines = quality_lines(v)
@@ -85,7 +103,7 @@ def test_interim_rankic_leads_with_no_decision():
                            "(next: 2027-05-12)")
     lines = quality_lines(v)
     assert lines[:2] == ["RankIC — is backup's signal as good as main's?  interim — no decision",
-                         "  12 of 20 window nights collected (next: 2027-05-12)"]
+                         "  interim: 12 of 20 window nights collected (next: 2027-05-12)"]
     assert not any("non-inferior" in line for line in lines)
 
 
@@ -100,7 +118,7 @@ def test_false_reassurance_line_and_rate():
     assert (n, m) == (20, 20)
     # sd √(0.0592² + 1/99) = 0.1167, ncp (0.06 − 0.0337)√20 / 0.1167 = 1.006, t(19) 1.729
     assert rate == pytest.approx(0.2501, abs=1e-4) and m_ic == pytest.approx(0.0337, abs=1e-4)
-    assert quality_lines(V, (rate, m_ic, n, m))[-3:-1] == [
+    assert quality_lines(V, (rate, m_ic, n, m))[-4:-2] == [
         "  false reassurance 0.25 = P(a backup with no signal passes), given main's IC +0.034 "
         "(20 nights);",
         "    above 0.10: a pass would not reassure"]
@@ -139,3 +157,33 @@ def test_the_verdict_carries_its_noise_backup_rate():
         replace(x, g_low=math.nan), "confirmatory", "confirmatory", planned=True))
     assert not any("noise-backup" in s for s in interchange_lines(
         x, "interim", "interim — no decision: 10 of 20", planned=True))
+
+
+def test_a_pass_its_false_reassurance_says_does_not_reassure_is_never_bare():
+    """A 20-night 'non-inferior' whose plan passes a backup with no signal 12% of the time
+    (above 0.10) says so on its first line; the rate's line gives the number once, with no
+    second 'would not reassure'. At 0.05 the same pass is bare."""
+    v = replace(V, verdict="non-inferior", decided=True, ci_low=-0.02, ci_high=0.05,
+                estimate=0.015)
+    lines = quality_lines(v, (0.12, 0.034, 20, 20))
+    assert lines[0] == ("RankIC — is backup's signal as good as main's?  non-inferior, not "
+                        "reassuring  [confirmatory]")
+    assert len(lines[0]) <= 100
+    assert lines[-2:] == [
+        "  false reassurance 0.12 = P(a backup with no signal passes) > 0.10, given main's IC "
+        "+0.034 (20",
+        "    nights)"]
+    assert not any("would not reassure" in line for line in lines)
+    assert quality_lines(v, (0.05, 0.034, 20, 20))[0].endswith("non-inferior  [confirmatory]")
+
+
+def test_an_interchangeable_a_noise_backup_gets_often_is_not_bare():
+    """'interchangeable' with a noise-backup rate above 0.10 carries 'not reassuring' in its
+    answer; the rate's line gives the threshold it is above."""
+    # z = 0.03 / 0.018 = 1.67 against a reach of t(0.95, 99) × 0.026 / 0.018 = 2.40:
+    # Φ(1.667 − 2.400) = 0.232 of noise backups get 'interchangeable'
+    x = replace(X, g_noise=0.03, se_noise=0.026, sd_noise_tr=0.018)
+    lines = interchange_lines(x, "confirmatory", "confirmatory", planned=True)
+    assert lines[0].endswith("?  interchangeable, not reassuring  [confirmatory]")
+    assert lines[-1] == ("  noise-backup rate 0.232 = P(a backup whose grades are noise gets "
+                         "'interchangeable' here) > 0.10")

@@ -117,9 +117,10 @@ def test_an_inconclusive_verdict_says_which_end_of_its_interval_kept_it_open():
         label="confirmatory", label_text="confirmatory", reasons=(), baseline="main",
         candidate="backup", horizon=1, test="non-inferiority", margin=0.06, alpha=0.05,
         verdict="inconclusive", decided=False, estimate=-0.0445, ci_low=-0.0855,
-        ci_high=-0.0035, ci_level=0.90, ci_text="", power=0.82, power_text="",
+        ci_high=0.0100, ci_level=0.90, ci_text="", power=0.82, power_text="",
         n_independent=20, nights_analysed=20, window_nights=20, note="")
+    # (an interval wholly below 0 also says 'worse': tests/test_headline_icr.py)
     assert quality_lines(v)[-1] == ("  before it can decide: the interval's lower end -0.086 < "
                                     "−δ = -0.060: a loss of δ is not ruled out")
     assert quality_lines(replace(v, test="difference"))[-1] == (
-        "  before it can decide: the interval [-0.086, -0.004] contains 0")
+        "  before it can decide: the interval [-0.086, +0.010] contains 0")

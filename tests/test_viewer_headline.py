@@ -1,30 +1,29 @@
-"""The overview's two big words: the interchangeability answer first (the headline's first
-quality line), then the RankIC verdict, which an interim look never shows as a decision."""
+"""The overview's two big words: the interchangeability answer first, then the RankIC answer,
+each in the words its headline line gives it (read from the result object, not parsed from
+text); an interim look is never shown as a decision, a pass that does not reassure never bare."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-from dualpath.viewer.headline import _interchange_word, _rankic_word
-
-Q = "Quality — are backup's grades interchangeable with main's?  "
+from dualpath.viewer.headline import big_words
 
 
-def test_the_interchangeability_word_is_the_first_lines_answer():
-    assert _interchange_word([Q + "not interchangeable, 20 night(s)  [confirmatory]"]) == \
-        "not interchangeable"
-    assert _interchange_word([Q + "interim — no decision, 10 night(s)", "  10 of 20"]) == \
-        "interim — no decision"
-    assert _interchange_word([Q + "stopped early for interchangeable at night 7 (look 1 of "
-                              "3)"]) == "stopped early for interchangeable at night 7 (look 1 of 3)"
-    assert _interchange_word(["RankIC — is backup's signal as good as main's?  inconclusive"]) \
-        is None
-    assert _interchange_word([]) is None
+def test_the_big_words_are_the_result_objects_answers():
+    r = {"interchangeability": {"answer": "not interchangeable"},
+         "rankic": {"answer": "non-inferior, not reassuring"}}
+    assert big_words(r) == ("not interchangeable", "non-inferior, not reassuring")
+    assert big_words({"interchangeability": None, "rankic": None}) == (None, None)
 
 
-def test_an_interim_rankic_look_is_no_decision_in_the_big_word():
-    assert _rankic_word(SimpleNamespace(verdict="non-inferior", label="interim")) == \
-        "interim — no decision"
-    assert _rankic_word(SimpleNamespace(verdict="non-inferior", label="confirmatory")) == \
-        "non-inferior"
-    assert _rankic_word(None) is None
+def test_an_interim_rankic_look_is_no_decision_in_the_big_word(tmp_path):
+    """On a real interim study the answer is the headline's words: never the verdict so far."""
+    from dataclasses import replace
+
+    from dualpath.evals.headline import quality_lines
+    from dualpath.evals.result import answer_of
+    from tests.test_headline_icr import V
+
+    v = replace(V, label="interim", verdict="non-inferior", decided=True,
+                label_text="interim — no decision: 12 of 20 window nights collected")
+    assert answer_of(quality_lines(v)) == "interim — no decision"
+    assert answer_of(quality_lines(replace(V, label="confirmatory"))) == \
+        "inconclusive: measurably worse"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from dualpath.config import Config
 from dualpath.errors import UserError
+from dualpath.evals.result import result
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class Headline:
     """What the overview shows first; `lines` are shown as they are, as text."""
 
     lines: tuple[str, ...]
-    verdict: str | None           # the primary comparison's verdict word
+    verdict: str | None           # the primary RankIC answer's words
     slowdown: float | None        # candidate s/ticker ÷ baseline s/ticker, throughput basis
     serving: tuple | None = None  # (columns, rows, notes, missing) of the serving block
     interchange: str | None = None  # the first quality answer: are the grades interchangeable?
@@ -33,24 +34,17 @@ def headline(cfg: Config) -> Headline:
         m, h = metrics_and_headline(cfg)
     except UserError as e:       # e.g. no runs of the experiment yet
         return Headline((str(e),), None, None)
-    return Headline(tuple(h.lines), _rankic_word(h.verdict), getattr(h.slowdown, "ratio", None),
-                    serving_block(m), _interchange_word(h.lines))
+    interchange, rankic = big_words(result(h))
+    return Headline(tuple(h.lines), rankic, getattr(h.slowdown, "ratio", None),
+                    serving_block(m), interchange)
 
 
-def _rankic_word(v) -> str | None:
-    """The primary RankIC verdict's word; an interim look's is no decision, never a verdict."""
-    if v is None:
-        return None
-    return "interim — no decision" if getattr(v, "label", None) == "interim" else v.verdict
-
-
-def _interchange_word(lines) -> str | None:
-    """The interchangeability answer as the headline's first line gives it ("not
-    interchangeable", "interim — no decision", "stopped early for …"), or None without one."""
-    if not lines or not lines[0].startswith("Quality — are"):
-        return None
-    answer = lines[0].partition("?  ")[2].split("  [")[0]
-    return answer.rsplit(", ", 1)[0] if answer.endswith("night(s)") else answer
+def big_words(r: dict) -> tuple[str | None, str | None]:
+    """(interchangeability, RankIC): each answer in the words its headline line gives it
+    (`evals.result`), qualification included ("non-inferior, not reassuring"); an interim
+    look's is "interim — no decision", never a verdict; None where there is no answer."""
+    x, q = r.get("interchangeability"), r.get("rankic")
+    return (x["answer"] if x else None), (q["answer"] if q else None)
 
 
 def serving_block(m) -> tuple | None:

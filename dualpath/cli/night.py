@@ -301,7 +301,7 @@ def demo(nights: int = typer.Option(20, min=2, max=120, help="Synthetic nights t
         err_console.print("[yellow]warning:[/yellow] "
                           + escape(starved_warning(len(result.starved), result.runs, clock)))
     console.print()
-    for line in head.lines:
+    for line in head.brief:        # `dualpath metrics --verbose` and the report: every line
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 

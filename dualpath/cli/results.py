@@ -19,10 +19,11 @@ from dualpath.evals.wrap import hang
 
 def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | None = None,
                   meta: dict | None = None, out_dir: Path | None = None, headline=None,
-                  wide: bool = False) -> None:
-    """The headline first, then every registered table: rich tables of the brief columns
-    (all with ``wide``), CSV (one file per table with `out_dir`) or one JSON document
-    (headline, tables, notes and `meta`). csv and json carry every column."""
+                  wide: bool = False, verbose: bool = False) -> None:
+    """The headline first (its details with ``verbose``), then every registered table: rich
+    tables of the brief columns (all with ``wide``), CSV (one file per table with `out_dir`)
+    or one JSON document (the result object, headline, tables, notes and `meta`). csv and
+    json carry every column."""
     import pandas as pd
 
     from dualpath.evals.headline import headline_table
@@ -40,7 +41,10 @@ def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | Non
             frame = frame[frame["horizon"] == horizon]
         frames[key] = (spec, frame)
     if fmt == "json":
-        doc = {"meta": meta or {}, "headline": list(headline.lines) if headline else [],
+        from dualpath.evals.result import result
+
+        doc = {"meta": meta or {}, "result": result(headline) if headline else None,
+               "headline": list(headline.lines) if headline else [],
                "tables": {k: records(spec.select(f)) for k, (spec, f) in frames.items()},
                "notes": list(m.notes)}
         if getattr(m, "verdict", None) is not None:      # the label and verdict, as data
@@ -50,18 +54,18 @@ def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | Non
     elif fmt == "csv":
         _write_csv(frames, m.notes, out_dir)
     else:
-        _print_tables(frames, m.notes, headline, wide,
+        _print_tables(frames, m.notes, headline, wide, verbose,
                       {"serving": list(getattr(m, "serving_missing", []))
                        + list(getattr(m, "serving_unmeasured", []))})
 
 
-def _print_tables(frames: dict, notes: list[str], headline, wide: bool,
+def _print_tables(frames: dict, notes: list[str], headline, wide: bool, verbose: bool,
                   missing: dict[str, list[str]] | None = None) -> None:
     """Each table with rows, then the line of each path a table has no row for (`missing`:
     table key -> lines), in its place."""
     missing = missing or {}
     if headline is not None:
-        for line in headline.lines:
+        for line in headline.lines if verbose else headline.brief:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
         console.print()
     for key, (spec, frame) in frames.items():
@@ -110,7 +114,10 @@ def metrics(config: Path = CONFIG_OPT,
             out: Optional[Path] = typer.Option(None, help="With -f csv: one file per table "
                                                "into this folder."),
             wide: bool = typer.Option(False, "--wide", help="Every column of every table "
-                                      "(csv and json always carry every column).")) -> None:
+                                      "(csv and json always carry every column)."),
+            verbose: bool = typer.Option(False, "--verbose", "-v", help="The headline's "
+                                         "details too (the weekly report always shows "
+                                         "them).")) -> None:
     """Both answers first (the primary verdict; how much slower), then RankIC, the path
     comparison, self-reproducibility and speed (complete runs only)."""
     if fmt not in ("table", "csv", "json"):
@@ -134,7 +141,7 @@ def metrics(config: Path = CONFIG_OPT,
         meta = metadata(cfg, start)
     print_metrics(m, fmt, horizon, meta=meta,
                   out_dir=output_dir(out, "--out") if out is not None else None,
-                  headline=head, wide=wide)
+                  headline=head, wide=wide, verbose=verbose)
     if plot is not None:
         from dualpath.evals.plots import plot_comparison
         err_console.print(f"wrote {plot_comparison(m, plot, horizon or cfg.experiment.horizons[0])}")

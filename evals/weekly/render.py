@@ -8,6 +8,7 @@ one formatter (`evals.format.cell`).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jinja2
@@ -15,6 +16,7 @@ import pandas as pd
 
 from dualpath.evals.format import cell
 from dualpath.evals.registry import every_table
+from dualpath.evals.result import result
 from dualpath.evals.weekly import ReportData, figures, nights_line, tearsheet
 from dualpath.evals.weekly import sections as sections_mod
 from dualpath.evals.weekly.sections import sections
@@ -94,19 +96,22 @@ def _blocks(lines) -> list[list[str]]:
 
 def cards(d: ReportData) -> list[dict]:
     """The headline as cards, one per question (grades interchangeable, RankIC, speed,
-    energy), each a title (question, answer), its detail lines and a tone class."""
+    energy), each a title (question, answer), its detail lines and a tone class: a pass
+    that its own rate says does not reassure is never the green of a good answer."""
     h = d.headline
     if h is None:
         return []
-    v, inter = h.verdict, getattr(h, "interchange", None)
+    r = result(h)
     out = []
     for block in _blocks(h.quality):
-        if block[0].startswith("RankIC"):
-            # an interim look is no decision: never the colour of one
-            tone = "open" if v.label == "interim" else _tone(v.verdict, v.decided)
-        else:
-            verdict = getattr(inter, "verdict", "")
-            tone = _tone(verdict, verdict == "not interchangeable")
+        q = r["rankic"] if block[0].startswith("RankIC") else r["interchangeability"]
+        if q is None:
+            out.append(_card(block, "verdict open"))
+            continue
+        # an interim look is no decision (its verdict is null): never the colour of one
+        verdict = q["verdict"] or ""
+        decided = bool(verdict) and q.get("decided", verdict == "not interchangeable")
+        tone = "open" if q["reassures"] is False else _tone(verdict, decided)
         out.append(_card(block, f"verdict {tone}"))
     out += [_card(b, "slowdown") for b in _blocks(h.speed)]
     out += [_card(b, "energy") for b in _blocks(getattr(h, "energy", ()))]
@@ -187,11 +192,17 @@ def context(d: ReportData) -> dict:
 
 
 def render(d: ReportData, out_dir: Path, stem: str) -> tuple[Path, Path]:
-    """Write `<stem>.html` and `<stem>.md` into `out_dir`; returns both paths."""
+    """Write `<stem>.html`, `<stem>.md` and, with a headline, `<stem>.json` (the result
+    object, `evals.result`, that a program reads) into `out_dir`; returns the first two."""
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx = context(d)
     html = out_dir / f"{stem}.html"
     md = out_dir / f"{stem}.md"
     html.write_text(_ENV.get_template("report.html.j2").render(**ctx), encoding="utf-8")
     md.write_text(_ENV.get_template("report.md.j2").render(**ctx), encoding="utf-8")
+    if d.headline is not None:
+        doc = {"experiment": d.experiment, "since": str(d.since), "until": str(d.until),
+               "generated_at": d.generated_at.isoformat(), "result": result(d.headline)}
+        (out_dir / f"{stem}.json").write_text(json.dumps(doc, ensure_ascii=False, indent=1),
+                                              encoding="utf-8")
     return html, md
