@@ -13,6 +13,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from dualpath.evals.inputs import MetricInputs
+from dualpath.evals.registry import table
+
 SCALE = np.array([1, 2, 3, 4, 5])
 
 
@@ -155,3 +158,28 @@ def grade_distribution(units: pd.DataFrame) -> pd.DataFrame:
     table.insert(0, "units", g.groupby("path").size())
     table.columns.name = None
     return table.reset_index()
+
+
+@table("self_agreement", "Self-reproducibility between draws (pooled over nights; chance = "
+       "mean pairwise Cohen p_e)",
+       ["path", "ticker_nights", "draws", "exact_agreement", "chance_agreement", "kappa_exact",
+        "mean_qwk", "krippendorff_alpha", "icc_1_1", "icc_1_k", "spearman_brown_k", "note"],
+       ["path", "ticker_nights", "draws", "exact_agreement", "chance_agreement", "mean_qwk",
+        "icc_1_k", "note"],
+       gloss={"mean_qwk": "quadratic-weighted kappa between draws: 0 chance, 1 identical"},
+       kinds={"ticker_nights": "int", "draws": "int"}, order=40, section="quality",
+       empty="no self-reproducibility yet: no complete run's units")
+def self_agreement_table(d: MetricInputs) -> pd.DataFrame:
+    """`self_agreement` per path, pooled over nights (a per-night table was computed on
+    every call, ~18% of a study on the seeded warehouse, and read by nothing)."""
+    return pd.DataFrame([{"path": p, **self_agreement(g)} for p, g in d.usable.groupby("path")])
+
+
+@table("grades", "Grade distribution (share of units; failed = no grade; shares sum to 1)",
+       ["path", "units", "1", "2", "3", "4", "5", "failed"],
+       gloss={"units": "count of units the shares are of (not a share)"},
+       kinds={"units": "int"}, order=80, section="quality",
+       empty="no grade distribution yet: no complete run's units")
+def grades_table(d: MetricInputs) -> pd.DataFrame:
+    """`grade_distribution` of the usable units."""
+    return grade_distribution(d.usable) if len(d.usable) else pd.DataFrame()

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dualpath.evals.inputs import MetricInputs
+from dualpath.evals.registry import table
+
 from dualpath.evals.agreement import quadratic_kappa
 from dualpath.evals.inference import delta_test, holm, noninferiority, verdict_of
 from dualpath.evals.rankic import MIN_TICKERS, grouped_spearman, spearman
@@ -142,3 +145,49 @@ def cross_path_agreement(scores: pd.DataFrame, a: str, b: str) -> dict:
             "spearman": spearman(both[a].to_numpy(), both[b].to_numpy())
             if len(both) > 1 else math.nan,
             "qwk_rounded": quadratic_kappa(rounded[:, 0], rounded[:, 1]) if len(both) else math.nan}
+
+
+P_GLOSS = ("chance of a ΔIC this far above −δ if the candidate were worse by δ: small "
+           "means non-inferior (it is a p-value, not a share of anything)")
+
+
+@table("comparison", "ΔIC = IC(candidate) − IC(baseline) on common tickers, each horizon's "
+       "planned test (non-inferior when the one-sided lower bound > −margin); the interval "
+       "is centred on `estimate`; exploratory rows Holm-adjusted",
+       ["baseline", "candidate", "horizon", "role", "test", "nights", "unpaired_nights",
+        "unpaired_ticker_nights", "mean_common_tickers", "mean_delta", "sd_delta", "rho_ic",
+        "n_independent", "estimate", "tested_mean", "df", "ci_low", "ci_high", "ci_level",
+        "ci_method", "ci_text", "basis", "margin", "alpha", "p_claim", "p_claim_holm",
+        "p_counter", "p_counter_holm", "p_noninferior", "p_inferior", "verdict",
+        "p_equivalent", "equivalence", "mde", "power", "power_basis", "note"],
+       ["horizon", "role", "test", "nights", "estimate", "ci_low", "ci_high", "p_claim",
+        "verdict", "power", "note"],
+       gloss={"p_claim": "p-value of the planned claim (for non-inferiority: a ΔIC this far "
+              "above −δ if the candidate were worse by δ); small supports it: a p-value, "
+              "not a share of anything",
+              "p_noninferior": P_GLOSS,
+              "estimate": "mean ΔIC over the non-overlapping nights the test uses",
+              "power": "chance the planned test shows its claim with these nights "
+                       "(power_basis says under what)"},
+       kinds={"horizon": "int", "nights": "int", "unpaired_nights": "int",
+              "unpaired_ticker_nights": "int", "n_independent": "int"},
+       order=10, section="primary",
+       empty="no comparison yet: no matured night on which both paths graded the same tickers")
+def comparison_table(d: MetricInputs) -> pd.DataFrame:
+    """`compare_paths` of the pair at every horizon, the primary's test as planned."""
+    if not (d.pair and len(d.nightly)):
+        return pd.DataFrame()
+    return compare_paths(d.scores, d.returns, d.pair[0], d.pair[1], d.horizons, d.primary,
+                         d.margin, d.alpha, tests=d.tests, power=d.power)
+
+
+@table("cross_path", "Cross-path agreement of mean scores",
+       ["baseline", "candidate", "ticker_nights", "spearman", "qwk_rounded"],
+       kinds={"ticker_nights": "int"}, order=30, section="quality",
+       empty="no cross-path agreement: the two paths share no graded ticker-night")
+def cross_path_table(d: MetricInputs) -> pd.DataFrame:
+    """`cross_path_agreement` of the pair, one row."""
+    if not (d.pair and len(d.nightly)):
+        return pd.DataFrame()
+    return pd.DataFrame([{"baseline": d.pair[0], "candidate": d.pair[1],
+                          **cross_path_agreement(d.scores, *d.pair)}])

@@ -358,7 +358,7 @@ def _fit(line: str) -> list[str]:
 
 @table("headline", "The answer at a glance: one row per question, from the result object",
        ["question", "answer", "estimate", "ci_low", "ci_high", "ci_level", "basis", "detail"],
-       kinds={"ci_level": "share"},
+       kinds={"ci_level": "share"}, kind="headline", order=0,
        gloss={"estimate": "interchangeability: disagreement ratio (candidate–baseline ÷ "
                           "baseline–baseline draws); rankic: ΔIC; speed and energy: candidate "
                           "÷ baseline"})

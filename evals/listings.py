@@ -14,10 +14,9 @@ import numpy as np
 import pandas as pd
 
 from dualpath.evals.energy import basis_words
-from dualpath.evals.registry import declare
+from dualpath.evals.registry import table
 from dualpath.evals.speed import SPEED_LABELS
 
-LISTINGS = ("runs", "left_out", "evidence", "gpu", "hosts")
 LEFT_OUT = ["night", "path", "status", "left_out", "why"]
 
 
@@ -71,57 +70,66 @@ def marked(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(status=status)
 
 
-declare("runs", "runs (only 'complete' runs are results; seconds real-scale, complete "
-        "one-segment runs only)",
-        ["night", "path", "status", "units_planned", "draws", "graded", "parse_failed",
-         "failed", "calls", "runaway", "contaminated", "segments", "throughput_s",
-         "slot_latency_s", "j_per_ticker", "mean_w", "idle_w", "energy_unknown", "disturbed", "status_detail"],
-        ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
-         "runaway", "throughput_s", "slot_latency_s", "disturbed", "status_detail"],
-        basis={c: SPEED_LABELS[c] for c in ("throughput_s", "slot_latency_s")},
-        gloss={"parse_failed": "measured, but the answer held no readable grade; graded + "
-                               "parse_failed + failed = units_planned once every unit "
-                               "was scored",
-               "disturbed": "why a complete run's seconds are kept out of every median "
-                            "(server restarted, stalled or shared; harness starved; its "
-                            "GPU changed)",
-               "j_per_ticker": "board energy of the scoring ÷ tickers, idle floor "
-                               "included (complete undisturbed one-segment runs only)",
-               "draws": "draws per ticker the run planned (units_planned ÷ tickers; each "
-                        "path its own)"},
-        kinds={"draws": "int"})
+table("runs", "runs (only 'complete' runs are results; seconds real-scale, complete "
+      "one-segment runs only)",
+      ["night", "path", "status", "units_planned", "draws", "graded", "parse_failed",
+       "failed", "calls", "runaway", "contaminated", "segments", "throughput_s",
+       "slot_latency_s", "j_per_ticker", "mean_w", "idle_w", "energy_unknown", "disturbed", "status_detail"],
+      ["night", "path", "status", "units_planned", "graded", "parse_failed", "failed",
+       "runaway", "throughput_s", "slot_latency_s", "disturbed", "status_detail"],
+      basis={c: SPEED_LABELS[c] for c in ("throughput_s", "slot_latency_s")},
+      gloss={"parse_failed": "measured, but the answer held no readable grade; graded + "
+                             "parse_failed + failed = units_planned once every unit "
+                             "was scored",
+             "disturbed": "why a complete run's seconds are kept out of every median "
+                          "(server restarted, stalled or shared; harness starved; its "
+                          "GPU changed)",
+             "j_per_ticker": "board energy of the scoring ÷ tickers, idle floor "
+                             "included (complete undisturbed one-segment runs only)",
+             "draws": "draws per ticker the run planned (units_planned ÷ tickers; each "
+                      "path its own)"},
+      kinds={"draws": "int"},
+      kind="listing", section="hygiene", order=2, collapsed=True, empty="no runs in this range")
 
-declare("left_out", "Left out, and why (not complete: every metric; resumed or disturbed: "
-        "speed)", LEFT_OUT, measure=left_out)
+table("left_out", "Left out, and why (not complete: every metric; resumed or disturbed: "
+      "speed)", LEFT_OUT,
+      kind="listing", section="hygiene", order=1,
+      empty="nothing left out: every run is complete, in one segment and undisturbed")(left_out)
 
-declare("evidence", "server evidence: the calls' tokens and seconds vs the server's own "
-        "/metrics counters, its aggregate rates, and slot occupancy from the server's side",
-        ["night", "run_id", "session_id", "path", "how", "slots", "calls_prompt_tokens",
-         "server_prompt_tokens",
-         "calls_predicted_tokens", "server_predicted_tokens", "calls_prompt_s",
-         "server_prompt_s", "calls_predicted_s", "server_predicted_s", "server_prefill_tps",
-         "server_decode_tps", "decode_tps_over_wall", "occupancy", "occupancy_client",
-         "external_load_max", "restarts", "comparable", "note"],
-        ["night", "path", "slots", "calls_prompt_tokens", "server_prompt_tokens",
-         "calls_predicted_tokens", "server_predicted_tokens", "server_decode_tps",
-         "occupancy", "comparable", "note"],
-        gloss={"occupancy": "the calls' service time (server timings) ÷ slots × wall clock"},
-        kinds={"slots": "int"})
+table("evidence", "server evidence: the calls' tokens and seconds vs the server's own "
+      "/metrics counters, its aggregate rates, and slot occupancy from the server's side",
+      ["night", "run_id", "session_id", "path", "how", "slots", "calls_prompt_tokens",
+       "server_prompt_tokens",
+       "calls_predicted_tokens", "server_predicted_tokens", "calls_prompt_s",
+       "server_prompt_s", "calls_predicted_s", "server_predicted_s", "server_prefill_tps",
+       "server_decode_tps", "decode_tps_over_wall", "occupancy", "occupancy_client",
+       "external_load_max", "restarts", "comparable", "note"],
+      ["night", "path", "slots", "calls_prompt_tokens", "server_prompt_tokens",
+       "calls_predicted_tokens", "server_predicted_tokens", "server_decode_tps",
+       "occupancy", "comparable", "note"],
+      gloss={"occupancy": "the calls' service time (server timings) ÷ slots × wall clock"},
+      kinds={"slots": "int"},
+      kind="listing", section="hygiene", order=3, collapsed=True,
+      empty="no server evidence: no session in this range recorded the server's counters")
 
-declare("gpu", "GPU evidence: what each run's GPU read as the night began and the board "
-        "energy of its scoring, idle floor included",
-        ["night", "run_id", "path", "host", "gpu", "power_limit_w", "link", "link_max",
-         "vram_total_mb", "joules", "mean_w", "idle_w", "energy"],
-        ["night", "path", "gpu", "power_limit_w", "link", "vram_total_mb", "joules",
-         "idle_w", "energy"],
-        gloss={"link": "PCIe generation x width as trained at the night's start (link_max: "
-                       "the most the card and slot reach)",
-               "energy": "how the joules were measured (the GPU's counter, or power sampled "
-                         "and integrated within a bound); 'energy unknown (why)' where no "
-                         "joules were stored; never 0"},
-        kinds={"vram_total_mb": "int", "joules": "int"})
+table("gpu", "GPU evidence: what each run's GPU read as the night began and the board "
+      "energy of its scoring, idle floor included",
+      ["night", "run_id", "path", "host", "gpu", "power_limit_w", "link", "link_max",
+       "vram_total_mb", "joules", "mean_w", "idle_w", "energy"],
+      ["night", "path", "gpu", "power_limit_w", "link", "vram_total_mb", "joules",
+       "idle_w", "energy"],
+      gloss={"link": "PCIe generation x width as trained at the night's start (link_max: "
+                     "the most the card and slot reach)",
+             "energy": "how the joules were measured (the GPU's counter, or power sampled "
+                       "and integrated within a bound); 'energy unknown (why)' where no "
+                       "joules were stored; never 0"},
+      kinds={"vram_total_mb": "int", "joules": "int"},
+      kind="listing", section="hygiene", order=4, collapsed=True,
+      empty="no GPU readings: no run in this range recorded its GPU")
 
-declare("hosts", "where each run was scored: host and Prefect worker per segment (no "
-        "worker: the nightly flow's own process)",
-        ["night", "path", "segment", "host", "worker", "how", "base_url"],
-        kinds={"segment": "int"})
+table("hosts", "where each run was scored: host and Prefect worker per segment (no "
+      "worker: the nightly flow's own process)",
+      ["night", "path", "segment", "host", "worker", "how", "base_url"],
+      kinds={"segment": "int"},
+      kind="listing", section="hygiene", order=5, collapsed=True,
+      empty="no hosts recorded for the runs in this range")

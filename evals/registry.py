@@ -1,11 +1,16 @@
-"""The one registry of tables: each declared once, by the measure that computes it.
+"""The one registry of tables: each declared once, beside the function that computes it.
 
 As inspect_ai registers a metric with its name and metadata, a measure here registers the
 table it returns with `@table(...)`: its key, title, every column (what csv and json carry),
 the brief columns a terminal shows, the basis each speed column is on, a plain-words gloss
-for a term a reader can misread, and how a cell is formatted. The CLI (`dualpath metrics`),
-the weekly report and its Prefect artifact iterate `every_table()`; none of them picks
-columns of its own.
+for a term a reader can misread, how a cell is formatted, and where it is shown: its kind,
+its place in the order, its section of the weekly report, the line shown when it has no
+rows. The CLI (`dualpath metrics`), the weekly report and its Prefect artifact iterate
+`every_table()`; none of them picks columns, order or sections of its own.
+
+A metric (kind "metric") is one function of `evals.inputs.MetricInputs` and this one
+declaration: `evals.report.compute_metrics` calls every registered metric, `Metrics` holds
+its frame under its key, the CLI prints it and the report places it. Nothing else is edited.
 
 A frame whose columns differ from its declaration is an error (`TableDrift`), never a
 silently dropped column: a renamed column fails a test instead of vanishing from a table.
@@ -13,12 +18,21 @@ silently dropped column: a renamed column fails a test instead of vanishing from
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import pandas as pd
 
 from dualpath.evals.format import cell
+
+KINDS = ("headline", "metric", "report", "listing")
+# the modules whose import registers each kind's tables (their declarations live there)
+MODULES = {"headline": ("dualpath.evals.headline",),
+           "metric": ("dualpath.evals.rankic", "dualpath.evals.compare",
+                      "dualpath.evals.agreement", "dualpath.evals.signal",
+                      "dualpath.evals.speed", "dualpath.evals.serving"),
+           "report": ("dualpath.evals.report_tables",),
+           "listing": ("dualpath.evals.listings",)}
 
 
 class TableDrift(ValueError):
@@ -41,6 +55,11 @@ class Table:
     # columns a page or terminal leaves out when no row has a value (what the engines did
     # not report); csv and json still carry them, as null, and the measure says why in a line
     optional: tuple[str, ...] = ()
+    kind: str = "metric"              # one of KINDS: who computes it, who prints it
+    order: float = 1000.0             # its place among its kind and in its report section
+    section: str | None = None        # the weekly report's section (None: "More tables")
+    empty: str | None = None          # the report's line in its place when it has no rows
+    collapsed: bool = False           # folded in the report until opened
 
     def shown(self, wide: bool = False) -> tuple[str, ...]:
         return self.columns if wide or self.brief is None else self.brief
@@ -89,56 +108,63 @@ TABLES: dict[str, Table] = {}
 
 
 def table(key: str, title: str, columns, brief=None, *, basis=None, gloss=None, kinds=None,
-          open_columns: bool = False, optional=()):
-    """Register the table a measure returns (a decorator; the measure is unchanged)."""
-    def register(fn):
-        TABLES[key] = Table(key, title, tuple(columns), tuple(brief) if brief else None,
-                            dict(basis or {}), dict(gloss or {}), dict(kinds or {}),
-                            open_columns, fn, tuple(optional))
+          open_columns: bool = False, optional=(), kind: str = "metric",
+          order: float | None = None, section: str | None = None, empty: str | None = None,
+          collapsed: bool = False):
+    """Declare a table: registered at once, and, used as a decorator, with the function
+    that computes it as its measure (the function is returned unchanged). A table whose
+    frame is gathered elsewhere (a warehouse listing) is declared by the call alone."""
+    if kind not in KINDS:
+        raise ValueError(f"table {key!r}: kind {kind!r} is not one of {KINDS}")
+    TABLES[key] = Table(key, title, tuple(columns), tuple(brief) if brief else None,
+                        dict(basis or {}), dict(gloss or {}), dict(kinds or {}), open_columns,
+                        None, tuple(optional), kind,
+                        float(order) if order is not None else 1000.0 + len(TABLES),
+                        section, empty, collapsed)
+
+    def measure(fn):
+        TABLES[key] = replace(TABLES[key], measure=fn)
         return fn
-    return register
+    return measure
 
 
-def declare(key: str, title: str, columns, brief=None, **kw) -> None:
-    """Register a table whose measure is declared elsewhere (see `evals.tables`)."""
-    fn = kw.pop("measure", None)
-    table(key, title, columns, brief, **kw)(fn)
+def of_kind(kind: str) -> dict[str, Table]:
+    """The tables of one kind, in their declared order (importing the modules that
+    declare them)."""
+    import importlib
+
+    for name in MODULES[kind]:
+        importlib.import_module(name)
+    tables = sorted((t for t in TABLES.values() if t.kind == kind), key=lambda t: t.order)
+    return {t.key: t for t in tables}
+
+
+def metrics() -> dict[str, Table]:
+    """The metric tables `compute_metrics` computes, each from `MetricInputs`."""
+    return of_kind("metric")
 
 
 def registered() -> dict[str, Table]:
-    """Every metric table, in the order they are shown (importing `evals.tables` registers
-    them); a table declared but missing from that order comes last, never not at all."""
-    from dualpath.evals import tables     # importing it registers the declarations
-    from dualpath.evals.listings import LISTINGS
-
-    others = set(LISTINGS) | set(REPORT_TABLES)
-    order = [k for k in tables.ORDER if k in TABLES]
-    return {k: TABLES[k] for k in order + [k for k in TABLES if k not in order
-                                           and k not in others]}
-
-
-REPORT_TABLES = ("deviations", "latency", "projection", "sweep", "sessions", "thinking")
+    """What `dualpath metrics` prints: the headline, then every metric table in order."""
+    return {**of_kind("headline"), **metrics()}
 
 
 def report_tables() -> dict[str, Table]:
-    """The weekly report's own tables (`evals.report_tables`, which registers them on
-    import): deviations, latency percentiles, the projected night, sweeps, server sessions,
-    thinking share. Computed from the report's frames, not metric tables."""
-    import importlib
-
-    importlib.import_module("dualpath.evals.report_tables")      # the declarations
-    return {k: TABLES[k] for k in REPORT_TABLES}
+    """The weekly report's own tables (`evals.report_tables`): deviations, latency
+    percentiles, the projected night, sweeps, server sessions, thinking share. Computed from
+    the report's frames, not metric tables."""
+    return of_kind("report")
 
 
 def listings() -> dict[str, Table]:
-    """The run listings (`evals.listings`, which registers them on import): runs, left_out,
-    evidence, hosts. Not the metric tables: `dualpath runs` imports no statistics."""
-    from dualpath.evals.listings import LISTINGS
-
-    return {k: TABLES[k] for k in LISTINGS}
+    """The run listings (`evals.listings`): runs, left_out, evidence, gpu, hosts. Not the
+    metric tables: `dualpath runs` imports no statistics."""
+    return of_kind("listing")
 
 
 def every_table() -> dict[str, Table]:
-    """Every registered table: the metric tables, the report's own, then the run listings.
-    The weekly report and its Markdown (the Prefect artifact) show each one."""
-    return {**registered(), **report_tables(), **listings()}
+    """Every registered table: the metric tables, the report's own, the run listings, then
+    any other declared (kind metric but declared after the modules above). The weekly report
+    and its Markdown (the Prefect artifact) show each one."""
+    out = {**registered(), **report_tables(), **listings()}
+    return {**out, **{k: t for k, t in TABLES.items() if k not in out}}

@@ -1,4 +1,6 @@
-"""Every metric table from the four input frames, in one call (CLI, demo, weekly report)."""
+"""Every metric table from the four input frames, in one call (CLI, demo, weekly report):
+the inputs are built once (`evals.inputs.MetricInputs`) and every registered metric
+(`evals.registry.metrics`) computed from them."""
 
 from __future__ import annotations
 
@@ -7,37 +9,29 @@ from typing import Sequence
 
 import pandas as pd
 
-from dualpath.evals.draws import changes, described, run_draws
+from dualpath.evals.draws import changes, described
 from dualpath.evals.energy import run_energy
-
-from dualpath.evals.agreement import grade_distribution, self_agreement
-from dualpath.evals.compare import compare_paths, cross_path_agreement, paired_delta_ic
+from dualpath.evals.compare import paired_delta_ic
 from dualpath.evals.icr_plan import study_nights
+from dualpath.evals.inputs import MetricInputs
 from dualpath.evals.interchange import LIMIT_SHARE, interchange
-from dualpath.evals.rankic import NIGHTLY, nightly_rank_ic, rank_ic_summary
+from dualpath.evals.rankic import NIGHTLY, nightly_rank_ic
+from dualpath.evals.registry import metrics
 from dualpath.evals.returns import COLUMNS, forward_returns
 from dualpath.evals.scores import ticker_scores, usable_units
-from dualpath.evals.signal import by_grade, draws_analysis, signal_shape
-from dualpath.evals.serving import missing, serving_benchmark, unmeasured
-from dualpath.evals.speed import path_speed, run_speed
+from dualpath.evals.serving import missing, unmeasured
+from dualpath.evals.speed import run_speed
 
 
 @dataclass
 class Metrics:
-    """All tables; each a DataFrame ready to print (verdicts, methods and labels are columns)."""
+    """Every metric table by its key (`tables`, read as attributes: ``m.rank_ic``; a key
+    with no frame reads as an empty one), and the frames and objects the headline reads."""
 
     nightly_ic: pd.DataFrame
-    rank_ic: pd.DataFrame
-    comparison: pd.DataFrame
-    cross_path: pd.DataFrame
-    self_agreement: pd.DataFrame
-    grades: pd.DataFrame
     speed_runs: pd.DataFrame
-    speed: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    draws: pd.DataFrame = field(default_factory=pd.DataFrame)
-    signal_shape: pd.DataFrame = field(default_factory=pd.DataFrame)
-    by_grade: pd.DataFrame = field(default_factory=pd.DataFrame)
     nightly_delta: pd.DataFrame = field(default_factory=pd.DataFrame)
     verdict: object = None            # evals.verdict.PrimaryVerdict (set by flows.prereg.study)
     energy_runs: pd.DataFrame = field(default_factory=pd.DataFrame)   # evals.energy.run_energy
@@ -45,9 +39,18 @@ class Metrics:
     interchange_planned: bool = False  # its limit is the frozen plan's (set by flows.prereg)
     interchange_sequential: dict | None = None   # the plan's group-sequential verdict
     interchange_nights: object = None  # evals.icr_plan.NightsPlan from these nights' grades
-    serving: pd.DataFrame = field(default_factory=pd.DataFrame)  # evals.serving
     serving_missing: list[str] = field(default_factory=list)  # a line per path without a row
     serving_unmeasured: list[str] = field(default_factory=list)  # a line per figure no path has
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        # only reached where no field has the name: a metric table, by its registered key
+        if name.startswith("__") or name == "tables":
+            raise AttributeError(name)
+        from dualpath.evals.registry import metrics
+
+        if name in self.tables or name in metrics():
+            return self.tables.get(name, pd.DataFrame())
+        raise AttributeError(f"Metrics has no field or metric table {name!r}")
 
 
 def default_primary(horizons: list[int]) -> int:
@@ -86,37 +89,25 @@ def compute_metrics(units: pd.DataFrame, calls: pd.DataFrame, runs: pd.DataFrame
         notes.append(f"{returns.attrs['off_session_rows']} price row(s) on non-session dates "
                      "were ignored")
     nightly = nightly_rank_ic(scores, returns) if len(scores) else pd.DataFrame(columns=NIGHTLY)
-    summary = rank_ic_summary(nightly, alpha) if len(nightly) else pd.DataFrame()
-    comparison, cross, delta = pd.DataFrame(), pd.DataFrame(), pd.DataFrame()
-    if pair and len(nightly):
-        primary = primary_horizon if primary_horizon in horizons else default_primary(horizons)
-        comparison = compare_paths(scores, returns, pair[0], pair[1], horizons, primary,
-                                   margin, alpha, tests=tests, power=power)
-        delta = paired_delta_ic(scores, returns, pair[0], pair[1])
-        cross = pd.DataFrame([{"baseline": pair[0], "candidate": pair[1],
-                               **cross_path_agreement(scores, *pair)}])
-    # pooled over nights only: a per-night table was computed here on every call (~18% of a
-    # study on the seeded warehouse) and read by nothing
-    agree = pd.DataFrame([{"path": p, **self_agreement(g)} for p, g in usable.groupby("path")])
-    grades = grade_distribution(usable) if len(usable) else pd.DataFrame()
-    own = pd.Series(run_draws(runs).to_numpy(), index=runs["run_id"]) if len(runs) else None
-    draws = draws_analysis(usable, returns, nightly_ic=nightly, run_draws=own) \
-        if len(returns) else pd.DataFrame()
-    shape = signal_shape(scores, returns) if len(returns) else pd.DataFrame()
-    grade_ret = by_grade(scores, returns) if len(returns) else pd.DataFrame()
     per_run = run_speed(calls, units, runs) if len(runs) and len(calls) else pd.DataFrame()
-    speed = path_speed(per_run) if len(per_run) else pd.DataFrame()
+    primary = (primary_horizon if primary_horizon in horizons else default_primary(horizons)) \
+        if horizons else None
+    inputs = MetricInputs(usable, scores, returns, nightly, calls, runs, per_run,
+                          list(horizons), pair, primary, margin, alpha, tests, power)
+    # every registered metric, each from the same inputs (`evals.registry.metrics`)
+    tables = {k: spec.measure(inputs) for k, spec in metrics().items()
+              if spec.measure is not None}
+    delta = paired_delta_ic(scores, returns, pair[0], pair[1]) if pair and len(nightly) \
+        else pd.DataFrame()
     inter = interchange(usable, pair[0], pair[1], interchange_limit, alpha) \
         if pair and len(usable) else None
-    m = Metrics(nightly, summary, comparison, cross, agree, grades, per_run, speed,
-                notes, draws, shape, grade_ret, delta, interchange=inter)
+    m = Metrics(nightly, per_run, tables, notes, delta, interchange=inter)
     steps = changes(per_run, tuple(sorted(per_run["path"].unique()))) if len(per_run) else {}
-    if steps and len(draws):
+    if steps and len(tables.get("draws", pd.DataFrame())):
         notes.append(f"draws changed mid-study ({described(steps)}): the draws table "
                      "measures each k on the nights scored with at least k draws")
     m.interchange_nights = study_nights(usable, inter)
     m.energy_runs = run_energy(runs, per_run) if len(per_run) else pd.DataFrame()
-    m.serving = serving_benchmark(calls, runs, per_run) if len(per_run) else pd.DataFrame()
     m.serving_missing = missing(per_run)
-    m.serving_unmeasured = unmeasured(m.serving)
+    m.serving_unmeasured = unmeasured(tables.get("serving", pd.DataFrame()))
     return m

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dualpath.evals.registry import declare
+from dualpath.evals.registry import table
 from dualpath.evals.thinking import COLUMNS as THINKING_COLUMNS
 from dualpath.evals.thinking import thinking_share
 
@@ -94,23 +94,31 @@ def frames(d) -> dict[str, pd.DataFrame]:
             "thinking": thinking_share(d.calls)}
 
 
-declare("deviations", "Deviations", ["night", "kind", "detail", "recorded_at"])
+table("deviations", "Deviations", ["night", "kind", "detail", "recorded_at"],
+      kind="report", section="plan", empty="none logged")
 
-declare("latency", "Per-call latency percentiles over complete one-segment undisturbed "
-        "runs (real-scale; a starved, resumed or partial run's calls are left out)",
-        ["path", "metric", "basis", "n", "p50", "p90", "p99"], measure=latency_percentiles)
+table("latency", "Per-call latency percentiles over complete one-segment undisturbed "
+      "runs (real-scale; a starved, resumed or partial run's calls are left out)",
+      ["path", "metric", "basis", "n", "p50", "p90", "p99"],
+      kind="report", section="speed", order=110, collapsed=True,
+      empty="no calls of a complete, one-segment, undisturbed run")(latency_percentiles)
 
-declare("projection", "Projected duration of a 100-ticker night",
-        ["path", "hours_for_100_tickers"], kinds={"hours_for_100_tickers": "h"},
-        measure=projection)
+table("projection", "Projected duration of a 100-ticker night",
+      ["path", "hours_for_100_tickers"], kinds={"hours_for_100_tickers": "h"},
+      kind="report", section="speed", order=120,
+      empty="no projection: no path has a complete, undisturbed run yet (the runs left out "
+          "are listed under run hygiene)")(projection)
 
-declare("sweep", "Every point of the recorded sweeps", ["sweep"] + SWEEP_COLUMNS,
-        gloss={"share_of_best": "the point's aggregate decode ÷ the fastest ready point's"},
-        measure=sweep_points)
+table("sweep", "Every point of the recorded sweeps", ["sweep"] + SWEEP_COLUMNS,
+      gloss={"share_of_best": "the point's aggregate decode ÷ the fastest ready point's"},
+      kind="report", section="retuning",
+      empty="no sweep recorded: `dualpath sweep` retunes a path's slots")(sweep_points)
 
-declare("sessions", "Server identity per path and night",
-        ["night", "path", "dialect", "how", "model", "build", "slots", "identity_problem"])
+table("sessions", "Server identity per path and night",
+      ["night", "path", "dialect", "how", "model", "build", "slots", "identity_problem"],
+      kind="report", section="hygiene", order=6, collapsed=True,
+      empty="no server session recorded for the runs in this range")
 
-declare("thinking", "Thinking share of generated tokens per path", THINKING_COLUMNS,
-        gloss={"basis": "server: counted by the engine; chars: estimated from characters"},
-        measure=thinking_share)
+table("thinking", "Thinking share of generated tokens per path", THINKING_COLUMNS,
+      gloss={"basis": "server: counted by the engine; chars: estimated from characters"},
+      kind="report", section="sampling", empty="no calls")(thinking_share)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dualpath.evals.inputs import MetricInputs
 from dualpath.evals.registry import table
 
 SLO_TTFT_MS = 5000.0    # a first token within 5 s
@@ -80,7 +81,14 @@ def per_call(calls: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
        gloss={"requests": "calls answered (failed ones are counted apart, in no figure)",
               "failed": "calls whose last attempt failed (error_kind set)"},
        kinds={"runs": "int", "requests": "int", "failed": "int"},
-       optional=[c for c in SERVING_COLUMNS if c.split("_p")[0] in METRICS] + ["goodput"])
+       optional=[c for c in SERVING_COLUMNS if c.split("_p")[0] in METRICS] + ["goodput"],
+       order=100, section="speed",
+       empty="no serving figures: no path has a complete, undisturbed run")
+def serving_table(d: MetricInputs) -> pd.DataFrame:
+    """`serving_benchmark` of the study's calls and runs."""
+    return serving_benchmark(d.calls, d.runs, d.per_run) if len(d.per_run) else pd.DataFrame()
+
+
 def serving_benchmark(calls: pd.DataFrame, runs: pd.DataFrame,
                       per_run: pd.DataFrame) -> pd.DataFrame:
     """One row per path from the ``calls`` and ``runs`` frames and `run_speed`'s per-run

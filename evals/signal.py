@@ -17,6 +17,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from dualpath.evals.draws import run_draws
+from dualpath.evals.inputs import MetricInputs
+from dualpath.evals.registry import table
+
 from dualpath.evals.agreement import icc_oneway, spearman_brown
 from dualpath.evals.inference import mean_test
 from dualpath.evals.rankic import MIN_TICKERS, grouped_spearman
@@ -185,3 +189,40 @@ def signal_shape(scores: pd.DataFrame, returns: pd.DataFrame,
     out = spread.groupby(["path", "horizon"]).agg(nights=("spread", "size"),
                                                   top_minus_bottom=("spread", "mean")).reset_index()
     return out.merge(rank_autocorrelation(scores)[["path", "rank_autocorr"]], on="path", how="left")
+
+
+@table("draws", "What each draw buys: IC of the mean of k draws (measured), Spearman-Brown "
+       "projection beyond",
+       ["path", "horizon", "k", "basis", "nights", "mean_ic", "reliability", "attenuation",
+        "projected_ic", "projected_ci_low", "projected_ci_high", "projected_ci"],
+       ["path", "horizon", "k", "basis", "nights", "mean_ic", "reliability", "projected_ic",
+        "projected_ci_low", "projected_ci_high", "projected_ci"],
+       kinds={"horizon": "int", "k": "int", "nights": "int"}, order=50, section="quality",
+       collapsed=True, empty="no draw analysis yet: no night's forward return has matured")
+def draws_table(d: MetricInputs) -> pd.DataFrame:
+    """`draws_analysis` of the usable units against the forward returns."""
+    if not len(d.returns):
+        return pd.DataFrame()
+    # each run's own draws: a night scored with 2 draws is no k = 3 sample (`evals.draws`)
+    own = pd.Series(run_draws(d.runs).to_numpy(), index=d.runs["run_id"]) if len(d.runs) \
+        else None
+    return draws_analysis(d.usable, d.returns, nightly_ic=d.nightly, run_draws=own)
+
+
+@table("signal_shape", "Signal shape: top-minus-bottom quintile forward return, score rank "
+       "autocorrelation night to night",
+       ["path", "horizon", "nights", "top_minus_bottom", "rank_autocorr"],
+       kinds={"horizon": "int", "nights": "int"}, order=60, section="quality",
+       collapsed=True, empty="no signal shape yet: no night's forward return has matured")
+def signal_shape_table(d: MetricInputs) -> pd.DataFrame:
+    """`signal_shape` of the scores against the forward returns."""
+    return signal_shape(d.scores, d.returns) if len(d.returns) else pd.DataFrame()
+
+
+@table("by_grade", "Mean forward return by grade (mean score rounded)",
+       ["path", "horizon", "grade", "ticker_nights", "mean_fwd_return"],
+       kinds={"horizon": "int", "ticker_nights": "int"}, order=70, section="quality",
+       collapsed=True, empty="no returns by grade yet: no night's forward return has matured")
+def by_grade_table(d: MetricInputs) -> pd.DataFrame:
+    """`by_grade` of the scores against the forward returns."""
+    return by_grade(d.scores, d.returns) if len(d.returns) else pd.DataFrame()

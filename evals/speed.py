@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from dualpath.evals.draws import run_draws
+from dualpath.evals.inputs import MetricInputs
 from dualpath.evals.registry import table
 
 Basis = Literal["throughput", "slot-latency"]
@@ -229,7 +230,13 @@ SPEED_COLUMNS = ["path", "runs", "not_complete_excluded", "resumed_excluded",
               "client_decode_tps": "generated tokens ÷ the run's wall clock: the aggregate",
               "runaway_share": "share of calls that stopped at max_tokens"},
        kinds={"runs": "int", "not_complete_excluded": "int", "resumed_excluded": "int",
-              "retries": "int"})
+              "retries": "int"},
+       order=90, section="speed", empty="no speed yet: no path has a complete, undisturbed run")
+def speed_table(d: MetricInputs) -> pd.DataFrame:
+    """`path_speed` of the study's runs."""
+    return path_speed(d.per_run) if len(d.per_run) else pd.DataFrame()
+
+
 def path_speed(per_run: pd.DataFrame) -> pd.DataFrame:
     """Medians per path over the runs whose speed is a result, with counts of the runs left
     out: not complete (partial, failed, contaminated), complete but resumed, or complete in

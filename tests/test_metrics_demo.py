@@ -53,8 +53,6 @@ def test_comparison_plot_is_written(tmp_path):
                     for p, v in (("main", 0.1), ("backup", 0.05))])
     runs = pd.DataFrame({"path": ["main", "backup"], "night": [nights[0]] * 2, "is_result": True,
                          "throughput_s_per_ticker": [25.0, 172.0]})
-    empty = pd.DataFrame()
-    m = Metrics(ic, empty, pd.DataFrame([{"a": "main", "b": "backup"}]), empty, empty, empty,
-                runs, empty)
+    m = Metrics(ic, runs, {"comparison": pd.DataFrame([{"a": "main", "b": "backup"}])})
     out = plot_comparison(m, tmp_path / "c.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000

@@ -124,3 +124,42 @@ def test_an_inconclusive_verdict_says_which_end_of_its_interval_kept_it_open():
                                     "−δ = -0.060: a loss of δ is not ruled out")
     assert quality_lines(replace(v, test="difference"))[-1] == (
         "  before it can decide: the interval [-0.086, +0.010] contains 0")
+
+
+def test_a_metric_is_one_function_and_one_declaration(seeded, capsys):
+    """A metric declared here, and nowhere else, is computed by compute_metrics, read as
+    ``m.<key>``, printed by `dualpath metrics` (table and json) in its declared order, and
+    placed in its declared report section with its declared empty line."""
+    from dualpath.cli.results import print_metrics
+    from dualpath.evals.registry import TABLES, table
+    from dualpath.evals.weekly.sections import placed
+    from dualpath.flows.metrics import load_frames
+    from dualpath.evals.report import compute_metrics
+
+    @table("units_per_path", "Usable units per path", ["path", "units"], kind="metric",
+           kinds={"units": "int"}, order=85, section="quality", empty="no units yet")
+    def units_per_path(d):
+        # the seeded warehouse: 10 nights x 8 tickers x 2 draws = 160 units on main, and
+        # backup's last run is partial (8 of 16 measured, left out): 9 x 16 = 144
+        return d.usable.groupby("path").size().rename("units").reset_index()
+
+    try:
+        cfg, _, _ = seeded
+        f = load_frames(cfg)
+        m = compute_metrics(f["units"], f["calls"], f["runs"], f["prices"],
+                            cfg.experiment.horizons, ("main", "backup"))
+        assert m.units_per_path.to_dict("records") == [{"path": "backup", "units": 144},
+                                                        {"path": "main", "units": 160}]
+        keys = list(registered())
+        assert keys.index("grades") < keys.index("units_per_path") < keys.index("speed")
+        assert placed()["quality"][-1] == "units_per_path"
+        capsys.readouterr()
+        print_metrics(m, "json", only=["units_per_path"])
+        import json
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["tables"] == {"units_per_path": [{"path": "backup", "units": 144},
+                                                    {"path": "main", "units": 160}]}
+    finally:
+        del TABLES["units_per_path"]
+    with pytest.raises(AttributeError):
+        m.no_such_table

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from markupsafe import escape
 
-from dualpath.evals.registry import TABLES, declare, every_table
+from dualpath.evals.registry import TABLES, every_table, table
 from dualpath.evals.weekly import sections
 from dualpath.evals.weekly.render import render
 from dualpath.flows.weekly import gather
@@ -47,8 +47,8 @@ def test_every_registered_table_reaches_the_html_and_the_markdown(data, tmp_path
         assert f"### {spec.title}\n" in md, key
         assert str(escape(spec.title)) in html, key     # a heading, or a fold's summary
         if key == "sweep":                  # none recorded here (tests/test_sweep.py has one)
-            assert not len(frames[key]) and f"_{sections.EMPTY[key]}_" in md
-            assert str(escape(sections.EMPTY[key])) in html
+            assert not len(frames[key]) and f"_{spec.empty}_" in md
+            assert str(escape(spec.empty)) in html
             continue
         assert len(frames[key]), key
         header = "| " + " | ".join(spec.shown()) + " |"
@@ -58,14 +58,16 @@ def test_every_registered_table_reaches_the_html_and_the_markdown(data, tmp_path
 
 
 def test_the_reports_own_tables_are_not_metric_tables():
-    from dualpath.evals.registry import REPORT_TABLES, registered
+    from dualpath.evals.registry import registered, report_tables
 
-    assert not set(REPORT_TABLES) & set(registered())     # `dualpath metrics` prints none
+    assert set(report_tables()) == {"deviations", "latency", "projection", "sweep", "sessions",
+                                    "thinking"}
+    assert not set(report_tables()) & set(registered())     # `dualpath metrics` prints none
 
 
 def test_a_table_declared_anywhere_reaches_both_outputs_without_a_template_edit(data, tmp_path):
-    declare("probe", "A probe table declared after the report was written",
-            ["ticker", "share"], kinds={"share": "share"})
+    table("probe", "A probe table declared after the report was written",
+          ["ticker", "share"], kinds={"share": "share"}, kind="report")
     try:
         m = replace(data.metrics)
         m.probe = pd.DataFrame({"ticker": ["005930"], "share": [0.25]})

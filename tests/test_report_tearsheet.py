@@ -111,7 +111,7 @@ def test_each_view_is_in_the_report_with_data_and_a_line_without(data, tmp_path)
         assert f'alt="{caption}' in html, caption
     empty = replace(data.metrics, nightly_ic=data.metrics.nightly_ic.iloc[0:0],
                     nightly_delta=data.metrics.nightly_delta.iloc[0:0],
-                    by_grade=pd.DataFrame())
+                    tables={**data.metrics.tables, "by_grade": pd.DataFrame()})
     html, md = (p.read_text() for p in render(replace(data, metrics=empty), tmp_path / "b", "r"))
     for key in ("ic_histogram", "ic_heatmap", "delta_ic", "by_grade"):
         line = tearsheet.MISSING[key]

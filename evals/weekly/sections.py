@@ -15,47 +15,21 @@ from dualpath.evals.registry import Table, every_table
 from dualpath.evals.report_tables import frames as report_frames
 from dualpath.evals.weekly.tearsheet import MISSING
 
-SECTIONS = {
-    "plan": ("deviations",),
-    "primary": ("comparison",),
-    "quality": ("rank_ic", "self_agreement", "grades", "cross_path", "draws", "signal_shape",
-                "by_grade"),
-    "speed": ("speed", "serving", "latency", "projection"),
-    "retuning": ("sweep",),
-    "hygiene": ("left_out", "runs", "evidence", "gpu", "hosts", "sessions"),
-    "sampling": ("thinking",),
-}
+# the report's sections, in the order it shows them; each table names its own
+# (`evals.registry.table(..., section=...)`), in the order its declaration gives
+SECTION_ORDER = ("plan", "primary", "quality", "speed", "retuning", "hygiene", "sampling")
 CARDS = ("headline",)          # the headline's lines are the report's first screen
-COLLAPSED = frozenset({"draws", "signal_shape", "by_grade", "runs", "evidence", "gpu",
-                       "hosts", "latency", "sessions"})
 # frames that carry more than their table (warehouse rows with ids and internals)
-PROJECTED = frozenset(SECTIONS["hygiene"]) | {"sweep", "deviations"}
+PROJECTED = frozenset({"left_out", "runs", "evidence", "gpu", "hosts", "sessions", "sweep",
+                       "deviations"})
 
-EMPTY = {
-    "comparison": "no comparison yet: no matured night on which both paths graded the same "
-                  "tickers",
-    "rank_ic": "no RankIC yet: no night's forward return has matured",
-    "self_agreement": "no self-reproducibility yet: no complete run's units",
-    "grades": "no grade distribution yet: no complete run's units",
-    "cross_path": "no cross-path agreement: the two paths share no graded ticker-night",
-    "draws": "no draw analysis yet: no night's forward return has matured",
-    "signal_shape": "no signal shape yet: no night's forward return has matured",
-    "by_grade": "no returns by grade yet: no night's forward return has matured",
-    "speed": "no speed yet: no path has a complete, undisturbed run",
-    "serving": "no serving figures: no path has a complete, undisturbed run",
-    "left_out": "nothing left out: every run is complete, in one segment and undisturbed",
-    "runs": "no runs in this range",
-    "evidence": "no server evidence: no session in this range recorded the server's counters",
-    "gpu": "no GPU readings: no run in this range recorded its GPU",
-    "hosts": "no hosts recorded for the runs in this range",
-    "deviations": "none logged",
-    "latency": "no calls of a complete, one-segment, undisturbed run",
-    "projection": "no projection: no path has a complete, undisturbed run yet (the runs "
-                  "left out are listed under run hygiene)",
-    "sweep": "no sweep recorded: `dualpath sweep` retunes a path's slots",
-    "sessions": "no server session recorded for the runs in this range",
-    "thinking": "no calls",
-}
+
+def placed() -> dict[str, list[str]]:
+    """Section -> the keys of the tables declared in it, in order."""
+    tables = every_table()
+    return {name: [k for k, t in sorted(tables.items(), key=lambda kv: kv[1].order)
+                   if t.section == name] for name in SECTION_ORDER}
+
 
 FIGS = {   # table key -> (figure key, caption) drawn beside it
     "comparison": (("delta_ic", "Nightly ΔIC (bars) with the running estimate and interval of "
@@ -110,8 +84,8 @@ def entry(spec: Table, frame: pd.DataFrame | None, figs: dict,
     return {"key": spec.key, "title": spec.title, **brief,
             "full": full if full["cols"] != brief["cols"] else None,
             "missing": list(missing),
-            "empty": "" if missing else EMPTY.get(spec.key, f"no rows yet for {spec.key}"),
-            "collapsed": spec.key in COLLAPSED,
+            "empty": "" if missing else spec.empty or f"no rows yet for {spec.key}",
+            "collapsed": spec.collapsed,
             "figs": [{"uri": figs.get(k), "caption": cap, "missing": FIG_MISSING.get(k, cap)}
                      for k, cap in FIGS.get(spec.key, ())]}
 
@@ -123,9 +97,9 @@ def sections(d, figs: dict) -> dict[str, list[dict]]:
     why = getattr(d.metrics, "serving_missing", [])     # the same runs, the same gaps
     gaps = {"serving": why + list(getattr(d.metrics, "serving_unmeasured", [])),
             "latency": why}
-    placed = {k for keys in SECTIONS.values() for k in keys} | set(CARDS)
-    out = {name: [entry(tables[k], data.get(k), figs, gaps.get(k, ())) for k in keys
-                  if k in tables]
-           for name, keys in SECTIONS.items()}
-    out["more"] = [entry(t, data.get(k), figs) for k, t in tables.items() if k not in placed]
+    where = placed()
+    shown = {k for keys in where.values() for k in keys} | set(CARDS)
+    out = {name: [entry(tables[k], data.get(k), figs, gaps.get(k, ())) for k in keys]
+           for name, keys in where.items()}
+    out["more"] = [entry(t, data.get(k), figs) for k, t in tables.items() if k not in shown]
     return out
