@@ -35,7 +35,6 @@ from dualpath.evals.wrap import Detail, hang, like
 from dualpath.evals.headline_icr import (false_reassurance_line, false_reassurance_of,
                                          interchange_lines, interchange_verdict, label_line,
                                          label_parts, noise_rate_of, rankic_word)
-from dualpath.evals.registry import table
 from dualpath.evals.speed import LABELS, slowdown_interval
 
 WIDTH = 100
@@ -129,13 +128,18 @@ class Headline:
     energy: tuple[str, ...] = ()    # what a ticker costs (evals.energy)
     energy_cmp: object = None       # evals.energy.EnergyCompare, or None
     interchange: object = None      # evals.interchange.Interchange (the first quality line)
-    false_reassurance: float = math.nan     # the RankIC plan's, given main's IC so far
     frr: tuple = (math.nan, math.nan, 0, 0)  # `false_reassurance_of`: rate, IC, nights, m
     planned: bool = False           # interchangeability's limit is the frozen plan's
     sequential: dict | None = None  # its group-sequential verdict (`flows.prereg`)
     noise_rate: float = math.nan    # the interchangeability verdict's noise-backup rate
+    heads: dict = field(default_factory=dict)       # question: its first line, unwrapped
     disturbed: dict = field(default_factory=dict)   # path: disturbed runs left out of speed
     runaway: dict = field(default_factory=dict)     # path: runaway share, where flagged
+
+    @property
+    def false_reassurance(self) -> float:
+        """The RankIC plan's false-reassurance rate, given main's IC so far."""
+        return self.frr[0]
 
     @property
     def lines(self) -> tuple[str, ...]:
@@ -177,9 +181,12 @@ def headline(metrics, verdict, draws: int | dict, tickers: int = TICKERS,
                     tuple(speed_lines(s, verdict, disturbed, runaway)),
                     energy=tuple(part for line in energy.energy_lines(e, verdict.candidate)
                                  for part in _fit(line)),
-                    energy_cmp=e, interchange=x, false_reassurance=frr[0], frr=frr,
+                    energy_cmp=e, interchange=x, frr=frr,
                     planned=planned, sequential=seq, noise_rate=rate, disturbed=disturbed,
-                    runaway=runaway)
+                    runaway=runaway,
+                    heads={"interchangeability": first[0] if first else None,
+                           "rankic": rankic_head(verdict, frr[0]) if verdict.candidate
+                           else None})
 
 
 RUNAWAY_FLAG = 0.20     # above it a path's seconds are as much its capped answers as its server
@@ -220,13 +227,8 @@ def quality_lines(v, frr: tuple | None = None, label_said: bool = False) -> list
     interim 'non-inferior' does not have the plan's error rate."""
     if not v.candidate:
         return ["Quality: no second path to compare (one path configured)"]
-    q = f"RankIC — is {v.candidate}'s signal as good as {v.baseline}'s?"
     rate = frr[0] if frr is not None else math.nan
-    if v.label == "interim":
-        head = f"{q}  interim — no decision"
-    else:
-        head = f"{q}  {rankic_word(v, rate)}  [{label_parts(v.label_text)[0]}]"
-    lines = [head, *([] if label_said else label_line(v.label_text))]
+    lines = [rankic_head(v, rate), *([] if label_said else label_line(v.label_text))]
     if math.isnan(v.estimate):
         value = "not estimated yet"
     elif math.isnan(v.ci_low):
@@ -251,6 +253,14 @@ def quality_lines(v, frr: tuple | None = None, label_said: bool = False) -> list
     if not v.decided:
         lines.append("  before it can decide: " + (v.note or _why_undecided(v)))
     return [part for x in lines for part in _fit(x)]
+
+
+def rankic_head(v, rate: float = math.nan) -> str:
+    """RankIC's first line, unwrapped: the question, the answer, the label's word."""
+    q = f"RankIC — is {v.candidate}'s signal as good as {v.baseline}'s?"
+    if v.label == "interim":
+        return f"{q}  interim — no decision"
+    return f"{q}  {rankic_word(v, rate)}  [{label_parts(v.label_text)[0]}]"
 
 
 def _why_undecided(v) -> str:
@@ -354,60 +364,3 @@ def _fit(line: str) -> list[str]:
         return [line]
     indent = " " * (len(line) - len(line.lstrip()) + 2)
     return like(line, hang(line, WIDTH, rest=indent))
-
-
-@table("headline", "The answer at a glance: one row per question, from the result object",
-       ["question", "answer", "estimate", "ci_low", "ci_high", "ci_level", "basis", "detail"],
-       kinds={"ci_level": "share"}, kind="headline", order=0,
-       gloss={"estimate": "interchangeability: disagreement ratio (candidate–baseline ÷ "
-                          "baseline–baseline draws); rankic: ΔIC; speed and energy: candidate "
-                          "÷ baseline"})
-def headline_table(h: Headline) -> pd.DataFrame:
-    """The headline as one row per question (what csv and json carry), read from the
-    result object (`evals.result`) so that its words and numbers are the headline's."""
-    from dualpath.evals.result import result     # it reads this module's Headline
-
-    r, rows = result(h), []
-    x, q, s, e = r["interchangeability"], r["rankic"], r["speed"], r["energy"]
-    if x is not None:
-        rows.append({"question": "interchangeability", "answer": x["answer"],
-                     "estimate": x["ratio"], **_ci(x["interval"]),
-                     "basis": f"disagreement {r['candidate']}–{r['baseline']} ÷ "
-                              f"{r['baseline']}–{r['baseline']} draws, limit {x['limit']:.0%} "
-                              "of agreement kept",
-                     "detail": "; ".join(filter(None, [
-                         f"[{x['label']}] {x['nights']} nights, {x['tickers']} tickers",
-                         f"noise-backup rate {x['noise_backup_rate']:.3f}"
-                         if x["noise_backup_rate"] is not None else None, x["note"]]))})
-    if q is not None:
-        interim = r["label"]["label"] == "interim"     # an interim look names no verdict
-        rows.append({"question": "rankic", "answer": q["answer"], "estimate": q["estimate"],
-                     **_ci(q["interval"]),
-                     "basis": f"ΔIC at h={q['horizon']}, margin {q['margin']}",
-                     "detail": r["label"]["text"] if interim
-                     else q["note"] or r["label"]["text"]})
-    if s is not None and s["basis_text"] is not None:
-        rows.append({"question": "speed", "answer": s["answer"], "estimate": s["ratio"],
-                     **_ci(s["interval"]), "basis": s["basis_text"],
-                     "detail": f"{s['paired_nights']} paired nights"})
-    if e is not None:
-        rows.append({"question": "energy", "answer": e["answer"], "estimate": e["ratio"],
-                     **_ci(e["interval"]),
-                     "basis": "; ".join([e["basis"]] + [
-                         f"{p} by {w}" for p, w in e["read_by"].items()]),
-                     "detail": "; ".join(f"{p} {e['medians'][p]:.0f} J/ticker, "
-                                         f"{e['night']['kwh'][p]:.3f} kWh per "
-                                         f"{e['night']['tickers']}-ticker night"
-                                         for p in e["medians"]
-                                         if e["medians"][p] is not None)})
-    frame = pd.DataFrame(rows, columns=TABLE_COLUMNS)
-    return frame.astype({c: float for c in ("estimate", "ci_low", "ci_high", "ci_level")})
-
-
-TABLE_COLUMNS = ["question", "answer", "estimate", "ci_low", "ci_high", "ci_level", "basis",
-                 "detail"]
-
-
-def _ci(interval: dict) -> dict:
-    return {"ci_low": interval["low"], "ci_high": interval["high"],
-            "ci_level": interval["level"]}

@@ -27,7 +27,7 @@ from dualpath.evals.format import cell
 
 KINDS = ("headline", "metric", "report", "listing")
 # the modules whose import registers each kind's tables (their declarations live there)
-MODULES = {"headline": ("dualpath.evals.headline",),
+MODULES = {"headline": ("dualpath.evals.result",),
            "metric": ("dualpath.evals.rankic", "dualpath.evals.compare",
                       "dualpath.evals.agreement", "dualpath.evals.signal",
                       "dualpath.evals.speed", "dualpath.evals.serving"),

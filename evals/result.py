@@ -5,7 +5,8 @@
 slowdown, the energy comparison, the false-reassurance and noise-backup rates) — so the text
 and the data cannot disagree; each question's `answer` is the words its first line prints.
 `dualpath metrics -f json` carries it as `result`, the weekly report writes it beside its
-HTML and Markdown, and the `headline` table (csv and json) is one row per question of it.
+HTML and Markdown, and the `headline` table (csv and json) is one row per question of it
+(`headline_table`).
 
 The JSON Schema is `dualpath/schemas/result.schema.json` (`SCHEMA`), shipped in the wheel;
 `VERSION` changes when a field changes meaning or is removed (an added field does not).
@@ -19,10 +20,13 @@ import json
 import math
 from importlib import resources
 
+import pandas as pd
+
 from dualpath.evals import energy as en
 from dualpath.evals import power as pw
 from dualpath.evals.headline import RUNAWAY_FLAG
 from dualpath.evals.headline_icr import REASSURES, label_parts, reassures
+from dualpath.evals.registry import table
 
 VERSION = 1
 SCHEMA = "schemas/result.schema.json"     # inside the `dualpath` package
@@ -94,7 +98,8 @@ def interchangeability(h) -> dict | None:
         None if h.verdict.label == "interim" else x.verdict)
     rate = num(h.noise_rate)
     return {
-        "answer": answer_of(_block(h.quality, "Quality")), "verdict": stated,
+        "answer": answer_of([h.heads.get("interchangeability")
+                             or _block(h.quality, "Quality")[0]]), "verdict": stated,
         "test_verdict": x.verdict, "label": label_parts(h.verdict.label_text)[0]
         if h.planned else "exploratory", "planned": bool(h.planned),
         "nights": x.nights, "tickers": x.tickers, "ticker_nights": x.ticker_nights,
@@ -122,7 +127,7 @@ def rankic(h) -> dict | None:
         return None
     rate, ic, n, m = h.frr
     return {
-        "answer": answer_of(_block(h.quality, "RankIC")),
+        "answer": answer_of([h.heads.get("rankic") or _block(h.quality, "RankIC")[0]]),
         "verdict": None if v.label == "interim" else v.verdict, "test_verdict": v.verdict,
         "decided": bool(v.decided), "label": label_parts(v.label_text)[0],
         "test": v.test, "horizon": v.horizon, "estimate": num(v.estimate),
@@ -189,3 +194,58 @@ def _look_at(seq: dict | None) -> int | None:
     if seq is None or not seq["reached"]:
         return None
     return (seq["look"] if seq["look"] is not None else seq["reached"] - 1) + 1
+
+
+@table("headline", "The answer at a glance: one row per question, from the result object",
+       ["question", "answer", "estimate", "ci_low", "ci_high", "ci_level", "basis", "detail"],
+       kinds={"ci_level": "share"}, kind="headline", order=0,
+       gloss={"estimate": "interchangeability: disagreement ratio (candidate–baseline ÷ "
+                          "baseline–baseline draws); rankic: ΔIC; speed and energy: candidate "
+                          "÷ baseline"})
+def headline_table(h) -> pd.DataFrame:
+    """The headline (`evals.headline.Headline`) as one row per question (what csv and json
+    carry), read from its result object so that its words and numbers are the headline's."""
+    r, rows = result(h), []
+    x, q, s, e = r["interchangeability"], r["rankic"], r["speed"], r["energy"]
+    if x is not None:
+        rows.append({"question": "interchangeability", "answer": x["answer"],
+                     "estimate": x["ratio"], **_ci(x["interval"]),
+                     "basis": f"disagreement {r['candidate']}–{r['baseline']} ÷ "
+                              f"{r['baseline']}–{r['baseline']} draws, limit {x['limit']:.0%} "
+                              "of agreement kept",
+                     "detail": "; ".join(filter(None, [
+                         f"[{x['label']}] {x['nights']} nights, {x['tickers']} tickers",
+                         f"noise-backup rate {x['noise_backup_rate']:.3f}"
+                         if x["noise_backup_rate"] is not None else None, x["note"]]))})
+    if q is not None:
+        interim = r["label"]["label"] == "interim"     # an interim look names no verdict
+        rows.append({"question": "rankic", "answer": q["answer"], "estimate": q["estimate"],
+                     **_ci(q["interval"]),
+                     "basis": f"ΔIC at h={q['horizon']}, margin {q['margin']}",
+                     "detail": r["label"]["text"] if interim
+                     else q["note"] or r["label"]["text"]})
+    if s is not None and s["basis_text"] is not None:
+        rows.append({"question": "speed", "answer": s["answer"], "estimate": s["ratio"],
+                     **_ci(s["interval"]), "basis": s["basis_text"],
+                     "detail": f"{s['paired_nights']} paired nights"})
+    if e is not None:
+        rows.append({"question": "energy", "answer": e["answer"], "estimate": e["ratio"],
+                     **_ci(e["interval"]),
+                     "basis": "; ".join([e["basis"]] + [
+                         f"{p} by {w}" for p, w in e["read_by"].items()]),
+                     "detail": "; ".join(f"{p} {e['medians'][p]:.0f} J/ticker, "
+                                         f"{e['night']['kwh'][p]:.3f} kWh per "
+                                         f"{e['night']['tickers']}-ticker night"
+                                         for p in e["medians"]
+                                         if e["medians"][p] is not None)})
+    frame = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    return frame.astype({c: float for c in ("estimate", "ci_low", "ci_high", "ci_level")})
+
+
+TABLE_COLUMNS = ["question", "answer", "estimate", "ci_low", "ci_high", "ci_level", "basis",
+                 "detail"]
+
+
+def _ci(interval: dict) -> dict:
+    return {"ci_low": interval["low"], "ci_high": interval["high"],
+            "ci_level": interval["level"]}

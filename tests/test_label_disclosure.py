@@ -186,7 +186,7 @@ def test_a_weekly_look_inside_the_window_is_interim(planned, tmp_path):
 
 
 def test_an_interim_look_names_no_verdict_word_in_notes_card_or_table(planned):
-    from dualpath.evals.headline import headline_table
+    from dualpath.evals.result import headline_table
     from dualpath.evals.weekly import ReportData
     from dualpath.evals.weekly.render import cards
     from dualpath.flows.glance import metrics_and_headline

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from dualpath.evals.format import cell
-from dualpath.evals.headline import headline_table
+from dualpath.evals.result import headline_table
 from dualpath.evals.registry import TableDrift, registered
 from dualpath.flows.glance import metrics_and_headline
 from tests.seeded import seed_warehouse

@@ -26,7 +26,7 @@ def print_metrics(m, fmt: str, horizon: int | None = None, only: list[str] | Non
     json carry every column."""
     import pandas as pd
 
-    from dualpath.evals.headline import headline_table
+    from dualpath.evals.result import headline_table
     from dualpath.evals.registry import registered
 
     frames = {}
