@@ -68,13 +68,14 @@ def test_the_short_windows_line_and_its_noise_rate_use_the_same_boundaries():
            "night": 8, "z": -3.1, "bound": b[1], "total": 9, "planned": [5, 9]}
     told = "confirmatory — 1 of 9 window night(s) missing"
     lines = interchange_lines(x, "confirmatory", told, True, seq)
-    assert lines[:2] == [
-        "Quality — are backup's grades interchangeable with main's?  not interchangeable, 8 "
-        "night(s)",
-        f"  [{told}; group-sequential: O'Brien-Fleming spending over looks at night(s) 5/8 "
-        "(planned 5/9: the window closed with 8 of 9 nights, its final look spending all α "
-        "left at information 8/9)]"]
-    assert lines[3] == ("  backup keeps 96% of main's draw-to-draw rank agreement (limit 50%; "
+    assert lines[:3] == [
+        "Quality — are backup's grades interchangeable with main's?  not interchangeable  "
+        "[confirmatory]",
+        "  confirmatory: 1 of 9 window night(s) missing",
+        "  group-sequential: O'Brien-Fleming spending over looks at night(s) 5/8 (planned 5/9: "
+        "the window closed with 8 of 9 nights, its final look spending all α left at "
+        "information 8/9)"]
+    assert lines[4] == ("  backup keeps 96% of main's draw-to-draw rank agreement (limit 50%; "
                         "z -3.10 against ±1.66 at the look)")
     rate = noise_rate(x, [5, 8], 2, "not interchangeable", 9)
     assert lines[-1] == (f"  noise-backup rate {rate:.3f} = P(a backup whose grades are noise "
@@ -92,15 +93,14 @@ def test_a_window_closed_below_its_minimum_is_exploratory_at_its_final_look(plan
     seq = study(cfg).metrics.interchange_sequential
     assert (seq["verdict"], seq["looks"], seq["planned"], seq["reached"]) == (
         "inconclusive", [5], [5, 9], 1)
-    why = ("exploratory — the window has closed with 4 of 9 window night(s) missing: "
+    why = ("exploratory: the window has closed with 4 of 9 window night(s) missing: "
            "2027-04-30 (not run),")
-    assert label_lines(headline(cfg_path))[:6] == [
-        "Quality — are backup's grades interchangeable with main's?  inconclusive, 5 night(s)",
-        f"  [{why}",
+    assert label_lines(headline(cfg_path, "--verbose"))[:6] == [
+        "Quality — are backup's grades interchangeable with main's?  inconclusive  [exploratory]",
+        f"  {why}",
         "    2027-05-03 (not run), 2027-05-04 (not run), 2027-05-05 (not run); 5 complete, "
         "below the plan's",
-        "    minimum of 6 (the power 0.80 at h=1 the window was sized for); group-sequential: "
-        "O'Brien-Fleming",
-        "    spending over looks at night(s) 5 (planned 5/9: the window closed with 5 of 9 "
-        "nights, its final",
-        "    look spending all α left at information 5/9)]"]
+        "    minimum of 6 (the power 0.80 at h=1 the window was sized for)",
+        "  group-sequential: O'Brien-Fleming spending over looks at night(s) 5 (planned 5/9: "
+        "the window",
+        "    closed with 5 of 9 nights, its final look spending all α left at information 5/9)"]

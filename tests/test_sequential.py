@@ -55,18 +55,21 @@ def test_a_study_that_stopped_early_says_so():
            "night": 10, "z": 2.71, "bound": 2.54}
     lines = interchange_lines(X, "interim", "interim — no decision: 10 of 20 window nights",
                               True, seq)
-    assert lines[:3] == [
+    # a crossed boundary decides under the design even at an interim look: the answer with
+    # the label's word, why interim beneath, the design as a detail (--verbose, the report)
+    assert lines[:4] == [
         "Quality — are backup's grades interchangeable with main's?  stopped early for "
-        "interchangeable at night 10 (look 2 of 4)",
-        "  [interim; group-sequential: O'Brien-Fleming spending over looks at night(s) "
-        "5/10/15/20]",
-        "  disagreement backup–main ÷ main–main draws 1.01, 95% CI [0.96, 1.06]; 100 tickers"]
-    assert lines[3] == ("  backup keeps 96% of main's draw-to-draw rank agreement (limit 50%; "
+        "interchangeable at night 10 (look 2 of 4)  [interim]",
+        "  interim: 10 of 20 window nights",
+        "  group-sequential: O'Brien-Fleming spending over looks at night(s) 5/10/15/20",
+        "  disagreement backup–main ÷ main–main draws 1.01, 95% CI [0.96, 1.06]; 100 tickers, "
+        "10 nights"]
+    assert lines[4] == ("  backup keeps 96% of main's draw-to-draw rank agreement (limit 50%; "
                         "z +2.71 against ±2.54 at the look)")
     waiting = dict(seq, verdict="no decision yet", look=None, night=None)
     assert interchange_lines(X, "interim", "interim", True, waiting)[0] == (
-        "Quality — are backup's grades interchangeable with main's?  interim — no decision, "
-        "10 night(s) (look 2 of 4: no boundary crossed)")
+        "Quality — are backup's grades interchangeable with main's?  interim — no decision "
+        "(look 2 of 4: no boundary crossed)")
 
 
 def test_the_sequential_noise_backup_rate_is_the_first_crossing_share():
