@@ -80,7 +80,8 @@ def test_the_wheel_holds_only_the_dualpath_namespace(wheel):
     for needed in ("dualpath/evals/interchange.py", "dualpath/flows/nightly.py",
                    "dualpath/warehouse/migrations.py", "dualpath/viewer/static/ui.css",
                    "dualpath/viewer/templates/base.html.j2", "dualpath/demo.toml",
-                   "dualpath/evals/weekly/templates/report.html.j2"):
+                   "dualpath/evals/weekly/templates/report.html.j2",
+                   "dualpath/schemas/result.schema.json"):
         assert needed in names, needed
 
 
