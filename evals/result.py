@@ -165,7 +165,10 @@ def speed(h) -> dict | None:
                   "hours": {p: num(x) for p, x in s.own_hours_at.items()}},
         "projected": {"tickers": s.tickers, "hours": {p: num(x) for p, x in s.hours_at.items()}},
         "disturbed_runs": dict(h.disturbed), "runaway_shares": dict(h.runaway),
-        "runaway_flag": RUNAWAY_FLAG}
+        "runaway_flag": RUNAWAY_FLAG,
+        # each change of a path's draws mid-study: the night and its draws before and after
+        "draws_changed": {p: [{"night": _day(n), "before": a, "after": b} for n, a, b in steps]
+                          for p, steps in getattr(s, "draws_changed", {}).items()}}
 
 
 def energy(h) -> dict | None:
@@ -249,3 +252,7 @@ TABLE_COLUMNS = ["question", "answer", "estimate", "ci_low", "ci_high", "ci_leve
 def _ci(interval: dict) -> dict:
     return {"ci_low": interval["low"], "ci_high": interval["high"],
             "ci_level": interval["level"]}
+
+
+def _day(night) -> str | None:
+    return None if night is None or pd.isna(night) else pd.Timestamp(night).date().isoformat()

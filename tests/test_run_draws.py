@@ -155,6 +155,16 @@ def test_nights_scored_at_2_backup_draws_read_the_same_after_the_config_moves_to
         "own draws"]
     at = next(i for i, x in enumerate(lines) if x.startswith("Energy —"))
     assert lines[at].endswith(", 3 paired nights) per") and lines[at + 1] == "  unit"
+    # the change is data too, and the result still holds every number the text prints
+    import jsonschema
+
+    from dualpath.evals.result import schema
+    from tests.test_result import _unmatched
+
+    jsonschema.validate(doc["result"], schema())
+    assert doc["result"]["speed"]["draws_changed"] == {
+        "backup": [{"night": str(nights[2]), "before": 2, "after": 3}]}
+    assert _unmatched("\n".join(lines).replace("\n    ", " ").splitlines(), doc["result"]) == []
     # the weekly report and the viewer's overview say it beside the same figures
     from dualpath.viewer.headline import headline as overview
 
