@@ -296,7 +296,7 @@ def test_compute_metrics_labels_insufficient_nights_and_names_methods():
     assert c.loc[1, "role"] == "exploratory" and c.loc[1, "ci_method"]
     r = m.rank_ic.set_index(["path", "horizon"])
     assert math.isnan(r.loc[("main", 5), "t"]) and r.loc[("main", 1), "df"] == 11
-    assert {"draws", "signal_shape", "by_grade"} <= set(vars(m))
+    assert {"draws", "signal_shape", "by_grade"} <= set(m.tables)     # every metric, by key
     assert len(m.draws) and len(m.signal_shape) and len(m.by_grade)
 
 
