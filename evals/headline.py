@@ -133,6 +133,7 @@ class Headline:
     sequential: dict | None = None  # its group-sequential verdict (`flows.prereg`)
     noise_rate: float = math.nan    # the interchangeability verdict's noise-backup rate
     heads: dict = field(default_factory=dict)       # question: its first line, unwrapped
+    nights_plan: object = None      # evals.icr_plan.NightsPlan: nights to decide, from these
     disturbed: dict = field(default_factory=dict)   # path: disturbed runs left out of speed
     runaway: dict = field(default_factory=dict)     # path: runaway share, where flagged
 
@@ -172,8 +173,9 @@ def headline(metrics, verdict, draws: int | dict, tickers: int = TICKERS,
     seq = getattr(metrics, "interchange_sequential", None)
     said = interchange_verdict(x, verdict.label, planned, seq) if x is not None else ""
     rate = noise_rate_of(x, said, seq if planned else None) if said else math.nan
-    first = interchange_lines(x, verdict.label, verdict.label_text, planned, seq,
-                              getattr(metrics, "interchange_nights", None), rate=rate)
+    nights_plan = getattr(metrics, "interchange_nights", None)
+    first = interchange_lines(x, verdict.label, verdict.label_text, planned, seq, nights_plan,
+                              rate=rate)
     disturbed, runaway = disturbed_runs(metrics.speed, verdict), runaway_shares(metrics.speed,
                                                                                  verdict)
     return Headline(verdict, s, tuple([part for line in first for part in _fit(line)]
@@ -183,7 +185,7 @@ def headline(metrics, verdict, draws: int | dict, tickers: int = TICKERS,
                                  for part in _fit(line)),
                     energy_cmp=e, interchange=x, frr=frr,
                     planned=planned, sequential=seq, noise_rate=rate, disturbed=disturbed,
-                    runaway=runaway,
+                    runaway=runaway, nights_plan=nights_plan,
                     heads={"interchangeability": first[0] if first else None,
                            "rankic": rankic_head(verdict, frr[0]) if verdict.candidate
                            else None})

@@ -117,7 +117,18 @@ def interchangeability(h) -> dict | None:
         "noise_excess": num(x.noise_excess),
         "rho": {"baseline_baseline": num(x.rho_rr), "candidate_baseline": num(x.rho_tr),
                 "candidate_candidate": num(x.rho_tt)},
-        "failed": dict(x.failed), "note": x.note or None}
+        "failed": dict(x.failed), "note": x.note or None,
+        "nights_to_decide": _nights(h.nights_plan)}
+
+
+def _nights(plan) -> dict | None:
+    """The nights both decisions need at this shape, from these nights' grades as the pilot
+    (`evals.icr_plan.NightsPlan`; None where the study has none)."""
+    if plan is None:
+        return None
+    return {"nights": plan.nights, "low": plan.low, "high": plan.high, "power": num(plan.power),
+            "power_equal": num(plan.power_equal), "power_noise": num(plan.power_noise),
+            "cap": plan.cap, "source": plan.source}
 
 
 def rankic(h) -> dict | None:
