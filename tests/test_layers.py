@@ -107,20 +107,25 @@ def engine_comparisons(root: Path) -> list[str]:
     """Each `==`/`!=`/`in` with an engine's name, or a dict keyed by one, outside the
     engines' homes (file:line name)."""
     out = []
+    for rel, node in _nodes_outside_homes(root):
+        if isinstance(node, ast.Compare):
+            hit = _names_in(node)
+        elif isinstance(node, ast.Dict):
+            hit = set().union(*(_names_in(k) for k in node.keys if k is not None))
+        else:
+            continue
+        out += [f"{rel}:{node.lineno} {name}" for name in sorted(hit)]
+    return out
+
+
+def _nodes_outside_homes(root: Path):
+    """(file, node) for every AST node of the packages' modules outside the engines' homes."""
     for package in ("dualpath", "flows", "warehouse", "evals", "viewer"):
         for f in sorted((root / package).rglob("*.py")):
             rel = f.relative_to(root).as_posix()
-            if rel.startswith(ENGINE_HOMES):
-                continue
-            for node in ast.walk(ast.parse(f.read_text())):
-                if isinstance(node, ast.Compare):
-                    hit = _names_in(node)
-                elif isinstance(node, ast.Dict):
-                    hit = set().union(*(_names_in(k) for k in node.keys if k is not None))
-                else:
-                    continue
-                out += [f"{rel}:{node.lineno} {name}" for name in sorted(hit)]
-    return out
+            if not rel.startswith(ENGINE_HOMES):
+                for node in ast.walk(ast.parse(f.read_text())):
+                    yield rel, node
 
 
 def test_engine_names_are_compared_only_in_the_engines_homes():
@@ -152,17 +157,12 @@ def counter_name_uses(root: Path) -> list[str]:
     counters = {c for n in names() for c in engine(n).facts.counters.values()}
     prefixes = {c.split(":", 1)[0] + ":" for c in counters}
     out = []
-    for package in ("dualpath", "flows", "warehouse", "evals", "viewer"):
-        for f in sorted((root / package).rglob("*.py")):
-            rel = f.relative_to(root).as_posix()
-            if rel.startswith(ENGINE_HOMES):
-                continue
-            for node in ast.walk(ast.parse(f.read_text())):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                    text = node.value
-                    if any(c in text for c in counters) or any(
-                            p + ch in text for p in prefixes for ch in "abcdefghijklmnopqrstuvwxyz_"):
-                        out.append(f"{rel}:{node.lineno}")
+    for rel, node in _nodes_outside_homes(root):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if any(c in text for c in counters) or any(
+                    p + ch in text for p in prefixes for ch in "abcdefghijklmnopqrstuvwxyz_"):
+                out.append(f"{rel}:{node.lineno}")
     return out
 
 
