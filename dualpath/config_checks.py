@@ -10,6 +10,7 @@ and how to fix it; pydantic turns that into one line of the config error.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -53,6 +54,15 @@ def _file_above(path: Path) -> Path | None:
     return None
 
 
+def write_places(cfg) -> list[tuple[str, str]]:
+    """(setting, problem) for the warehouse or runs folder a night cannot create (checked by
+    `dualpath check` and before a night, not when a config is read: reading a read-only
+    warehouse must still work)."""
+    r = cfg.resolve
+    return (_cannot_create("warehouse.path", r(cfg.warehouse.path))
+            + _cannot_create("warehouse.runs_dir", r(cfg.warehouse.runs_dir)))
+
+
 def _cannot_create(loc: str, p: Path) -> list[tuple[str, str]]:
     """A missing file or folder whose first existing folder above takes no new file (a
     read-only mount, /proc): `check` once passed `/proc/wh.duckdb` and `nightly` then ended in
@@ -66,6 +76,8 @@ def _cannot_create(loc: str, p: Path) -> list[tuple[str, str]]:
     try:
         fd, probe = tempfile.mkstemp(dir=above, prefix=".dualpath-probe-")
     except OSError as e:
+        if e.errno == errno.EROFS:      # said at the top, with what dualpath writes there
+            return []
         return [(loc, f"{p} cannot be created: {above} takes no new file "
                       f"({e.strerror or e}); give a place in a folder you can write")]
     os.close(fd)
@@ -112,9 +124,6 @@ def places(cfg) -> list[tuple[str, str]]:
            + _file("market.prices_file", opt(m.prices_file), "a CSV or Parquet file")
            + _folder("market.prices_dir", opt(m.prices_dir))
            + _folder("pipeline.documents_dir", opt(cfg.pipeline.documents_dir)))
-    if not out:     # where dualpath writes: a place that cannot be created
-        out = (_cannot_create("warehouse.path", r(cfg.warehouse.path))
-               + _cannot_create("warehouse.runs_dir", r(cfg.warehouse.runs_dir)))
     if r(cfg.warehouse.path) == r(cfg.warehouse.runs_dir):
         out.append(("warehouse.runs_dir", "is the warehouse file's own name; give each "
                     "its own place"))

@@ -8,7 +8,7 @@ surface inside the Prefect flow, as a failed path or a task traceback, minutes i
 from __future__ import annotations
 
 from dualpath.config import Config
-from dualpath.config_checks import launch_model_problems
+from dualpath.config_checks import launch_model_problems, write_places
 from dualpath.errors import ConfigError, DataError
 
 
@@ -19,14 +19,14 @@ def _cut(text: str, limit: int = 300) -> str:
 
 def preflight(cfg: Config) -> None:
     """Raise `ConfigError` listing every problem a night would meet before its first call:
-    the universe, the pipeline import, each path's API key
+    a warehouse or runs folder that cannot be created, the universe, the pipeline import, each path's API key
     variable, each `expect` pin its launch argv contradicts (with the value to write), a
     launch model file that is missing."""
     from dualpath.launch_args import pin_disagreements
     from dualpath.night import api_key
     from dualpath.pipeline import load_pipeline
 
-    problems: list[str] = []
+    problems: list[str] = [f"{loc}: {msg}" for loc, msg in write_places(cfg)]
     try:
         cfg.tickers()
     except DataError as e:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from dualpath.evals import dist
+from dualpath.evals import dist      # scipy: `dualpath runs` imports `basis_words` lazily
 from dualpath.evals import draws as rd
 from dualpath.evals.format import draws_words
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dualpath.evals.energy import basis_words
 from dualpath.evals.registry import table
 from dualpath.evals.speed import SPEED_LABELS
 
@@ -48,6 +47,8 @@ def gpu_frame(gpu: pd.DataFrame) -> pd.DataFrame:
     """The GPU evidence (`warehouse.energy.gpu_evidence`) with its energy said in words: its
     basis where joules are known (`evals.energy.basis_words`, and the reader's failures it
     rode out), "energy unknown (why)" where not, never 0."""
+    from dualpath.evals.energy import basis_words    # scipy, only where GPUs are shown
+
     def words(r) -> str:
         if isinstance(r["energy_unknown"], str):
             return f"energy unknown ({r['energy_unknown']})"

@@ -195,17 +195,22 @@ def test_only_secrets_are_redacted_in_config_errors():
 
 def test_a_warehouse_in_a_folder_that_takes_no_file_is_refused_by_check(tmp_path):
     """`/proc` exists and is a folder, but no file can be created there: `check` passed
-    `[warehouse] path = "/proc/wh.duckdb"` and `nightly` ended in an internal error."""
+    `[warehouse] path = "/proc/wh.duckdb"` and `nightly` ended in an internal error. Refused
+    before a night (`preflight`, which `check` runs), not when the config is read."""
+    from dualpath.preflight import preflight
+
     data = minimal(warehouse={"path": "/proc/wh.duckdb", "runs_dir": "/proc/dualpath-runs"})
+    cfg = parse_config(data, "c.toml", base_dir=tmp_path)
     with pytest.raises(ConfigError) as e:
-        parse_config(data, "c.toml", base_dir=tmp_path)
+        preflight(cfg)
     lines = str(e.value).splitlines()
-    assert lines[0] == "c.toml: 2 problem(s):"
+    assert lines[0] == "not ready to score:"
     assert lines[1].startswith("  - warehouse.path: /proc/wh.duckdb cannot be created: /proc "
                                "takes no new file (")
     assert lines[1].endswith("); give a place in a folder you can write")
     assert lines[2].startswith("  - warehouse.runs_dir: /proc/dualpath-runs cannot be created")
-    # a folder that does take files: accepted, and the probe leaves nothing behind
+    # a folder that does take files: no such problem, and the probe leaves nothing behind
+    from dualpath.config_checks import write_places
     ok = parse_config(minimal(warehouse={"path": "sub/wh.duckdb"}), "c.toml", base_dir=tmp_path)
-    assert ok.warehouse.path.name == "wh.duckdb"
+    assert write_places(ok) == []
     assert [p.name for p in tmp_path.iterdir()] == []

@@ -138,8 +138,10 @@ def snapshot_folder(warehouse: Path) -> Iterator[Path | None]:
         with _terminate_as_exit() as guard:
             try:
                 yield made
-            except Exception:
-                if guard.got:       # SIGTERM in the query: an exit, not "internal error"
+            except (Exception, KeyboardInterrupt):
+                # SIGTERM in the query: an exit, not "internal error" (nor Ctrl-C's 130: the
+                # query's interruption reads as the person's when no timer caused it)
+                if guard.got:
                     raise SystemExit(128 + guard.got[0]) from None
                 raise
     finally:
