@@ -60,9 +60,11 @@ def _watch(read_fd: int, guard: _Guard) -> None:
     under load, `dualpath sql` went on past a SIGTERM for over a minute. The C-level handler
     writes each signal's number to the wakeup fd at once, whatever the main thread does."""
     while data := os.read(read_fd, 64):
-        if signal.SIGTERM in data:
-            if signal.SIGTERM not in guard.got:
-                guard.got.append(signal.SIGTERM)
+        if signal.SIGTERM in data and signal.SIGTERM not in guard.got:
+            guard.got.append(signal.SIGTERM)
+        # Ctrl-C too: DuckDB does not stop for it (the query ran on to its --timeout); the
+        # interruption then reads as the person's (`warehouse.db._within`): exit 130
+        if signal.SIGTERM in data or signal.SIGINT in data:
             con = guard.con
             if con is not None:
                 con.interrupt()
